@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Command line of the testbed: run, validate, report, cleanup, schema."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def _set_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a value of the file (also a sweep axis), e.g. topology.link.bw=100mbit")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="run_experiment.py", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run every point of an experiment file (root)")
+    run.add_argument("file")
+    _set_args(run)
+    run.add_argument("--out", help="results folder (default results/<name>)")
+    run.add_argument("--dry-run", action="store_true", help="list the run points and exit (no root)")
+    run.add_argument("--retry-failed", action="store_true", help="rerun points recorded as failed")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or per-run detail (CI logs)")
+    run.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    val = sub.add_parser("validate", help="check a file without running it (no root)")
+    val.add_argument("files", nargs="+")
+    _set_args(val)
+    rep = sub.add_parser("report", help="tables, figures and report.html from stored results (no root)")
+    rep.add_argument("dir")
+    cl = sub.add_parser("cleanup", help="remove what a killed run left behind (root)")
+    cl.add_argument("--force", action="store_true", help="also remove the resources of runs that look alive")
+    sub.add_parser("schema", help="print the JSON Schema of experiment files")
+    return parser.parse_args(argv)
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        console.print(f"[red]error[/red]: {what} needs root (Mininet, Open vSwitch and tc): run it with sudo")
+        sys.exit(2)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def cmd_run(args) -> int:
+    from testbed.spec import SpecError, expand_points, load_spec
+    try:
+        exp = load_spec(args.file, args.overrides)
+        points = expand_points(exp)
+    except SpecError as err:
+        console.print(str(err), highlight=False, markup=False)
+        return 2
+    out = Path(args.out or Path("results") / exp.name)
+    if args.dry_run:
+        for p in points:
+            print(p.run_id, json.dumps(p.params, default=str))
+        print(f"{len(points)} run point(s) -> {out}")
+        return 0
+    _need_root("run")
+    from testbed.sweep import run_sweep
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        summary = run_sweep(exp, out, retry_failed=args.retry_failed, quiet=args.quiet, console=console)
+    except SpecError as err:
+        console.print(str(err), highlight=False, markup=False)
+        return 2
+    if not args.no_report and (summary.done or summary.skipped):
+        from analysis.report import build_report
+        report = build_report(out)
+        console.print(f"report: {report}")
+    console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
+                  f"tables in {out}/ (runs.csv, checks.csv, steps.csv, usage.csv)")
+    if summary.interrupted:
+        return 130
+    return min(len(summary.failed), 100)
+
+
+def cmd_validate(args) -> int:
+    from testbed.spec import validate_file
+    bad = 0
+    for f in args.files:
+        ok, text = validate_file(f, args.overrides)
+        print(text)
+        bad += not ok
+    return 1 if bad else 0
+
+
+def cmd_report(args) -> int:
+    from analysis.report import build_report
+    print(build_report(Path(args.dir)))
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    _need_root("cleanup")
+    from testbed.cleanup import cleanup
+    actions = cleanup(force=args.force)
+    for a in actions:
+        print(a)
+    print("nothing to clean up" if not actions else f"{len(actions)} action(s)")
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from testbed.spec import json_schema
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
+            "schema": cmd_schema}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

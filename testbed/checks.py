@@ -1,0 +1,121 @@
+"""iperf3 and ping checks between host pairs -> one row per check."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import deque
+
+IPERF_PORT = 5201
+
+
+def check_pairs(host_names: list[str], mode: str) -> list[tuple[str, str]]:
+    """(client, server) pairs: every other host to the first ('first'), or every ordered pair ('all')."""
+    if mode == "all":
+        return [(a, b) for a in host_names for b in host_names if a != b]
+    return [(h, host_names[0]) for h in host_names[1:]]
+
+
+def path_bandwidth(graph, src: str, dst: str) -> int | None:
+    """Narrowest configured bandwidth on the shortest path src -> dst (None when unshaped)."""
+    adjacent: dict[str, list] = {}
+    for e in graph.links:
+        adjacent.setdefault(e.a, []).append((e.b, e))
+        adjacent.setdefault(e.b, []).append((e.a, e))
+    previous = {src: None}
+    queue = deque([src])
+    while queue:
+        node = queue.popleft()
+        for nxt, edge in adjacent.get(node, []):
+            if nxt not in previous:
+                previous[nxt] = (node, edge)
+                queue.append(nxt)
+    if dst not in previous:
+        return None
+    rates, node = [], dst
+    while previous[node] is not None:
+        node, edge = previous[node]
+        if edge.params.bw is not None:
+            rates.append(edge.params.bw)
+    return min(rates) if rates else None
+
+
+def parse_iperf3(text: str) -> float:
+    """Received TCP throughput (bits/s) from `iperf3 -J` output."""
+    data = json.loads(text)
+    if "error" in data:
+        raise RuntimeError(f"iperf3: {data['error']}")
+    return float(data["end"]["sum_received"]["bits_per_second"])
+
+
+def parse_ping(text: str) -> tuple[float, float]:
+    """(average RTT in ms, packet loss %) from ping's summary lines."""
+    loss = re.search(r"([\d.]+)% packet loss", text)
+    rtt = re.search(r"= [\d.]+/([\d.]+)/", text)
+    return (float(rtt.group(1)) if rtt else math.nan, float(loss.group(1)) if loss else 100.0)
+
+
+def judge(configured: int | None, measured: float, tolerance: float) -> tuple[float, bool]:
+    """Ratio measured/configured and whether it lies within the tolerance around 1."""
+    if configured is None:
+        return math.nan, measured > 0
+    ratio = measured / configured
+    return ratio, (1 - tolerance) <= ratio <= (1 + tolerance)
+
+
+def run_iperf(net, client: str, server: str, duration: float) -> float:
+    srv = net.popen(server, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)],
+                    stdout=open("/dev/null", "w"), stderr=open("/dev/null", "w"))
+    try:
+        for _ in range(50):   # wait until the server listens
+            if f":{IPERF_PORT}" in net.cmd(server, f"ss -Hltn sport = :{IPERF_PORT}"):
+                break
+            time.sleep(0.1)
+        out = net.cmd(client, f"iperf3 -c {net.ip(server)} -p {IPERF_PORT} -t {duration:g} -J")
+        return parse_iperf3(out[out.find("{"):])
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=lambda msg: None) -> list[dict]:
+    """Measure every pair; rows follow the checks.csv contract."""
+    rows = []
+    names = [h.name for h in graph.hosts]
+    for client, server in check_pairs(names, checks_spec.pairs):
+        configured = path_bandwidth(graph, client, server)
+        base = dict(experiment=experiment, run_id=run_id, src=client, dst=server, configured_bps=configured)
+        if checks_spec.ping:
+            out = net.cmd(client, f"ping -c 5 -i 0.2 -W 2 -q {net.ip(server)}")
+            rtt, loss = parse_ping(out)
+            rows.append(dict(base, tool="ping", measured_bps=math.nan, ratio=math.nan, rtt_ms=rtt,
+                             passed=loss == 0, detail=f"{loss:g}% loss"))
+            progress(f"ping {client}->{server}: {rtt:.2f} ms, {loss:g}% loss")
+        if checks_spec.iperf:
+            try:
+                measured = run_iperf(net, client, server, checks_spec.duration)
+                ratio, passed = judge(configured, measured, checks_spec.tolerance)
+                detail = f"tolerance {checks_spec.tolerance:g}"
+            except (RuntimeError, ValueError, KeyError) as err:
+                measured, ratio, passed, detail = math.nan, math.nan, False, str(err)[:200]
+            rows.append(dict(base, tool="iperf3", measured_bps=measured, ratio=ratio, rtt_ms=math.nan,
+                             passed=passed, detail=detail))
+            progress(f"iperf3 {client}->{server}: {measured / 1e6:.2f} Mbit/s"
+                     + (f" of {configured / 1e6:g} (ratio {ratio:.3f})" if configured else ""))
+    return rows
+
+
+def failure_reason(rows: list[dict]) -> str | None:
+    """One sentence naming every failed check, or None when all passed."""
+    failed = [r for r in rows if not r["passed"]]
+    if not failed:
+        return None
+    parts = []
+    for r in failed:
+        if r["tool"] == "iperf3" and r["configured_bps"] and not math.isnan(r["measured_bps"]):
+            parts.append(f"iperf3 {r['src']}->{r['dst']} measured {r['measured_bps'] / 1e6:.2f} of "
+                         f"{r['configured_bps'] / 1e6:g} Mbit/s (ratio {r['ratio']:.3f}, {r['detail']})")
+        else:
+            parts.append(f"{r['tool']} {r['src']}->{r['dst']} failed ({r['detail']})")
+    return "check failed: " + "; ".join(parts)

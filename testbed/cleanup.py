@@ -1,0 +1,167 @@
+"""Know what a run created, so it can be removed after success, failure, Ctrl-C or a crash.
+
+Before the testbed creates a bridge, interface, cgroup or process, it records it in a state
+file under /run/dltestbed/. `teardown` of a live run and `cleanup` after a killed one both
+remove exactly what was recorded, plus OVS rows tagged as the testbed's own."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
+OVS_TAG = ("external_ids", "dltestbed", "1")
+# Command-line markers that identify processes the testbed starts (guards against pid reuse).
+PROCESS_MARKERS = ("mininet:", "workloads/train.py", "iperf3", "ping", "mnexec")
+
+
+@dataclass
+class State:
+    owner_pid: int
+    bridges: list[str] = field(default_factory=list)
+    linux_bridges: list[str] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+    sysctls: dict[str, str] = field(default_factory=dict)   # name -> value to restore
+
+
+class Registry:
+    """The state file of one live run; every `add` is written to disk before the resource exists."""
+
+    def __init__(self):
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        self.state = State(owner_pid=os.getpid())
+        self.path = STATE_DIR / f"run-{os.getpid()}-{time.monotonic_ns()}.json"
+        self._save()
+
+    def add(self, kind: str, *items) -> None:
+        getattr(self.state, kind).extend(i for i in items if i not in getattr(self.state, kind))
+        self._save()
+
+    def remember_sysctl(self, name: str, old_value: str) -> None:
+        self.state.sysctls.setdefault(name, old_value)
+        self._save()
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self.state)))
+        os.replace(tmp, self.path)
+
+    def release(self) -> list[str]:
+        """Remove everything recorded, then the state file itself."""
+        actions = remove_state(self.state)
+        self.path.unlink(missing_ok=True)
+        return actions
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, text=True)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_processes(pids) -> list[str]:
+    """SIGKILL recorded processes that still carry one of the testbed's markers."""
+    actions = []
+    for pid in pids:
+        cmd = _cmdline(pid)
+        if cmd and any(m in cmd for m in PROCESS_MARKERS):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                actions.append(f"killed process {pid} ({cmd[:60].strip()})")
+            except ProcessLookupError:
+                pass
+    return actions
+
+
+def _link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
+
+
+def remove_state(state: State) -> list[str]:
+    actions = kill_processes(state.pids)
+    for br in state.bridges:
+        if _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0 and _link_exists(br):
+            _run("ip", "link", "del", br)
+        actions.append(f"deleted OVS bridge {br}")
+    for br in state.linux_bridges:
+        if _link_exists(br):
+            _run("ip", "link", "set", br, "down")
+            _run("ip", "link", "del", br)
+            actions.append(f"deleted Linux bridge {br}")
+    for intf in state.interfaces:
+        if _link_exists(intf):
+            _run("ip", "link", "del", intf)
+            actions.append(f"deleted interface {intf}")
+    for cg in state.cgroups:
+        if _run("cgdelete", "-r", cg).returncode == 0:
+            actions.append(f"deleted cgroup {cg}")
+    for name, value in state.sysctls.items():
+        _run("sysctl", "-qw", f"{name}={value}")
+        actions.append(f"restored sysctl {name}={value}")
+    actions += destroy_tagged_ovs_rows()
+    return actions
+
+
+def ovs_running() -> bool:
+    return _run("ovs-vsctl", "--timeout=2", "show").returncode == 0
+
+
+def destroy_tagged_ovs_rows() -> list[str]:
+    """QoS and Queue rows (and bridges) that carry the testbed's tag and are no longer used."""
+    if not ovs_running():
+        return []
+    actions = []
+    col, key, val = OVS_TAG
+    for br in _run("ovs-vsctl", "--bare", "--columns=name", "find", "Bridge", f"{col}:{key}={val}").stdout.split():
+        _run("ovs-vsctl", "--if-exists", "del-br", br)
+        actions.append(f"deleted tagged OVS bridge {br}")
+    for table in ("QoS", "Queue"):
+        out = _run("ovs-vsctl", "--bare", "--columns=_uuid", "find", table, f"{col}:{key}={val}").stdout
+        for uuid in out.split():
+            if _run("ovs-vsctl", "--if-exists", "destroy", table, uuid).returncode == 0:
+                actions.append(f"destroyed OVS {table} row {uuid[:8]}")
+    return actions
+
+
+def _owner_alive(state: State) -> bool:
+    try:
+        os.kill(state.owner_pid, 0)
+    except ProcessLookupError:
+        return False
+    return "run_experiment" in _cmdline(state.owner_pid) or "pytest" in _cmdline(state.owner_pid)
+
+
+def cleanup(force: bool = False) -> list[str]:
+    """Remove what dead runs left (all recorded runs with force=True), and stray training processes."""
+    actions: list[str] = []
+    if STATE_DIR.exists():
+        for path in sorted(STATE_DIR.glob("run-*.json")):
+            try:
+                state = State(**json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if _owner_alive(state) and not force:
+                actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive")
+                continue
+            actions += remove_state(state)
+            path.unlink(missing_ok=True)
+    actions += kill_processes(_pids_matching("workloads/train.py"))
+    actions += destroy_tagged_ovs_rows()
+    return actions
+
+
+def _pids_matching(marker: str) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and int(p.name) != os.getpid() and marker in _cmdline(int(p.name))]

@@ -1,0 +1,232 @@
+"""Spec graph -> running Mininet network. The one place that touches Mininet."""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+from testbed import shaping
+from testbed.cleanup import STATE_DIR, Registry, ovs_running
+
+log = logging.getLogger("testbed.network")
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
+
+
+class NetworkError(RuntimeError):
+    pass
+
+
+def ensure_ovs() -> None:
+    """Start ovsdb-server and ovs-vswitchd if they are not running (no systemd needed)."""
+    if ovs_running():
+        return
+    log.info("starting Open vSwitch (ovs-ctl start)")
+    proc = subprocess.run([OVS_CTL, "start", "--system-id=random"], capture_output=True, text=True)
+    if not ovs_running():
+        raise NetworkError(f"could not start Open vSwitch: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def ovs_datapath(requested: str = "auto") -> str:
+    """'kernel' when the openvswitch module is (or can be) loaded, else the userspace datapath."""
+    if requested != "auto":
+        if requested == "kernel" and not _kernel_datapath_available():
+            raise NetworkError("switch.datapath: kernel asked for, but this kernel has no openvswitch module")
+        return requested
+    return "kernel" if _kernel_datapath_available() else "user"
+
+
+def _kernel_datapath_available() -> bool:
+    if Path("/sys/module/openvswitch").exists():
+        return True
+    subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
+    return Path("/sys/module/openvswitch").exists()
+
+
+class RunLock:
+    """One live network at a time: names like h1/s1 would clash between runs."""
+
+    def __init__(self):
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(STATE_DIR / "lock", os.O_RDWR | os.O_CREAT)
+
+    def __enter__(self):
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise NetworkError("another testbed run holds /run/dltestbed/lock; wait for it to end") from None
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+class Network:
+    """Context manager that brings a Graph up with Mininet and always tears it down.
+
+    `hosts[name]` is the Mininet host; `popen(host, cmd)` starts a recorded process in it."""
+
+    def __init__(self, graph, topology):
+        self.graph = graph
+        self.topology = topology
+        self.datapath = None
+        self.notes: list[str] = []
+        self.hosts = {}
+        self._net = None
+        self._lock = RunLock()
+        self._registry = None
+
+    # lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> "Network":
+        self._lock.__enter__()
+        try:
+            self._registry = Registry()
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._net is not None:
+                try:
+                    self._net.stop()
+                except Exception as err:  # noqa: BLE001 - the registry below removes the rest
+                    log.warning("mininet stop failed: %s", err)
+            if self._registry is not None:
+                for action in self._registry.release():
+                    log.debug("teardown: %s", action)
+        finally:
+            self._net = None
+            self._lock.__exit__()
+
+    def _start(self) -> None:
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        setLogLevel("error")
+        kind = self.topology.switch.kind
+        self._check_free_names()
+        switch_cls = self._switch_class(kind)
+        self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
+                            autoStaticArp=False, waitConnected=False)
+        for h in self.graph.hosts:
+            self._net.addHost(h.name, ip=f"{h.ip}/24", **self._host_params(h))
+        for s in self.graph.switches:
+            self._registry.add("bridges" if kind == "ovs" else "linux_bridges", s.name)
+            self._net.addSwitch(s.name, cls=switch_cls, dpid=f"{s.dpid:016x}")
+        for e in self.graph.links:
+            self._net.addLink(e.a, e.b)
+        self._registry.add("interfaces", *self._root_interfaces())
+        self._net.build()
+        self.hosts = {h.name: self._net.get(h.name) for h in self.graph.hosts}
+        self._registry.add("pids", *(n.pid for n in self._net.hosts + self._net.switches if n.pid))
+        self._registry.add("cgroups", *(f"cpu,cpuacct,cpuset:/{h.name}" for h in self.graph.hosts
+                                         if h.cpu is not None))
+        if kind == "linuxbridge":
+            self._allow_bridged_traffic()
+        self._net.start()
+        if kind == "ovs":
+            self._tag_bridges()
+            if self.datapath == "user":
+                self._disable_tx_offload()
+        self._apply_shaping()
+
+    # building ------------------------------------------------------------------------------
+    def _switch_class(self, kind: str):
+        from functools import partial
+        if kind == "linuxbridge":
+            from mininet.nodelib import LinuxBridge
+            self.notes.append("switches: Linux bridge")
+            return LinuxBridge
+        from mininet.node import OVSBridge
+        ensure_ovs()
+        self.datapath = ovs_datapath(self.topology.switch.datapath)
+        self.notes.append(f"switches: Open vSwitch, {self.datapath} datapath"
+                          + (" (no kernel module: TX checksum offload off on links)" if self.datapath == "user" else ""))
+        return partial(OVSBridge, datapath=self.datapath)
+
+    def _host_params(self, h) -> dict:
+        if h.cpu is None:
+            return {}
+        from mininet.node import CPULimitedHost
+        return {"cls": CPULimitedHost, "cpu": h.cpu}
+
+    def _root_interfaces(self) -> list[str]:
+        """Interfaces that live in the root namespace: every switch-side link end."""
+        switches = {s.name for s in self.graph.switches}
+        names = []
+        port = {s: 0 for s in switches}
+        for e in self.graph.links:
+            for end in (e.a, e.b):
+                if end in switches:
+                    port[end] += 1
+                    names.append(f"{end}-eth{port[end]}")
+        return names
+
+    def _check_free_names(self) -> None:
+        taken = [s.name for s in self.graph.switches if Path(f"/sys/class/net/{s.name}").exists()]
+        if taken:
+            raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine: a crashed "
+                               "run or another tool left them; run `run_experiment.py cleanup` or rename switches")
+
+    def _allow_bridged_traffic(self) -> None:
+        """With dockerd running, bridged frames pass iptables' FORWARD chain (policy DROP)."""
+        path = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+        if path.exists() and path.read_text().strip() == "1":
+            self._registry.remember_sysctl(BRIDGE_NF, "1")
+            path.write_text("0")
+            self.notes.append(f"set {BRIDGE_NF}=0 for this run (iptables would drop bridged traffic); restored after")
+
+    def _tag_bridges(self) -> None:
+        for s in self.graph.switches:
+            subprocess.run(["ovs-vsctl", "set", "Bridge", s.name, "external_ids:dltestbed=1"], check=True)
+
+    def _disable_tx_offload(self) -> None:
+        for node in self._net.hosts + self._net.switches:
+            for intf in node.intfList():
+                if intf.name != "lo":
+                    node.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
+
+    # shaping -------------------------------------------------------------------------------
+    def _link_ends(self, edge):
+        link = self._net.linksBetween(self._net.get(edge.a), self._net.get(edge.b))[0]
+        return (link.intf1, link.intf2)
+
+    def _apply_shaping(self) -> None:
+        switches = {s.name for s in self.graph.switches}
+        for edge in self.graph.links:
+            for intf in self._link_ends(edge):
+                if self.topology.shaping == "ovs":
+                    if intf.node.name in switches and edge.params.bw is not None:
+                        self._ovs_qos(intf.name, edge.params.bw)
+                else:
+                    for args in shaping.tc_commands(intf.name, edge.params, self.topology.qdisc):
+                        self._tc(intf, args)
+
+    def _tc(self, intf, args: list[str]) -> None:
+        out = intf.node.cmd(" ".join(["tc", *args, "2>&1; echo rc=$?"]))
+        if not out.strip().endswith("rc=0"):
+            raise NetworkError(f"tc {' '.join(args)} failed on {intf.name}: {out.strip()}")
+
+    def _ovs_qos(self, port: str, rate: int) -> None:
+        proc = subprocess.run(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NetworkError(f"OVS QoS on {port} failed: {proc.stderr.strip()}")
+
+    # use -----------------------------------------------------------------------------------
+    def popen(self, host: str, cmd: list[str], **kwargs) -> subprocess.Popen:
+        """Start `cmd` inside host's namespace; the process is recorded for cleanup."""
+        proc = self.hosts[host].popen(cmd, **kwargs)
+        self._registry.add("pids", proc.pid)
+        return proc
+
+    def cmd(self, host: str, command: str) -> str:
+        return self.hosts[host].cmd(command)
+
+    def ip(self, host: str) -> str:
+        return self.hosts[host].IP()

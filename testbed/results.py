@@ -1,0 +1,70 @@
+"""Where results go and how they are written (atomically) and read back as DataFrames."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+RUNS_COLUMNS = [
+    "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "model", "params",
+    "gradient_bytes", "global_batch", "workers", "servers", "asynchronous", "status", "reason",
+    "started_at", "wall_time_s", "training_time_s", "time_per_step_s", "samples_per_s", "final_loss",
+    "steps", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
+    "monitor_overhead_pct",
+]
+CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps", "measured_bps", "ratio",
+                  "rtt_ms", "passed", "detail"]
+STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "epoch", "step", "time_s",
+                 "loss", "samples_per_s", "t"]
+USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"]
+TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS, "usage": USAGE_COLUMNS}
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so readers see the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_table(exp_dir: Path, name: str) -> pd.DataFrame:
+    path = Path(exp_dir) / f"{name}.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=TABLES[name])
+    return pd.read_csv(path)
+
+
+def replace_run_rows(exp_dir: Path, name: str, run_id: str, rows: list[dict],
+                     extra_columns: list[str] = ()) -> pd.DataFrame:
+    """Replace every row of `run_id` in table `name` with `rows` (a retried run leaves one set)."""
+    old = read_table(exp_dir, name)
+    old = old[old["run_id"] != run_id] if "run_id" in old else old
+    new = pd.DataFrame(rows)
+    columns = TABLES[name][:3] + [c for c in extra_columns if c not in TABLES[name]] + TABLES[name][3:]
+    frames = [f for f in (old, new) if not f.empty]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    ordered = [c for c in columns if c in table] + [c for c in table if c not in columns]
+    table = table.reindex(columns=ordered)
+    atomic_write_text(Path(exp_dir) / f"{name}.csv", table.to_csv(index=False))
+    return table
+
+
+def run_dir(exp_dir: Path, run_id: str) -> Path:
+    path = Path(exp_dir) / "runs" / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(path: Path, data) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")

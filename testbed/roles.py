@@ -1,0 +1,70 @@
+"""Which training task runs on which host, and the TensorFlow cluster they form. Pure logic."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Task:
+    host: str
+    task_type: str      # single | worker | chief | ps
+    index: int
+    port: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.task_type} {self.index} on {self.host}"
+
+    @property
+    def log_stem(self) -> str:
+        return f"{self.host}-{self.task_type}{self.index}"
+
+
+class PlacementError(ValueError):
+    pass
+
+
+def assign_tasks(workload, host_names: list[str]) -> list[Task]:
+    """single: the first host. allreduce: one worker per host (worker 0 is the chief).
+    ps: chief, then `ps.servers` parameter servers, then workers, one per host unless
+    `ps.placement` says otherwise (tasks sharing a host get distinct ports)."""
+    port = workload.port
+    if workload.strategy == "single":
+        return [Task(host_names[0], "single", 0, port)]
+    if workload.strategy == "allreduce":
+        return [Task(h, "worker", i, port) for i, h in enumerate(host_names)]
+    placement = workload.ps.placement or _default_ps_placement(workload.ps.servers, host_names)
+    unknown = sorted({h for hosts in placement.values() for h in hosts} - set(host_names))
+    if unknown:
+        raise PlacementError(f"workload.ps.placement names hosts not in the topology: {', '.join(unknown)}")
+    if len(placement.get("chief", [])) != 1 or not placement.get("ps") or not placement.get("worker"):
+        raise PlacementError("workload.ps.placement needs exactly one chief, at least one ps and one worker")
+    tasks, used = [], {}
+    for task_type in ("chief", "ps", "worker"):
+        for i, host in enumerate(placement[task_type]):
+            used[host] = used.get(host, -1) + 1
+            tasks.append(Task(host, task_type, i, port + used[host]))
+    return tasks
+
+
+def _default_ps_placement(servers: int, hosts: list[str]) -> dict[str, list[str]]:
+    if len(hosts) < servers + 2:
+        raise PlacementError(f"strategy ps with {servers} server(s) needs at least {servers + 2} hosts "
+                             f"(chief, servers, one worker) but the topology has {len(hosts)}")
+    return {"chief": hosts[:1], "ps": hosts[1:1 + servers], "worker": hosts[1 + servers:]}
+
+
+def cluster_spec(tasks: list[Task], ips: dict[str, str]) -> dict[str, list[str]]:
+    """TF cluster dict: task type -> ['ip:port', ...] in index order (single tasks form no cluster)."""
+    cluster: dict[str, list[str]] = {}
+    for t in tasks:
+        if t.task_type != "single":
+            cluster.setdefault(t.task_type, []).append(f"{ips[t.host]}:{t.port}")
+    return cluster
+
+
+def final_tasks(tasks: list[Task]) -> list[Task]:
+    """Tasks whose exit means training is over; the others (ps strategy servers) are ended by us."""
+    if any(t.task_type == "chief" for t in tasks):
+        return [t for t in tasks if t.task_type == "chief"]
+    return list(tasks)

@@ -1,0 +1,158 @@
+"""One run point: bring the network up, check it, train, collect, tear down (always)."""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import time
+from pathlib import Path
+
+import yaml
+
+from testbed import results, shaping
+from testbed.checks import failure_reason, run_checks
+from testbed.monitor import Monitor, summarize
+from testbed.network import Network, NetworkError
+from testbed.roles import PlacementError, assign_tasks, final_tasks
+from testbed.spec import SpecError, SpecIssue, build_graph
+from testbed.training import Training
+from testbed.units import format_bandwidth
+
+
+def preflight(exp, points) -> None:
+    """Everything that can be refused without touching the machine, for every point at once."""
+    issues: list[SpecIssue] = []
+    for point in points:
+        spec = point.spec
+        graph = build_graph(spec.topology)
+        for key, message in shaping.capability_problems(spec.topology, graph):
+            issues.append(_issue(exp, key, message, point))
+        try:
+            assign_tasks(spec.workload, [h.name for h in graph.hosts])
+        except PlacementError as err:
+            issues.append(_issue(exp, "workload.strategy", str(err), point))
+    unique = list({(i.file, i.line, i.key, i.message): i for i in issues}.values())
+    if unique:
+        raise SpecError(unique)
+
+
+def _issue(exp, key: str, message: str, point) -> SpecIssue:
+    file, line = exp.location(key)
+    where = f" (run point {point.run_id})" if point.params else ""
+    return SpecIssue(file, line, key, message + where)
+
+
+def link_bandwidth(graph) -> int | None:
+    """The narrowest configured bandwidth in the topology, the run's 'bw' figure."""
+    rates = [e.params.bw for e in graph.links if e.params.bw is not None]
+    return min(rates) if rates else None
+
+
+def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
+    """Execute one point; returns its runs.csv row (status ok or failed, never raises for a failed run).
+
+    KeyboardInterrupt propagates after teardown, with no row written, so the point is rerun on resume."""
+    spec = point.spec
+    graph = build_graph(spec.topology)
+    tasks = assign_tasks(spec.workload, [h.name for h in graph.hosts])
+    folder = results.run_dir(exp_dir, point.run_id)
+    results.atomic_write_text(folder / "spec.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    results.write_json(folder / "topology.json", topology_document(graph, tasks))
+    bw = link_bandwidth(graph)
+    row = dict(experiment=spec.name, run_id=point.run_id, repeat=point.repeat, **point.params,
+               hosts=len(graph.hosts), bw_bps=bw, bw=format_bandwidth(bw) if bw else "unshaped",
+               strategy=spec.workload.strategy, model=spec.workload.model,
+               workers=sum(t.task_type in ("worker", "single") for t in tasks),
+               servers=sum(t.task_type == "ps" for t in tasks),
+               asynchronous=spec.workload.strategy == "ps",
+               started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    started = time.monotonic()
+    check_rows, step_rows, usage_rows = [], [], []
+    try:
+        with Network(graph, spec.topology) as net:
+            for note in net.notes:
+                progress(note)
+            if spec.checks.iperf or spec.checks.ping:
+                check_rows = run_checks(net, graph, spec.checks, spec.name, point.run_id, progress)
+                reason = failure_reason(check_rows)
+                if reason and spec.checks.fail_run:
+                    raise RunFailed(reason)
+                if reason:
+                    progress(f"WARNING {reason} (checks.fail_run is false: training anyway)")
+            with _monitor(net, spec, tasks, point.run_id) as monitor:
+                outcome = Training(net, spec.workload, tasks, folder, progress).run()
+            if monitor is not None:
+                usage_rows = monitor.rows
+                row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
+            step_rows = step_rows_from(outcome.events, spec.name, point.run_id)
+            row.update(summary_from(outcome.events, tasks))
+            if not outcome.ok:
+                raise RunFailed(outcome.reason)
+        row.update(status="ok", reason="")
+    except (RunFailed, NetworkError) as err:
+        row.update(status="failed", reason=str(err))
+    row["wall_time_s"] = round(time.monotonic() - started, 3)
+    results.write_json(folder / "result.json", row)
+    results.replace_run_rows(exp_dir, "checks", point.run_id, check_rows)
+    results.replace_run_rows(exp_dir, "steps", point.run_id, step_rows)
+    results.replace_run_rows(exp_dir, "usage", point.run_id, usage_rows)
+    results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
+    return row
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+def _monitor(net, spec, tasks, run_id):
+    """A Monitor over every host (or a no-op context when monitoring is off)."""
+    if not spec.monitor.enabled:
+        return contextlib.nullcontext()
+    roles = topology_roles(tasks)
+    nodes = {name: (host.pid, roles.get(name, "idle")) for name, host in net.hosts.items()}
+    return Monitor(nodes, spec.monitor.interval, spec.name, run_id)
+
+
+def topology_roles(tasks) -> dict[str, str]:
+    """host -> role label such as 'chief0' or 'ps0+worker1' (co-located tasks)."""
+    roles: dict[str, list[str]] = {}
+    for t in tasks:
+        roles.setdefault(t.host, []).append(f"{t.task_type}{t.index}")
+    return {host: "+".join(labels) for host, labels in roles.items()}
+
+
+def topology_document(graph, tasks) -> dict:
+    roles = topology_roles(tasks)
+    return {
+        "hosts": [{"name": h.name, "ip": h.ip, "role": roles.get(h.name, "idle")} for h in graph.hosts],
+        "switches": [{"name": s.name} for s in graph.switches],
+        "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}
+                  for e in graph.links],
+    }
+
+
+def summary_from(events: dict, tasks) -> dict:
+    """Run-level figures from the first final task's start and done events."""
+    lead = final_tasks(tasks)[0]
+    evs = events.get(lead, [])
+    start = next((e for e in evs if e.get("event") == "start"), {})
+    done = next((e for e in evs if e.get("event") == "done"), {})
+    return {
+        "params": start.get("params"), "gradient_bytes": start.get("gradient_bytes"),
+        "global_batch": start.get("global_batch"),
+        "training_time_s": done.get("training_time_s"), "time_per_step_s": done.get("time_per_step_s"),
+        "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
+        "steps": done.get("steps"),
+    }
+
+
+def step_rows_from(events: dict, experiment: str, run_id: str) -> list[dict]:
+    rows = []
+    for task, evs in events.items():
+        for e in evs:
+            if e.get("event") in ("step", "epoch"):
+                rows.append(dict(experiment=experiment, run_id=run_id, role=task.task_type, task_index=task.index,
+                                 host=task.host, kind=e["event"], epoch=e.get("epoch"), step=e.get("step"),
+                                 time_s=e.get("time_s"), loss=e.get("loss"),
+                                 samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
+    return rows

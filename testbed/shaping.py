@@ -1,0 +1,128 @@
+"""Link shaping: tc (HTB or TBF, netem for delay/loss) or OVS QoS queues, and a probe of
+what the kernel can do. Command builders are pure so they can be checked without root."""
+from __future__ import annotations
+
+import functools
+import subprocess
+
+MTU_FRAME = 1514            # bytes of a full Ethernet frame on the wire (MTU 1500 + header)
+TCP_GOODPUT_CEILING = 1448 / 1514   # payload per full frame with TCP timestamps
+MIN_RATE = 8_000            # bits/s; HTB cannot pace below about one byte per millisecond
+MAX_RATE = 1_000_000_000_000  # bits/s; tc's 64-bit rates go far beyond Mininet's 1 Gbit/s cap
+QOS_TAG = "external_ids:dltestbed=1"
+
+
+def htb_burst(rate_bps: int) -> int:
+    """Burst (bytes) that lets HTB reach its rate: at least 10 frames, or 2 ms of traffic.
+
+    iproute2's default burst is rounded from the timer resolution and comes out too small at
+    high rates, which caps throughput below the configured limit (see tcconfig)."""
+    return max(10 * MTU_FRAME, int(rate_bps / 8 * 0.002))
+
+
+def htb_quantum(rate_bps: int) -> int:
+    """Quantum in bytes, set explicitly so the kernel never warns that r2q gives a silly value."""
+    return min(max(rate_bps // 8 // 10, MTU_FRAME), 200_000)
+
+
+def needs_netem(params) -> bool:
+    return any(v is not None for v in (params.delay, params.jitter, params.loss))
+
+
+def netem_args(params) -> list[str]:
+    args = []
+    if params.delay is not None:
+        args += ["delay", f"{params.delay * 1e6:.0f}us"]
+        if params.jitter is not None:
+            args += [f"{params.jitter * 1e6:.0f}us"]
+    if params.loss is not None:
+        args += ["loss", f"{params.loss}%"]
+    if params.max_queue is not None:
+        args += ["limit", str(params.max_queue)]
+    return args
+
+
+def tc_commands(intf: str, params, qdisc: str = "htb") -> list[list[str]]:
+    """tc argument lists (without the leading 'tc') that shape egress of `intf`."""
+    cmds: list[list[str]] = []
+    if params.bw is None and not needs_netem(params):
+        if params.max_queue is not None:
+            cmds.append(["qdisc", "replace", "dev", intf, "root", "pfifo", "limit", str(params.max_queue)])
+        return cmds
+    parent = ["root"]
+    if params.bw is not None:
+        rate = f"{params.bw}bit"
+        burst = htb_burst(params.bw)
+        if qdisc == "tbf":
+            limit = (params.max_queue or 1000) * MTU_FRAME
+            cmds.append(["qdisc", "replace", "dev", intf, "root", "handle", "1:", "tbf", "rate", rate,
+                         "burst", str(burst), "limit", str(limit)])
+            parent = ["parent", "1:"]
+        else:
+            cmds.append(["qdisc", "replace", "dev", intf, "root", "handle", "1:", "htb", "default", "1"])
+            cmds.append(["class", "replace", "dev", intf, "parent", "1:", "classid", "1:1", "htb",
+                         "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst),
+                         "quantum", str(htb_quantum(params.bw))])
+            parent = ["parent", "1:1"]
+    if needs_netem(params):
+        cmds.append(["qdisc", "replace", "dev", intf, *parent, "handle", "10:", "netem", *netem_args(params)])
+    elif params.max_queue is not None and qdisc == "htb":
+        cmds.append(["qdisc", "replace", "dev", intf, *parent, "handle", "10:", "pfifo",
+                     "limit", str(params.max_queue)])
+    return cmds
+
+
+def ovs_qos_command(port: str, rate_bps: int) -> list[str]:
+    """ovs-vsctl arguments for the thesis's per-port linux-htb QoS with one queue (figure 16)."""
+    r = str(rate_bps)
+    return ["--", "set", "Port", port, "qos=@q",
+            "--", "--id=@q", "create", "qos", "type=linux-htb", f"other-config:max-rate={r}",
+            "queues:0=@q0", QOS_TAG,
+            "--", "--id=@q0", "create", "queue", f"other-config:max-rate={r}", QOS_TAG]
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_has_qdisc(kind: str) -> bool:
+    """Try the qdisc on loopback inside a throwaway network namespace (nothing is left behind)."""
+    trial = {
+        "htb": "htb default 1",
+        "tbf": "tbf rate 1mbit burst 15140 limit 15140",
+        "netem": "netem delay 1ms",
+        "pfifo": "pfifo limit 10",
+    }[kind]
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", f"tc qdisc add dev lo root {trial}"],
+                          capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+def capability_problems(topology, graph) -> list[tuple[str, str]]:
+    """(key path, message) for every shaping request this kernel or tool cannot honour."""
+    problems: list[tuple[str, str]] = []
+    wants_netem = [e for e in graph.links if needs_netem(e.params)]
+    if wants_netem:
+        if topology.shaping == "ovs":
+            problems.append(("topology.shaping", "OVS QoS shapes bandwidth only; delay, jitter and loss "
+                             "need shaping: tc"))
+        elif not kernel_has_qdisc("netem"):
+            key = _first_set_key(wants_netem[0].params)
+            problems.append((key, "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM "
+                             "is not set); delay, jitter and loss cannot be emulated on this machine. "
+                             "Remove them or run on a kernel with netem"))
+    for edge in graph.links:
+        bw = edge.params.bw
+        if bw is not None and not MIN_RATE <= bw <= MAX_RATE:
+            problems.append(("topology.link.bw", f"{bw} bit/s on link {edge.a}-{edge.b} cannot be shaped: "
+                             f"tc paces rates between {MIN_RATE} bit/s and {MAX_RATE} bit/s"))
+            break
+    if any(e.params.bw is not None for e in graph.links) and topology.shaping == "tc":
+        qdisc = topology.qdisc
+        if not kernel_has_qdisc(qdisc):
+            problems.append(("topology.qdisc", f"this kernel lacks the {qdisc} qdisc"))
+    return problems
+
+
+def _first_set_key(params) -> str:
+    for name in ("delay", "jitter", "loss"):
+        if getattr(params, name) is not None:
+            return f"topology.link.{name}"
+    return "topology.link"

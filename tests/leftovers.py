@@ -1,0 +1,40 @@
+"""What a run may leave on the machine, read from the real system (for the no-leftovers asserts)."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+MARKERS = ("mininet:", "workloads/train.py", "iperf3")
+
+
+def _out(*cmd: str) -> str:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def snapshot() -> dict[str, set[str]]:
+    procs = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if any(m in cmd for m in MARKERS) and "pytest" not in cmd:
+                procs.add(f"{p.name} {cmd[:80]}")
+    return {
+        "netns": set(_out("ip", "netns", "list").split()),
+        "veth": {ln.split(":")[1].strip().split("@")[0] for ln in _out("ip", "-o", "link", "show", "type", "veth").splitlines()},
+        "bridges": set(_out("ovs-vsctl", "--timeout=3", "list-br").split()),
+        "linux_bridges": {ln.split(":")[1].strip() for ln in _out("ip", "-o", "link", "show", "type", "bridge").splitlines()
+                          if "docker" not in ln},
+        "qos": set(_out("ovs-vsctl", "--timeout=3", "--bare", "--columns=_uuid", "list", "qos").split()),
+        "queues": set(_out("ovs-vsctl", "--timeout=3", "--bare", "--columns=_uuid", "list", "queue").split()),
+        "processes": procs,
+        "cgroups": {p.name for p in Path("/sys/fs/cgroup/cpu").glob("h*")} if Path("/sys/fs/cgroup/cpu").exists() else set(),
+    }
+
+
+def new_since(before: dict[str, set[str]]) -> dict[str, set[str]]:
+    after = snapshot()
+    return {k: after[k] - before.get(k, set()) for k in after if after[k] - before.get(k, set())}
