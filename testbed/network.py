@@ -187,7 +187,7 @@ class Network:
             subprocess.run(["ovs-vsctl", "set", "Bridge", s.name, "external_ids:dltestbed=1"], check=True)
 
     def _disable_tx_offload(self) -> None:
-        for node in self._net.hosts + self._net.switches:
+        for node in self._net.hosts:
             for intf in node.intfList():
                 if intf.name != "lo":
                     node.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")

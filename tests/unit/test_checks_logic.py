@@ -1,0 +1,60 @@
+"""Pure parts of the iperf3/ping checks."""
+import json
+import math
+
+import pytest
+
+from testbed.checks import check_pairs, failure_reason, judge, parse_iperf3, parse_ping, path_bandwidth
+from testbed.specmodels import LinkParams
+from testbed.topology import Graph, HostNode, LinkEdge, SwitchNode
+
+
+def lp(bw):
+    return LinkParams.model_construct(bw=bw, delay=None, jitter=None, loss=None, max_queue=None)
+
+
+def test_pairs_first_and_all():
+    assert check_pairs(["h1", "h2", "h3"], "first") == [("h2", "h1"), ("h3", "h1")]
+    assert len(check_pairs(["h1", "h2", "h3"], "all")) == 6
+    assert check_pairs(["h1"], "first") == []
+
+
+def test_path_bandwidth_is_the_narrowest_link_on_the_path():
+    g = Graph(hosts=[HostNode("h1", "10.0.0.1"), HostNode("h2", "10.0.0.2")],
+              switches=[SwitchNode("s1", 1), SwitchNode("s2", 2)],
+              links=[LinkEdge("h1", "s1", lp(100)), LinkEdge("s1", "s2", lp(10)), LinkEdge("s2", "h2", lp(None))])
+    assert path_bandwidth(g, "h2", "h1") == 10
+    g2 = Graph(hosts=g.hosts, switches=g.switches[:1], links=[LinkEdge("h1", "s1", lp(None)), LinkEdge("h2", "s1", lp(None))])
+    assert path_bandwidth(g2, "h1", "h2") is None
+
+
+def test_parse_iperf3_reads_received_rate_and_raises_on_error():
+    assert parse_iperf3(json.dumps({"end": {"sum_received": {"bits_per_second": 9.5e6}}})) == 9.5e6
+    with pytest.raises(RuntimeError, match="unable to connect"):
+        parse_iperf3(json.dumps({"error": "unable to connect to server"}))
+
+
+def test_parse_ping_summary():
+    text = ("5 packets transmitted, 5 received, 0% packet loss, time 812ms\n"
+            "rtt min/avg/max/mdev = 0.051/0.083/0.120/0.020 ms\n")
+    assert parse_ping(text) == (0.083, 0.0)
+    rtt, loss = parse_ping("5 packets transmitted, 0 received, 100% packet loss")
+    assert math.isnan(rtt) and loss == 100.0
+
+
+def test_judge_tolerance_window():
+    assert judge(10_000_000, 9_560_000, 0.10) == (0.956, True)
+    assert judge(10_000_000, 8_000_000, 0.10)[1] is False
+    assert judge(10_000_000, 12_000_000, 0.10)[1] is False   # shaping not applied at all
+    ratio, ok = judge(None, 5.0, 0.1)
+    assert math.isnan(ratio) and ok
+
+
+def test_failure_reason_names_pair_and_figures():
+    rows = [dict(tool="iperf3", src="h2", dst="h1", configured_bps=10_000_000, measured_bps=5e6, ratio=0.5,
+                 passed=False, detail="tolerance 0.1"),
+            dict(tool="ping", src="h2", dst="h1", configured_bps=None, measured_bps=math.nan, ratio=math.nan,
+                 passed=True, detail="0% loss")]
+    reason = failure_reason(rows)
+    assert reason == "check failed: iperf3 h2->h1 measured 5.00 of 10 Mbit/s (ratio 0.500, tolerance 0.1)"
+    assert failure_reason(rows[1:]) is None

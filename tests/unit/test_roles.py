@@ -1,0 +1,52 @@
+"""Role placement and TF cluster specs."""
+from types import SimpleNamespace as NS
+
+import pytest
+
+from testbed.roles import PlacementError, Task, assign_tasks, cluster_spec, final_tasks
+
+
+def wl(strategy, servers=1, placement=None, port=50501):
+    return NS(strategy=strategy, port=port, ps=NS(servers=servers, placement=placement))
+
+
+HOSTS = ["h1", "h2", "h3", "h4"]
+
+
+def test_single_runs_on_first_host():
+    assert assign_tasks(wl("single"), HOSTS) == [Task("h1", "single", 0, 50501)]
+
+
+def test_allreduce_one_worker_per_host_worker0_first():
+    tasks = assign_tasks(wl("allreduce"), HOSTS)
+    assert [(t.host, t.task_type, t.index) for t in tasks] == [(h, "worker", i) for i, h in enumerate(HOSTS)]
+    assert cluster_spec(tasks, {h: f"10.0.0.{i + 1}" for i, h in enumerate(HOSTS)}) == {
+        "worker": ["10.0.0.1:50501", "10.0.0.2:50501", "10.0.0.3:50501", "10.0.0.4:50501"]}
+    assert final_tasks(tasks) == tasks
+
+
+def test_ps_default_placement_chief_servers_workers():
+    tasks = assign_tasks(wl("ps", servers=1), HOSTS)
+    assert [(t.host, t.task_type, t.index) for t in tasks] == [
+        ("h1", "chief", 0), ("h2", "ps", 0), ("h3", "worker", 0), ("h4", "worker", 1)]
+    assert final_tasks(tasks) == [tasks[0]]
+
+
+def test_ps_too_few_hosts_is_explained():
+    with pytest.raises(PlacementError, match="needs at least 4 hosts"):
+        assign_tasks(wl("ps", servers=2), HOSTS[:3])
+
+
+def test_ps_colocation_gets_distinct_ports():
+    placement = {"chief": ["h1"], "ps": ["h1"], "worker": ["h1", "h2"]}
+    tasks = assign_tasks(wl("ps", placement=placement), HOSTS)
+    ports_h1 = [t.port for t in tasks if t.host == "h1"]
+    assert ports_h1 == [50501, 50502, 50503]
+    cluster = cluster_spec(tasks, {"h1": "10.0.0.1", "h2": "10.0.0.2"})
+    assert cluster == {"chief": ["10.0.0.1:50501"], "ps": ["10.0.0.1:50502"],
+                       "worker": ["10.0.0.1:50503", "10.0.0.2:50501"]}
+
+
+def test_ps_placement_with_unknown_host_is_refused():
+    with pytest.raises(PlacementError, match="h9"):
+        assign_tasks(wl("ps", placement={"chief": ["h9"], "ps": ["h1"], "worker": ["h2"]}), HOSTS)

@@ -1,0 +1,67 @@
+"""tc and OVS command builders, checked without root."""
+from testbed.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
+                             tc_commands)
+from testbed.specmodels import LinkParams
+
+
+def params(**kw):
+    return LinkParams.model_construct(**{**dict(bw=None, delay=None, jitter=None, loss=None, max_queue=None), **kw})
+
+
+def test_htb_burst_is_ten_frames_at_low_rates_and_two_ms_at_high_rates():
+    assert htb_burst(10_000_000) == 10 * MTU_FRAME
+    assert htb_burst(10_000_000_000) == 10_000_000_000 // 8 * 2 // 1000
+
+
+def test_quantum_stays_within_kernel_friendly_bounds():
+    assert htb_quantum(1_000) == MTU_FRAME
+    assert htb_quantum(100_000_000) == 200_000
+    assert htb_quantum(10_000_000) == 125_000
+
+
+def test_htb_commands_rate_ceil_burst():
+    cmds = tc_commands("h1-eth0", params(bw=10_000_000))
+    assert cmds[0] == ["qdisc", "replace", "dev", "h1-eth0", "root", "handle", "1:", "htb", "default", "1"]
+    cls = cmds[1]
+    assert cls[cls.index("rate") + 1] == "10000000bit" and cls[cls.index("ceil") + 1] == "10000000bit"
+    assert cls[cls.index("burst") + 1] == str(htb_burst(10_000_000))
+    assert len(cmds) == 2
+
+
+def test_rates_above_one_gbit_are_passed_through_unchanged():
+    cls = tc_commands("x", params(bw=40_000_000_000))[1]
+    assert "40000000000bit" in cls
+
+
+def test_tbf_variant_and_queue_limit():
+    cmds = tc_commands("x", params(bw=20_000_000, max_queue=50), qdisc="tbf")
+    assert cmds == [["qdisc", "replace", "dev", "x", "root", "handle", "1:", "tbf", "rate", "20000000bit",
+                     "burst", str(htb_burst(20_000_000)), "limit", str(50 * MTU_FRAME)]]
+
+
+def test_max_queue_under_htb_adds_a_pfifo_leaf():
+    cmds = tc_commands("x", params(bw=1_000_000, max_queue=30))
+    assert cmds[-1] == ["qdisc", "replace", "dev", "x", "parent", "1:1", "handle", "10:", "pfifo", "limit", "30"]
+
+
+def test_netem_leaf_carries_delay_jitter_loss():
+    cmds = tc_commands("x", params(bw=1_000_000, delay=0.005, jitter=0.001, loss=0.5))
+    assert cmds[-1] == ["qdisc", "replace", "dev", "x", "parent", "1:1", "handle", "10:", "netem",
+                        "delay", "5000us", "1000us", "loss", "0.5%"]
+
+
+def test_unshaped_link_gets_no_commands():
+    assert tc_commands("x", params()) == []
+
+
+def test_ovs_qos_matches_the_thesis_recipe_and_is_tagged():
+    args = ovs_qos_command("s1-eth1", 10_000_000)
+    text = " ".join(args)
+    assert "set Port s1-eth1 qos=@q" in text
+    assert "create qos type=linux-htb other-config:max-rate=10000000 queues:0=@q0" in text
+    assert "create queue other-config:max-rate=10000000" in text
+    assert text.count("external_ids:dltestbed=1") == 2
+
+
+def test_tcp_ceiling_is_payload_per_frame():
+    assert abs(TCP_GOODPUT_CEILING - 0.9564) < 1e-3
