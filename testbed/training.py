@@ -101,12 +101,12 @@ class Training:
         deadline = time.monotonic() + self.workload.timeout
         seen_epochs = 0
         while True:
-            for task, proc in self.procs.items():
-                code = proc.poll()
-                if code is None:
-                    continue
-                if code != 0 or task not in finals:
-                    return False, f"{task.label} {_describe_exit(code)}: {_last_words(task, self.run_dir)}"
+            ended = [(t, p.poll()) for t, p in self.procs.items() if p.poll() is not None]
+            # A task killed by a signal is the cause; peers that then fail their collectives are the effect.
+            broken = sorted(((t, c) for t, c in ended if c != 0 or t not in finals), key=lambda tc: tc[1] >= 0)
+            if broken:
+                task, code = broken[0]
+                return False, f"{task.label} {_describe_exit(code)}: {_last_words(task, self.run_dir)}"
             if all(self.procs[t].poll() == 0 for t in finals):
                 return True, None
             if time.monotonic() > deadline:

@@ -1,0 +1,218 @@
+"""Cross-field rules of a structurally valid Experiment (one resolved point, no sweep).
+
+Each rule yields a Problem at the key path to blame, plus the other key paths it depends on,
+so a problem caused by a sweep value can be reported at that sweep axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.keypaths import suggest
+from testbed.specmodels import MODEL_PARAMS, Experiment, LinkParams, Topology
+
+MAX_HOSTS = 254
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: tuple
+    message: str
+    related: tuple[str, ...] = ()
+
+
+def experiment_problems(exp: Experiment) -> list[Problem]:
+    """Every cross-field problem of one resolved point."""
+    shape = _shape_problems(exp.topology)
+    return shape or topology_problems(exp.topology) + workload_problems(exp)
+
+
+def topology_problems(topo: Topology) -> list[Problem]:
+    shape = _shape_problems(topo)
+    if shape:
+        return shape
+    problems = _shaping_problems(topo) + _link_param_problems(topo)
+    if topo.template == "custom":
+        problems += _custom_problems(topo)
+    else:
+        problems += _override_problems(topo)
+    return problems
+
+
+def _shape_problems(topo: Topology) -> list[Problem]:
+    """Which keys each template takes, and in which form."""
+    t, out, related = topo.template, [], ("topology.template",)
+    if t == "custom":
+        for key in ("hosts", "switches", "links"):
+            if not isinstance(getattr(topo, key), list):
+                out.append(Problem(("topology", key), f"template custom needs {key} as a list "
+                                   f"(e.g. {key}: [{{name: ...}}])", related))
+        if topo.host_overrides:
+            out.append(Problem(("topology", "host_overrides"), "template custom sets cpu/memory on "
+                               "each host item instead of host_overrides", related))
+    else:
+        if isinstance(topo.hosts, list):
+            out.append(Problem(("topology", "hosts"), f"template {t} takes a number of hosts; "
+                               "a list of hosts needs template: custom", related))
+        if topo.switches is not None and (t != "linear" or isinstance(topo.switches, list)):
+            out.append(Problem(("topology", "switches"), "switches is a number for template linear "
+                               "and a list for template custom; remove it", related))
+        if topo.links is not None:
+            out.append(Problem(("topology", "links"), "links are only for template custom", related))
+    if topo.fanout != Topology.model_fields["fanout"].default and t != "tree":
+        out.append(Problem(("topology", "fanout"), "fanout is only used by template tree", related))
+    if topo.bottleneck is not None and t != "dumbbell":
+        out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
+                           related))
+    if not out and len(topo.host_names()) > MAX_HOSTS:
+        out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts fit the 10.0.0.0/24 "
+                           f"subnet (got {len(topo.host_names())})"))
+    return out
+
+
+def _shaping_problems(topo: Topology) -> list[Problem]:
+    out = []
+    if topo.shaping == "ovs" and topo.switch.kind != "ovs":
+        out.append(Problem(("topology", "shaping"), "shaping ovs needs switch kind ovs "
+                           f"(got {topo.switch.kind})", ("topology.switch.kind",)))
+    if topo.shaping != "tc" and topo.qdisc == "tbf":
+        out.append(Problem(("topology", "qdisc"), "qdisc tbf needs shaping: tc "
+                           "(OVS shaping uses its own linux-htb queues)", ("topology.shaping",)))
+    return out
+
+
+def _jitter_problem(params: LinkParams, path: tuple, own: LinkParams | None = None) -> list[Problem]:
+    if params.jitter is None or params.delay is not None:
+        return []
+    where = path + ("jitter",) if own is None or own.jitter is not None else path
+    return [Problem(where, "jitter needs a delay on the same link (netem varies the delay by the "
+                    "jitter)", ("topology.link.delay", "topology.link.jitter"))]
+
+
+def _link_param_problems(topo: Topology) -> list[Problem]:
+    out = _jitter_problem(topo.link, ("topology", "link"))
+    if topo.bottleneck is not None:
+        out += _jitter_problem(topo.link.merged(topo.bottleneck), ("topology", "bottleneck"),
+                               topo.bottleneck)
+    for i, item in enumerate(topo.links or []):
+        out += _jitter_problem(topo.link.merged(item), ("topology", "links", i), item)
+    return out
+
+
+def _override_problems(topo: Topology) -> list[Problem]:
+    names = topo.host_names()
+    span = f"h1..h{len(names)}" if len(names) > 1 else "h1"
+    return [Problem(("topology", "host_overrides", name), f"no host {name!r} in this topology "
+                    f"(hosts are {span})", ("topology.hosts",))
+            for name in topo.host_overrides if name not in names]
+
+
+def _custom_problems(topo: Topology) -> list[Problem]:
+    out, kinds = [], {}
+    for key, items in (("hosts", topo.hosts), ("switches", topo.switches)):
+        for i, item in enumerate(items):
+            if item.name in kinds:
+                out.append(Problem(("topology", key, i, "name"), f"duplicate node name {item.name!r}"))
+            kinds.setdefault(item.name, key)
+    if not topo.hosts:
+        out.append(Problem(("topology", "hosts"), "a custom topology needs at least one host"))
+    return out or _link_problems(topo, kinds)
+
+
+def _link_problems(topo: Topology, kinds: dict[str, str]) -> list[Problem]:
+    out, adjacent = [], {name: set() for name in kinds}
+    for i, link in enumerate(topo.links):
+        ends = [(end, getattr(link, end)) for end in ("a", "b")]
+        bad = [(end, n) for end, n in ends if n not in kinds]
+        for end, name in bad:
+            out.append(Problem(("topology", "links", i, end), f"link to unknown node {name!r}"
+                               f"{suggest(name, kinds)} (nodes: {', '.join(kinds)})"))
+        if not bad and link.a == link.b:
+            out.append(Problem(("topology", "links", i), f"link from {link.a!r} to itself"))
+        elif not bad:
+            adjacent[link.a].add((link.b, i))
+            adjacent[link.b].add((link.a, i))
+    if out:
+        return out
+    return _host_link_problems(topo, kinds, adjacent) or _connectivity_problems(adjacent)
+
+
+def _host_link_problems(topo: Topology, kinds: dict, adjacent: dict) -> list[Problem]:
+    out = []
+    for i, host in enumerate(topo.hosts):
+        peers = sorted(peer for peer, _ in adjacent[host.name])
+        if len(peers) == 1 and kinds[peers[0]] == "switches":
+            continue
+        found = f"links to {', '.join(peers)}" if peers else "has no link"
+        out.append(Problem(("topology", "hosts", i), f"host {host.name!r} {found}; a host needs "
+                           "exactly one link, to a switch (one interface, one IP)"))
+    return out
+
+
+def _connectivity_problems(adjacent: dict) -> list[Problem]:
+    names = list(adjacent)
+    seen, todo = {names[0]}, [names[0]]
+    while todo:
+        for peer, _ in adjacent[todo.pop()]:
+            if peer not in seen:
+                seen.add(peer)
+                todo.append(peer)
+    cut = [n for n in names if n not in seen]
+    if not cut:
+        return []
+    return [Problem(("topology", "links"), f"the topology is not connected: {', '.join(cut)} "
+                    f"cannot reach {names[0]}")]
+
+
+def workload_problems(exp: Experiment) -> list[Problem]:
+    w, hosts = exp.workload, exp.topology.host_names()
+    out = _model_param_problems(w.model, w.model_params)
+    if w.strategy == "ps":
+        out += _ps_problems(exp, hosts)
+    if w.data.kind == "flickr8k":
+        if w.model != "caption":
+            out.append(Problem(("workload", "data", "kind"), "flickr8k data is for model caption "
+                               f"(model is {w.model})", ("workload.model",)))
+        if not w.data.path:
+            out.append(Problem(("workload", "data", "path"), "data kind flickr8k needs a path"))
+    return out
+
+
+def _model_param_problems(model: str, params: dict) -> list[Problem]:
+    allowed, out = MODEL_PARAMS[model], []
+    for key, value in params.items():
+        path, rel = ("workload", "model_params", key), ("workload.model",)
+        if key not in allowed:
+            out.append(Problem(path, f"unknown model_params key {key!r} for model {model}"
+                               f"{suggest(key, allowed)} (allowed: {', '.join(allowed)})", rel))
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            out.append(Problem(path, f"{key} must be a positive integer (got {value!r})", rel))
+    return out
+
+
+def _ps_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
+    ps = exp.workload.ps
+    related = ("topology.hosts", "workload.ps.servers", "workload.strategy")
+    if ps.placement is None:
+        if len(hosts) < ps.servers + 2:
+            return [Problem(("workload", "strategy"), f"strategy ps with {ps.servers} server(s) needs "
+                            f"at least {ps.servers + 2} hosts (1 chief, 1+ worker, {ps.servers} ps) "
+                            f"with the default placement; the topology has {len(hosts)}", related)]
+        return []
+    return _placement_problems(ps.placement, ps.servers, hosts, related)
+
+
+def _placement_problems(placement: dict, servers: int, hosts: list[str], related) -> list[Problem]:
+    base, out = ("workload", "ps", "placement"), []
+    wanted = {"chief": (1, "exactly 1"), "ps": (servers, f"exactly {servers} (ps.servers)"),
+              "worker": (None, "at least 1")}
+    for role, (count, text) in wanted.items():
+        names = placement.get(role, [])
+        if (count is None and not names) or (count is not None and len(names) != count):
+            out.append(Problem(base + (role,), f"placement {role} needs {text} host(s), "
+                               f"got {len(names)}", related))
+        for i, name in enumerate(names):
+            if name not in hosts:
+                out.append(Problem(base + (role, i), f"no host {name!r} in this topology"
+                                   f"{suggest(name, hosts)}", related))
+    return out

@@ -1,0 +1,102 @@
+"""Training engine on real Mininet: parameter server, all-reduce, the caption model, a killed worker."""
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+BASE = """
+name: {name}
+topology: {{template: star, hosts: {hosts}, link: {{bw: 100mbit}}}}
+workload:
+  strategy: {strategy}
+  model: {model}
+  model_params: {params}
+  batch_per_worker: 16
+  epochs: {epochs}
+  steps_per_epoch: {steps}
+  timeout: 5m
+checks: {{iperf: false, ping: true}}
+"""
+
+
+def run(tmp_path, **kw):
+    spec = dict(name="strat", hosts=2, strategy="allreduce", model="mlp", params="{width: 32, depth: 1}",
+                epochs=1, steps=4)
+    spec.update(kw)
+    file = tmp_path / "exp.yaml"
+    file.write_text(BASE.format(**spec))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", str(file), "--out", str(out),
+                           "--quiet", "--no-report"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    return proc, out
+
+
+def test_parameter_server_one_server_two_workers(tmp_path, root, no_leftovers):
+    proc, out = run(tmp_path, name="ps", hosts=4, strategy="ps")
+    runs = pd.read_csv(out / "runs.csv")
+    row = runs.iloc[0]
+    assert row["status"] == "ok", row["reason"]
+    assert (row["workers"], row["servers"]) == (2, 1)
+    assert bool(row["asynchronous"]) is True
+    assert row["params"] > 0 and row["global_batch"] == 32
+    steps = pd.read_csv(out / "steps.csv")
+    assert set(steps.loc[steps["kind"] == "epoch", "role"]) == {"chief"}
+    usage = pd.read_csv(out / "usage.csv")
+    assert set(usage["role"]) == {"chief0", "ps0", "worker0", "worker1"}
+    assert usage.groupby("node")["tx_bytes"].max().gt(0).all(), "every role must have talked on the network"
+
+
+def test_allreduce_two_workers_timing_rows_for_every_worker(tmp_path, root, no_leftovers):
+    proc, out = run(tmp_path, name="ar")
+    row = pd.read_csv(out / "runs.csv").iloc[0]
+    assert row["status"] == "ok", row["reason"]
+    assert bool(row["asynchronous"]) is False and row["workers"] == 2
+    steps = pd.read_csv(out / "steps.csv")
+    epochs = steps[steps["kind"] == "epoch"]
+    assert sorted(epochs["task_index"]) == [0, 1] and (epochs["time_s"] > 0).all()
+
+
+def test_caption_model_one_short_epoch(tmp_path, root, no_leftovers):
+    proc, out = run(tmp_path, name="cap", hosts=1, strategy="single", model="caption",
+                    params="{vocab_size: 200, max_len: 8, feature_dim: 64, embed_dim: 16, units: 16}", steps=3)
+    row = pd.read_csv(out / "runs.csv").iloc[0]
+    assert row["status"] == "ok", row["reason"]
+    assert row["model"] == "caption" and row["steps"] == 3
+    steps = pd.read_csv(out / "steps.csv")
+    assert (steps["kind"] == "epoch").sum() == 1
+
+
+def test_killed_worker_fails_the_run_with_role_and_host(tmp_path, root, no_leftovers):
+    file = tmp_path / "exp.yaml"
+    file.write_text(BASE.format(name="kill", hosts=2, strategy="allreduce", model="mlp",
+                                params="{width: 32, depth: 1}", epochs=200, steps=50))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", str(file), "--out", str(out),
+                             "--quiet", "--no-report"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        events = None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            events = next(out.glob("runs/*/h2-worker1.events.jsonl"), None)
+            if events and '"event": "epoch"' in events.read_text():
+                break
+            time.sleep(0.5)
+        victim = subprocess.run(["pgrep", "-f", "task-type worker --task-index 1"], capture_output=True, text=True)
+        pids = [int(p) for p in victim.stdout.split()]
+        assert pids, "worker 1 should be running"
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)])
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row = pd.read_csv(out / "runs.csv").iloc[0]
+    assert row["status"] == "failed"
+    assert "worker 1 on h2" in row["reason"] and "SIGKILL" in row["reason"]

@@ -1,0 +1,83 @@
+"""Sweeps that survive: kill and resume, a failing point among good ones."""
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+SWEEP = """
+name: sweep-test
+topology: {template: star, hosts: 1, link: {bw: 10mbit}}
+workload: {strategy: single, model: mlp, model_params: {width: 16, depth: 1}, epochs: 1, steps_per_epoch: 3}
+checks: {iperf: false, ping: false}
+monitor: {interval: 0.5s}
+sweep:
+  topology.link.bw: [10mbit, 20mbit, 50mbit]
+"""
+
+
+def start(file: Path, out: Path, *extra):
+    return subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", str(file), "--out", str(out),
+                             "--quiet", "--no-report", *extra], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def ok_rows(out: Path) -> int:
+    path = out / "runs.csv"
+    return int((pd.read_csv(path)["status"] == "ok").sum()) if path.exists() else 0
+
+
+def test_sigkill_after_first_point_then_resume(tmp_path, root, no_leftovers):
+    file, out = tmp_path / "sweep.yaml", tmp_path / "out"
+    file.write_text(SWEEP)
+    proc = start(file, out)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and ok_rows(out) < 1:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    first = pd.read_csv(out / "runs.csv")
+    assert len(first) >= 1
+    subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "cleanup"], cwd=REPO, check=True,
+                   capture_output=True)
+    resumed = start(file, out)
+    output, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, output[-2000:]
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 3 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+    kept = runs.set_index("run_id").loc[first["run_id"], "started_at"]
+    assert list(kept) == list(first["started_at"]), "finished points must be skipped, not rerun"
+    assert f"{len(first)} of 3 point(s) already recorded" in output
+
+
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, root, no_leftovers):
+    file, out = tmp_path / "sweep.yaml", tmp_path / "out"
+    file.write_text(SWEEP.replace("topology.link.bw: [10mbit, 20mbit, 50mbit]", "workload.timeout: [1s, 5m]"))
+    proc = start(file, out)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 1, output[-2000:]   # exit status = number of failed points
+    runs = pd.read_csv(out / "runs.csv").set_index("workload.timeout")
+    assert runs.loc["1s", "status"] == "failed" and "timed out after 1 s" in runs.loc["1s", "reason"]
+    assert runs.loc["5m", "status"] == "ok"
+    again = start(file, out)
+    again.communicate(timeout=120)
+    assert again.returncode == 0, "without --retry-failed a failed point is not rerun"
+    retry = start(file, out, "--retry-failed")
+    retry.communicate(timeout=300)
+    assert retry.returncode == 1
+    assert len(pd.read_csv(out / "runs.csv")) == 2
+
+
+def test_dry_run_lists_points_without_root():
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", "topologies/default.yaml",
+                           "--dry-run"], cwd=REPO, capture_output=True, text=True, user=65534)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 10 and lines[-1].startswith("9 run point(s)")
+    assert '"topology.link.bw": "50mbit"' in proc.stdout
