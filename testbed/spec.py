@@ -1,0 +1,175 @@
+"""YAML -> validated Experiment: line-numbered errors, --set overrides, sweeps checked per point.
+
+Public API: load_spec, parse_set, validate_file, json_schema, SpecError/SpecIssue, the models
+(from testbed.specmodels), build_graph/Graph (testbed.topology), expand_points/RunPoint
+(testbed.sweepspec). `python -m testbed.spec --schema` prints the JSON schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+import yaml
+
+from testbed.keypaths import canonical, format_path
+from testbed.specmodels import (Checks, Experiment, HostConf, LinkParams, Monitor, SpecError,
+                                SpecIssue, Source, Sweep, Topology, Workload)
+from testbed.specvalidate import SET_FILE, apply_values, build, sorted_unique
+from testbed.sweepspec import RunPoint, expand_points
+from testbed.topology import Graph, HostNode, LinkEdge, SwitchNode, build_graph
+
+__all__ = ["Checks", "Experiment", "Graph", "HostConf", "HostNode", "LinkEdge", "LinkParams",
+           "Monitor", "RunPoint", "SpecError", "SpecIssue", "SwitchNode", "Sweep", "Topology",
+           "Workload", "build_graph", "expand_points", "json_schema", "load_spec", "parse_set",
+           "validate_file"]
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# ---- YAML with line numbers -------------------------------------------------------------------
+
+def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
+    """Data plus a Source mapping every key path to its line; syntax errors -> SpecError."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = " ".join(str(m) for m in (exc.context, exc.problem) if m)
+        raise SpecError([SpecIssue(file, mark.line + 1 if mark else 1, "",
+                                   f"YAML syntax error: {message}")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecIssue(file, 1, "", f"YAML error: {exc}")]) from None
+    finally:
+        loader.dispose()
+    source = Source(file, {(): (file, 1)})
+    duplicates: list[SpecIssue] = []
+    if node is not None:
+        _walk(node, (), source, duplicates)
+    if duplicates:
+        raise SpecError(duplicates)
+    return data, source
+
+
+def _walk(node: yaml.Node, path: tuple, source: Source, duplicates: list) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, value_node in node.value:
+            child = path + (key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node),)
+            line = key_node.start_mark.line + 1
+            if child in seen:
+                first = source.locations[child][1]
+                duplicates.append(SpecIssue(source.file, line, format_path(child),
+                                            f"duplicate key (first set on line {first})"))
+                continue
+            seen.add(child)
+            source.locations[child] = (source.file, line)
+            _walk(value_node, child, source, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            source.locations[path + (i,)] = (source.file, item.start_mark.line + 1)
+            _walk(item, path + (i,), source, duplicates)
+
+
+# ---- overrides --------------------------------------------------------------------------------
+
+def parse_set(text: str) -> tuple[str, Any]:
+    """'topology.link.bw=10mbit' -> ('topology.link.bw', '10mbit'); the value is YAML."""
+    path, sep, value = text.partition("=")
+    if not sep or not path.strip():
+        raise SpecError([SpecIssue(SET_FILE, 1, text, "expected KEY.PATH=VALUE, "
+                                   "e.g. topology.link.bw=10mbit")])
+    try:
+        key = canonical(path)
+        return key, yaml.safe_load(value)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SpecError([SpecIssue(SET_FILE, 1, path.strip(), str(exc).replace("\n", " "))]) from None
+
+
+# ---- public entry points ---------------------------------------------------------------------
+
+def load_spec(path, overrides: Sequence[str] = ()) -> Experiment:
+    """Read, override (--set KEY=VALUE), validate. Raises SpecError listing every problem."""
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise SpecError([SpecIssue(file, 1, "", f"cannot read the file: {exc.strerror}")]) from None
+    data, source = parse_yaml(text, file)
+    issues = []
+    for number, item in enumerate(overrides, 1):
+        try:
+            key, value = parse_set(item)
+        except SpecError as exc:
+            issues += [issue._replace(line=number) for issue in exc.errors]
+            continue
+        if isinstance(data, dict):
+            issues += apply_values(data, {key: value}, source, origin=(SET_FILE, number))
+    try:
+        exp = build(data, source)
+    except SpecError as exc:
+        issues += exc.errors
+    if issues:
+        raise SpecError(sorted_unique(issues))
+    return exp
+
+
+def validate_file(path, overrides: Sequence[str] = ()) -> tuple[bool, str]:
+    """(ok, human summary) for `run_experiment.py validate FILE`."""
+    try:
+        exp = load_spec(path, overrides)
+    except SpecError as exc:
+        return False, str(exc)
+    points = expand_points(exp)
+    graphs = {id(p.spec): build_graph(p.spec.topology) for p in points}
+    counts = [_span([len(getattr(g, kind)) for g in graphs.values()], noun)
+              for kind, noun in (("hosts", "host"), ("switches", "switch"), ("links", "link"))]
+    kinds = ["|".join(dict.fromkeys(getter(p.spec) for p in points)) for getter in
+             (lambda s: s.topology.template, lambda s: s.workload.strategy, lambda s: s.workload.model)]
+    lines = [f"{path}: ok, {len(points)} run point(s), {', '.join(counts)}, "
+             f"{kinds[0]}, {kinds[1]}/{kinds[2]}"]
+    if exp.sweep:
+        axes = [f"{k} x {len(v)}" for k, v in exp.sweep.axes.items()]
+        lines.append(f"  sweep: {', '.join(axes + [f'repeats {exp.sweep.repeats}'])}")
+    return True, "\n".join(lines)
+
+
+def _span(values: list[int], noun: str) -> str:
+    low, high = min(values), max(values)
+    plural = noun + ("es" if noun.endswith("ch") else "s")
+    text = str(low) if low == high else f"{low}-{high}"
+    return f"{text} {noun if low == high == 1 else plural}"
+
+
+def json_schema() -> dict:
+    """JSON schema of the YAML (validation mode), for editors and docs."""
+    schema = Experiment.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "dltestbed experiment"
+    return schema
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.spec", description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", help="YAML files to validate")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--schema", action="store_true", help="print the JSON schema and exit")
+    args = parser.parse_args(argv)
+    if args.schema:
+        print(json.dumps(json_schema(), indent=2, sort_keys=False))
+        return 0
+    ok_all = True
+    for file in args.files:
+        ok, text = validate_file(file, args.overrides)
+        print(text, file=sys.stdout if ok else sys.stderr)
+        ok_all &= ok
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""The experiment spec as pydantic v2 models: the reference for every YAML key.
+
+Units are parsed on the way in (bandwidth -> int bits/s, time -> float s, size -> int bytes,
+percent -> float percent) and formatted back on `model_dump(mode="json")`, so a dump is valid YAML
+input again. Cross-field rules live in `testbed/speccheck.py`; loading in `testbed/spec.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NamedTuple, Union
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PlainSerializer,
+                      PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
+
+from testbed import units
+from testbed.keypaths import KnownKeys, Path, canonical, get_in, parse_path
+
+NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
+EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MODEL_PARAMS = {
+    "mlp": ("width", "depth", "input_dim", "classes"),
+    "cnn": ("filters", "classes"),
+    "caption": ("vocab_size", "max_len", "feature_dim", "embed_dim", "units"),
+}
+
+
+class SpecIssue(NamedTuple):
+    """One problem in a spec, located at FILE:LINE and a dotted KEY."""
+
+    file: str
+    line: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        key = f" {self.key}:" if self.key else ""
+        return f"{self.file}:{self.line}:{key} {self.message}"
+
+
+class SpecError(Exception):
+    """Every problem found in a spec; str() prints one FILE:LINE: KEY: MESSAGE per issue."""
+
+    def __init__(self, errors: list[SpecIssue]):
+        self.errors = list(errors)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(issue) for issue in self.errors)
+
+
+@dataclass
+class Source:
+    """Where each key path came from: (file, line) per path, parents as fallback."""
+
+    file: str = "<spec>"
+    locations: dict = field(default_factory=dict)
+
+    def location(self, path: Path) -> tuple[str, int]:
+        for end in range(len(path), -1, -1):
+            if path[:end] in self.locations:
+                return self.locations[path[:end]]
+        return (self.file, 1)
+
+    def copy(self) -> "Source":
+        return Source(self.file, dict(self.locations))
+
+
+def _ci(word: str) -> str:
+    """Case-insensitive regex for a word, for JSON schema patterns (which have no flags)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+def _quantity(kind: type, parse, fmt, unit_names, example: str, doc: str):
+    pattern = rf"^\s*[+-]?[0-9.]+([eE][+-]?[0-9]+)?\s*({'|'.join(_ci(u) for u in unit_names)})\s*$"
+    schema = {"type": "string", "pattern": pattern, "examples": [example], "description": doc}
+    return Annotated[kind, BeforeValidator(parse), PlainSerializer(fmt, when_used="json"),
+                     WithJsonSchema(schema)]
+
+
+def _positive_time(value: object) -> float:
+    seconds = units.parse_time(value)
+    if seconds <= 0:
+        raise ValueError(f"time must be greater than 0 (got {value!r})")
+    return seconds
+
+
+def check_node_name(value: object) -> str:
+    """Host/switch names: 1-8 of [a-z0-9], starting with a letter, with the reason why."""
+    if not isinstance(value, str):
+        raise ValueError(f"a node name must be a string (got {value!r})")
+    if re.fullmatch(NODE_NAME, value):
+        return value
+    why = ("names become interface names like h1-eth0, which Linux limits to 15 characters, "
+           "and they reach shell commands")
+    if len(value) > 8:
+        problem = f"{value!r} is too long ({len(value)} characters, at most 8)"
+    else:
+        problem = f"{value!r} is not a valid node name"
+    raise ValueError(f"{problem}: use 1-8 lowercase letters or digits starting with a letter; {why}")
+
+
+def check_experiment_name(value: object) -> str:
+    if isinstance(value, str) and re.fullmatch(EXPERIMENT_NAME, value):
+        return value
+    raise ValueError(f"{value!r} is not a valid experiment name: 1-64 of letters, digits, _ . -, "
+                     "starting with a letter or digit (it becomes a results folder name)")
+
+
+Bandwidth = _quantity(int, units.parse_bandwidth, units.format_bandwidth, units.BANDWIDTH_UNITS,
+                      "10mbit", "bits/s: bit, kbit, mbit, gbit, tbit (not bps: tc reads that as bytes/s)")
+Time = _quantity(float, units.parse_time, units.format_time, units.TIME_UNITS, "10ms",
+                 "time: us, ms, s, m (minutes)")
+PositiveTime = _quantity(float, _positive_time, units.format_time, units.TIME_UNITS, "500ms",
+                         "time > 0: us, ms, s, m (minutes)")
+Size = _quantity(int, units.parse_size, units.format_size, units.SIZE_UNITS, "512mb",
+                 "bytes: b, kb, mb, gb (SI), kib, mib, gib (binary)")
+Percent = _quantity(float, units.parse_percent, units.format_percent, ["%"], "0.5%", "percent 0-100")
+NodeName = Annotated[str, BeforeValidator(check_node_name),
+                     WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
+Count = Annotated[int, Field(ge=1)]
+
+
+def _count_or_list(value: Any) -> str:
+    return "list" if isinstance(value, list) else "count"
+
+
+def _merge(base: BaseModel, override: BaseModel | None, model: type[BaseModel]) -> dict:
+    values = {k: getattr(base, k) for k in model.model_fields}
+    if override is not None:
+        values.update({k: getattr(override, k) for k in model.model_fields
+                       if getattr(override, k) is not None})
+    return values
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class LinkParams(Strict):
+    """Shaping of a link. null = not shaped in that respect (in an override: inherit)."""
+
+    bw: Bandwidth | None = None
+    delay: Time | None = None
+    jitter: Time | None = Field(None, description="needs delay")
+    loss: Percent | None = None
+    max_queue: Count | None = Field(None, description="queue limit in packets")
+
+    def merged(self, override: "LinkParams | None") -> "LinkParams":
+        """These params with the non-null fields of `override` replacing them (null = inherit)."""
+        return LinkParams.model_construct(**_merge(self, override, LinkParams))
+
+
+class SwitchConf(Strict):
+    """Switch implementation. datapath auto = kernel if available, else user space."""
+
+    kind: Literal["ovs", "linuxbridge"] = "ovs"
+    datapath: Literal["auto", "kernel", "user"] = "auto"
+
+
+class HostConf(Strict):
+    """Resource limits of a host. cpu is a fraction of the WHOLE machine (0 < cpu <= 1)."""
+
+    cpu: Annotated[float, Field(gt=0, le=1)] | None = None
+    memory: Size | None = None
+
+    def merged(self, override: "HostConf | None") -> "HostConf":
+        """These limits with the non-null fields of `override` replacing them (null = inherit)."""
+        return HostConf.model_construct(**_merge(self, override, HostConf))
+
+
+class HostItem(HostConf):
+    """A host of a custom topology; unset cpu/memory inherit topology.host."""
+
+    name: NodeName
+
+
+class SwitchItem(Strict):
+    """A switch of a custom topology."""
+
+    name: NodeName
+
+
+class LinkItem(LinkParams):
+    """A link of a custom topology between nodes a and b; unset params inherit topology.link."""
+
+    a: str
+    b: str
+
+
+Hosts = Annotated[Union[Annotated[Count, Tag("count")], Annotated[list[HostItem], Tag("list")]],
+                  Discriminator(_count_or_list)]
+Switches = Annotated[Union[Annotated[Count, Tag("count")], Annotated[list[SwitchItem], Tag("list")]],
+                     Discriminator(_count_or_list)]
+
+
+class Topology(Strict):
+    """Network: a template (star, linear, tree, dumbbell) or custom hosts/switches/links."""
+
+    template: Literal["star", "linear", "tree", "dumbbell", "custom"] = "star"
+    hosts: Hosts = Field(2, description="number of hosts; a list of {name, cpu, memory} for custom")
+    switches: Switches | None = Field(None, description="linear: number of switches (2); custom: list")
+    fanout: Annotated[int, Field(ge=2)] = Field(2, description="tree only")
+    switch: SwitchConf = Field(default_factory=SwitchConf)
+    link: LinkParams = Field(default_factory=LinkParams, description="defaults for every link")
+    bottleneck: LinkParams | None = Field(None, description="dumbbell's middle link; unset fields = link")
+    shaping: Literal["tc", "ovs"] = "tc"
+    qdisc: Literal["htb", "tbf"] = Field("htb", description="tbf needs shaping tc")
+    host: HostConf = Field(default_factory=HostConf, description="defaults for every host")
+    host_overrides: dict[NodeName, HostConf] = Field(default_factory=dict, description="templates only")
+    links: list[LinkItem] | None = Field(None, description="custom only")
+
+    def host_names(self) -> list[str]:
+        """Host names in order: h1..hN for templates, as declared for custom."""
+        if isinstance(self.hosts, list):
+            return [h.name for h in self.hosts]
+        return [f"h{i}" for i in range(1, self.hosts + 1)]
+
+    def switch_count(self) -> int:
+        """Number of switches for templates (linear default 2); len(switches) for custom."""
+        if isinstance(self.switches, list):
+            return len(self.switches)
+        return (self.switches or 2) if self.template == "linear" else 1
+
+    def host_conf(self, name: str) -> HostConf:
+        """Resolved cpu/memory of one host (defaults + per-host override)."""
+        if isinstance(self.hosts, list):
+            item = next((h for h in self.hosts if h.name == name), None)
+            return self.host.merged(item)
+        return self.host.merged(self.host_overrides.get(name))
+
+
+class PsConf(Strict):
+    """ParameterServerStrategy. placement: role (chief, worker, ps) -> host names; null = default."""
+
+    servers: Count = 1
+    placement: dict[Literal["chief", "worker", "ps"], list[NodeName]] | None = None
+    partition: bool = False
+    steps_per_execution: Count = 1
+
+
+class AllreduceConf(Strict):
+    """MultiWorkerMirroredStrategy collective options."""
+
+    implementation: Literal["auto", "ring"] = "auto"
+    bytes_per_pack: Annotated[int, Field(ge=0)] = 0
+
+
+class DataConf(Strict):
+    """Training data: synthetic, or Flickr8k features/captions at path."""
+
+    kind: Literal["synthetic", "flickr8k"] = "synthetic"
+    path: str | None = None
+
+
+class Workload(Strict):
+    """What trains: engine, strategy, model and its size, and the training loop."""
+
+    engine: Literal["tensorflow"] = "tensorflow"
+    strategy: Literal["single", "allreduce", "ps"] = Field(
+        "allreduce", description="single runs on the first host")
+    model: Literal["mlp", "cnn", "caption"] = "mlp"
+    model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
+                                                                      for k in ks})))] = Field(
+        default_factory=dict, description="mlp: width, depth, input_dim, classes; cnn: filters, "
+        "classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
+    batch_per_worker: Count = 32
+    epochs: Count = 1
+    steps_per_epoch: Count = 20
+    seed: Annotated[int, Field(ge=0)] = 0
+    timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
+    port: Annotated[int, Field(ge=1024, le=65535)] = 50501
+    ps: PsConf = Field(default_factory=PsConf)
+    allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
+    data: DataConf = Field(default_factory=DataConf)
+
+
+class Checks(Strict):
+    """Network checks before training: iperf3 bandwidth within tolerance, ping."""
+
+    iperf: bool = True
+    ping: bool = True
+    tolerance: Annotated[float, Field(ge=0, le=1)] = 0.10
+    duration: PositiveTime = Field(3.0, json_schema_extra={"default": "3s"})
+    pairs: Literal["first", "all"] = Field("first", description="first: every other host to the first")
+    fail_run: bool = True
+
+
+class Monitor(Strict):
+    """Per-node CPU, memory and network sampling."""
+
+    enabled: bool = True
+    interval: PositiveTime = Field(0.5, json_schema_extra={"default": "0.5s"})
+
+
+SWEEP_SCHEMA = {
+    "type": ["object", "null"],
+    "description": "dotted key path (as --set takes; aliases hosts, bw, strategy, model) -> values",
+    "properties": {"repeats": {"type": "integer", "minimum": 1, "default": 1}},
+    "additionalProperties": {"type": "array", "minItems": 1},
+}
+
+
+class Sweep(Strict):
+    """Axes (canonical key path -> values, in file order) and repeats per point."""
+
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    repeats: Count = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "axes" not in data:
+            axes = {canonical(k): v for k, v in data.items() if k != "repeats"}
+            return {"axes": axes, "repeats": data.get("repeats", 1)}
+        return data
+
+    @model_serializer
+    def _to_mapping(self) -> dict:
+        return {**self.axes, "repeats": self.repeats}
+
+
+class Experiment(Strict):
+    """One YAML file: a named experiment, its network, workload, checks, monitor and sweep."""
+
+    name: Annotated[str, BeforeValidator(check_experiment_name),
+                    WithJsonSchema({"type": "string", "pattern": EXPERIMENT_NAME})]
+    description: str = ""
+    topology: Topology = Field(default_factory=Topology)
+    workload: Workload = Field(default_factory=Workload)
+    checks: Checks = Field(default_factory=Checks)
+    monitor: Monitor = Field(default_factory=Monitor)
+    sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
+    _source: Source = PrivateAttr(default_factory=Source)
+
+    def location(self, key_path: str | Path) -> tuple[str, int]:
+        """(file, line) where key_path was set; nearest parent key, else line 1."""
+        path = parse_path(key_path) if isinstance(key_path, str) else tuple(key_path)
+        return self._source.location(path)
+
+    def value(self, key_path: str | Path) -> Any:
+        """Value at a key path in the JSON form (units as text, e.g. '10mbit')."""
+        path = parse_path(key_path) if isinstance(key_path, str) else tuple(key_path)
+        return get_in(self.model_dump(mode="json"), path)
+
+    def with_values(self, values: dict[str, Any]) -> "Experiment":
+        """A validated copy with key paths set (a set key that is swept stops being swept)."""
+        from testbed.specvalidate import apply_and_validate
+        return apply_and_validate(self, values)

@@ -1,0 +1,308 @@
+"""Validation pipeline: raw data -> Experiment, every problem as a located SpecIssue.
+
+Order: sweep axes and structure (pydantic) first, each sweep value alone against its key's type,
+then the cross-field rules (testbed/speccheck.py) of every sweep point. `apply_values` is the one
+code path for `--set` overrides and `Experiment.with_values`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from testbed.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
+from testbed.speccheck import Problem, experiment_problems, topology_problems
+from testbed.specmodels import Experiment, SpecError, SpecIssue, Source, Topology
+from testbed.sweepspec import axis_combinations
+
+SET_FILE = "<--set>"
+
+
+# ---- overrides and with_values (one code path) ------------------------------------------------
+
+def apply_values(data: dict, values: dict[str, Any], source: Source,
+                 origin: tuple[str, int] | None = None) -> list[SpecIssue]:
+    """Set key paths in raw data; a set key pins (removes) the sweep axes it covers."""
+    issues = []
+    for text, value in values.items():
+        where = origin or source.location(())
+        try:
+            path = parse_path(text)
+        except ValueError as exc:
+            issues.append(SpecIssue(*where, str(text), str(exc)))
+            continue
+        if path[:1] == ("sweep",) and len(path) > 1:
+            problem = _set_sweep_axis(data, path[1:], value)
+        else:
+            problem = resolve(Experiment, path) or _set_value(data, path, value, source)
+        if problem:
+            issues.append(SpecIssue(*where, format_path(path), problem))
+        elif origin:
+            _relocate(source, path, origin)
+    return issues
+
+
+def _set_value(data: dict, path: tuple, value: Any, source: Source) -> str | None:
+    sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
+    for key in list(sweep):
+        if key != "repeats" and _safe_covers(path, key):
+            _relocate(source, path, source.location(("sweep", key)))
+            del sweep[key]
+    try:
+        set_in(data, path, value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _safe_covers(path: tuple, key: str) -> bool:
+    try:
+        return covers(path, parse_path(key))
+    except ValueError:
+        return False
+
+
+def _set_sweep_axis(data: dict, axis: tuple, values: Any) -> str | None:
+    axis = parse_path(format_path(axis))
+    if axis != ("repeats",):
+        problem = resolve(Experiment, axis)
+        if problem:
+            return f"unknown sweep key path {format_path(axis)!r}: {problem}"
+    if not isinstance(data.get("sweep"), dict):
+        data["sweep"] = {}
+    sweep, target = data["sweep"], format_path(axis)
+    match = next((k for k in sweep if k != "repeats" and _canonical_or_none(k) == target), target)
+    sweep[match] = values
+    return None
+
+
+def _canonical_or_none(key: Any) -> str | None:
+    try:
+        return canonical(str(key))
+    except ValueError:
+        return None
+
+
+def _relocate(source: Source, path: tuple, where: tuple[str, int]) -> None:
+    for key in [k for k in source.locations if covers(path, k)]:
+        del source.locations[key]
+    source.locations[path] = where
+
+
+# ---- validation ------------------------------------------------------------------------------
+
+@dataclass
+class Axis:
+    key: str  # as written under sweep:
+    path: tuple  # canonical
+    values: list
+
+
+def build(data: Any, source: Source) -> Experiment:
+    """Validate raw data: structure, sweep axes, then every point's cross-field rules."""
+    if not isinstance(data, dict):
+        found = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise SpecError([SpecIssue(source.file, 1, "", f"expected a mapping with name:, topology:, "
+                                   f"workload: ... but found {found}")])
+    axes, issues = read_sweep(data.get("sweep"), source)
+    base = {k: v for k, v in data.items() if k != "sweep"}
+    structure = _structure_issues(base, source)
+    issues += structure
+    if structure and not axes:
+        issues += _partial_topology_issues(base, source)
+    issues += value_issues(base, axes, source)
+    if not issues:
+        issues += point_issues(base, axes, source)
+    if issues:
+        raise SpecError(sorted_unique(issues))
+    for axis in axes:
+        _alias_locations(source, axis)
+    exp = Experiment.model_validate({**base, "sweep": data.get("sweep") or None})
+    exp._source = source
+    return exp
+
+
+def _alias_locations(source: Source, axis: Axis) -> None:
+    """Let ('sweep', canonical path, ...) find the lines of the key as written."""
+    written, name = ("sweep", axis.key), ("sweep", format_path(axis.path))
+    for key, where in list(source.locations.items()):
+        if covers(written, key) and written != name:
+            source.locations.setdefault(name + key[2:], where)
+
+
+def apply_and_validate(exp: Experiment, values: dict[str, Any]) -> Experiment:
+    """Experiment.with_values: same code path as --set overrides."""
+    data, source = exp.model_dump(mode="json", exclude_unset=True), exp._source.copy()
+    issues = apply_values(data, values, source)
+    if issues:
+        raise SpecError(issues)
+    return build(data, source)
+
+
+def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
+    """Sweep axes with canonical paths; unknown paths, empty lists, bad repeats are issues."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, dict):
+        return [], [_issue(source, ("sweep",), "sweep must map key paths to lists of values")]
+    axes, issues, seen = [], [], {}
+    for key, values in raw.items():
+        at = ("sweep", key)
+        if key == "repeats":
+            if isinstance(values, bool) or not isinstance(values, int) or values < 1:
+                issues.append(_issue(source, at, f"repeats must be an integer >= 1 (got {values!r})"))
+            continue
+        try:
+            path = parse_path(str(key))
+        except ValueError as exc:
+            issues.append(_issue(source, at, str(exc)))
+            continue
+        problem = resolve(Experiment, path) if path[:1] != ("sweep",) else "a sweep cannot sweep itself"
+        clash = next((k for p, k in seen.items() if covers(p, path) or covers(path, p)), None)
+        if problem:
+            issues.append(_issue(source, at, f"unknown sweep key path {key!r}: {problem}"))
+        elif clash is not None:
+            issues.append(_issue(source, at, f"overlaps the sweep axis {clash!r}"))
+        elif not isinstance(values, list) or not values:
+            issues.append(_issue(source, at, f"a sweep axis needs a non-empty list of values "
+                                 f"(got {values!r})"))
+        else:
+            seen[path] = key
+            axes.append(Axis(str(key), path, values))
+    return axes, issues
+
+
+def value_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue]:
+    """Each sweep value checked alone against its key's type, blamed on the value's line."""
+    issues = []
+    for axis in axes:
+        for index, value in enumerate(axis.values):
+            data = copy.deepcopy(base)
+            set_in(data, axis.path, value)
+            try:
+                Experiment.model_validate(data)
+            except ValidationError as exc:
+                issues += [_issue(source, ("sweep", axis.key, index), f"sweep value {value!r}: {msg}")
+                           for path, msg in pydantic_problems(exc, data) if covers(axis.path, path)]
+    return issues
+
+
+def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue]:
+    """Cross-field rules of every sweep point, blamed on sweep lines when a swept key is involved."""
+    issues, canon = [], {}
+    by_path = {format_path(a.path): a for a in axes}
+    for combo in axis_combinations({p: list(enumerate(a.values)) for p, a in by_path.items()}):
+        data = copy.deepcopy(base)
+        for path, (_, value) in combo.items():
+            set_in(data, by_path[path].path, value)
+        try:
+            exp = Experiment.model_validate(data)
+        except ValidationError as exc:
+            issues += [_axis_issue(source, by_path, combo, path, msg)
+                       for path, msg in pydantic_problems(exc, data)]
+            continue
+        issues += _duplicate_values(exp, combo, by_path, canon, source)
+        for problem in experiment_problems(exp):
+            issues.append(_problem_issue(source, by_path, combo, problem))
+    return issues
+
+
+def _axis_issue(source, by_path, combo, path, message) -> SpecIssue:
+    axis = next((a for a in by_path.values() if covers(a.path, path)), None)
+    if axis is None:
+        return _issue(source, path, message)
+    index, value = combo[format_path(axis.path)]
+    return _issue(source, ("sweep", axis.key, index), f"sweep value {value!r}: {message}")
+
+
+def _problem_issue(source, by_path, combo, problem: Problem) -> SpecIssue:
+    deps = [parse_path(r) for r in problem.related] + [problem.path]
+    swept = [p for p, a in by_path.items() if any(covers(a.path, d) or covers(d, a.path) for d in deps)]
+    if not swept:
+        return _issue(source, problem.path, problem.message)
+    when = ", ".join(f"{p}={combo[p][1]!r}" for p in swept)
+    axis, (file, line) = by_path[swept[0]], source.location(problem.path)
+    at = f" (line {line})" if problem.path in source.locations and file == source.file else ""
+    return _issue(source, ("sweep", axis.key), f"with {when}: {format_path(problem.path)}{at}: "
+                  f"{problem.message}")
+
+
+def _duplicate_values(exp, combo, by_path, canon, source) -> list[SpecIssue]:
+    out = []
+    for path, (index, value) in combo.items():
+        resolved = json.dumps(exp.value(path), sort_keys=True)
+        first = canon.setdefault((path, resolved), index)
+        if first != index:
+            out.append(_issue(source, ("sweep", by_path[path].key, index),
+                              f"sweep value {value!r} is the same as value #{first + 1} "
+                              f"({by_path[path].values[first]!r})"))
+    return out
+
+
+def _structure_issues(base: dict, source: Source) -> list[SpecIssue]:
+    try:
+        Experiment.model_validate(base)
+    except ValidationError as exc:
+        return [_issue(source, path, msg) for path, msg in pydantic_problems(exc, base)]
+    return []
+
+
+def _partial_topology_issues(base: dict, source: Source) -> list[SpecIssue]:
+    """Cross-field topology rules even when another section has errors."""
+    try:
+        topo = Topology.model_validate(base.get("topology") or {})
+    except ValidationError:
+        return []
+    return [_issue(source, p.path, p.message) for p in topology_problems(topo)]
+
+
+def pydantic_problems(exc: ValidationError, data: Any) -> list[tuple[tuple, str]]:
+    """(key path in data, message) for each pydantic error."""
+    out = []
+    for err in exc.errors():
+        path = _data_path(err["loc"], data, keep_last=err["type"] == "missing")
+        out.append((path, _message(err, path)))
+    return out
+
+
+def _data_path(loc: tuple, data: Any, keep_last: bool) -> tuple:
+    """Drop pydantic's union tags and '[key]' markers from an error location."""
+    path, node = [], data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif not (keep_last and i == len(loc) - 1):
+            continue
+        path.append(part)
+    return tuple(path)
+
+
+def _message(err: dict, path: tuple) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        return resolve(Experiment, path) or "unknown key"
+    if kind == "missing":
+        return f"required key {path[-1]!r} is missing"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    if kind == "literal_error":
+        choices = [c.strip("'") for c in ctx.get("expected", "").replace(" or ", ", ").split(", ")]
+        return f"{value!r} is not one of {', '.join(choices)}{suggest(str(value), choices)}"
+    shown = repr(value)
+    return f"{err['msg']} (got {shown[:60] + '...' if len(shown) > 60 else shown})"
+
+
+def _issue(source: Source, path: tuple, message: str) -> SpecIssue:
+    file, line = source.location(path)
+    return SpecIssue(file, line, format_path(path), message)
+
+
+def sorted_unique(issues: list[SpecIssue]) -> list[SpecIssue]:
+    unique = list(dict.fromkeys(issues))
+    return sorted(unique, key=lambda i: (i.file == SET_FILE, i.file, i.line))

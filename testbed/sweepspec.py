@@ -1,0 +1,55 @@
+"""Sweep expansion: an Experiment -> its run points (cartesian product of axes x repeats)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.specmodels import Experiment
+
+_SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
+          "workload.model": ""}
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    run_id: str
+    repeat: int
+    params: dict[str, Any]  # canonical key path -> value as in JSON form (e.g. "10mbit")
+    spec: Experiment  # the point's values applied, sweep removed
+
+
+def axis_combinations(axes: dict[str, list]) -> list[dict[str, Any]]:
+    """{path: value} per point, in axis order, last axis varying fastest."""
+    paths = list(axes)
+    return [dict(zip(paths, values)) for values in itertools.product(*axes.values())]
+
+
+def expand_points(exp: Experiment) -> list[RunPoint]:
+    """Every run point of an experiment; one point (params {}) without a sweep."""
+    sweep = exp.sweep
+    axes, repeats = (sweep.axes, sweep.repeats) if sweep else ({}, 1)
+    points = []
+    for combo in axis_combinations(axes):
+        spec = exp.with_values({**combo, "sweep": None})
+        params = {path: spec.value(path) for path in combo}
+        points += [RunPoint(run_id(params, r), r, params, spec) for r in range(repeats)]
+    return points
+
+
+def run_id(params: dict[str, Any], repeat: int) -> str:
+    """'h4-bw10mbit-allreduce-r0-1a2b3c': readable labels in sorted key order + stable hash."""
+    blob = json.dumps({"params": params, "repeat": repeat}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
+    labels = [_label(path, params[path]) for path in sorted(params)]
+    return "-".join(labels + [f"r{repeat}", digest])
+
+
+def _label(path: str, value: Any) -> str:
+    prefix = _SHORT.get(path, path.rsplit(".", 1)[-1].split("[")[0])
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", f"{prefix}{text}")[:24].strip("_") or "x"

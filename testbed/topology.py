@@ -1,0 +1,134 @@
+"""Topology spec -> Graph of hosts, switches and links: pure data, no root, no Mininet.
+
+Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override).
+Hosts get 10.0.0.1, 10.0.0.2, ... (one /24) in host order; switch dpids are 1, 2, ... in switch order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testbed.specmodels import LinkParams, Topology
+
+PREFIX_LEN = 24
+
+
+@dataclass(frozen=True)
+class HostNode:
+    name: str
+    ip: str  # "10.0.0.1"; the subnet is PREFIX_LEN bits
+    cpu: float | None = None  # fraction of the whole machine
+    memory: int | None = None  # bytes
+
+    @property
+    def cidr(self) -> str:
+        """'10.0.0.1/24'."""
+        return f"{self.ip}/{PREFIX_LEN}"
+
+
+@dataclass(frozen=True)
+class SwitchNode:
+    name: str
+    dpid: int
+
+
+@dataclass(frozen=True)
+class LinkEdge:
+    a: str
+    b: str
+    params: LinkParams
+
+
+@dataclass(frozen=True)
+class Graph:
+    hosts: list[HostNode]
+    switches: list[SwitchNode]
+    links: list[LinkEdge]
+
+    def host(self, name: str) -> HostNode:
+        return next(h for h in self.hosts if h.name == name)
+
+    def neighbours(self, name: str) -> list[str]:
+        return [l.b if l.a == name else l.a for l in self.links if name in (l.a, l.b)]
+
+
+def build_graph(topology: Topology) -> Graph:
+    """The nodes and links a validated topology describes."""
+    names = topology.host_names()
+    hosts = [_host(topology, name, i) for i, name in enumerate(names, 1)]
+    switch_names, links = _LAYOUTS[topology.template](topology, names)
+    switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
+    return Graph(hosts, switches, links)
+
+
+def _host(topology: Topology, name: str, index: int) -> HostNode:
+    conf = topology.host_conf(name)
+    return HostNode(name, f"10.0.0.{index}", conf.cpu, conf.memory)
+
+
+def _switches(count: int) -> list[str]:
+    return [f"s{i}" for i in range(1, count + 1)]
+
+
+def _attach(hosts: list[str], switch: str, params: LinkParams) -> list[LinkEdge]:
+    return [LinkEdge(h, switch, params) for h in hosts]
+
+
+def _star(topo: Topology, hosts: list[str]):
+    return ["s1"], _attach(hosts, "s1", topo.link)
+
+
+def _linear(topo: Topology, hosts: list[str]):
+    switches = _switches(topo.switch_count())
+    links = []
+    for switch, group in zip(switches, split_evenly(hosts, len(switches))):
+        links += _attach(group, switch, topo.link)
+    links += [LinkEdge(a, b, topo.link) for a, b in zip(switches, switches[1:])]
+    return switches, links
+
+
+def _tree(topo: Topology, hosts: list[str]):
+    depth = tree_depth(len(hosts), topo.fanout)
+    switches = _switches(sum(topo.fanout ** level for level in range(depth)))
+    first_leaf = len(switches) - topo.fanout ** (depth - 1)
+    links = []
+    for i, leaf in enumerate(switches[first_leaf:]):
+        links += _attach(hosts[i * topo.fanout:(i + 1) * topo.fanout], leaf, topo.link)
+    for child in range(1, len(switches)):
+        parent = (child - 1) // topo.fanout
+        links.append(LinkEdge(switches[parent], switches[child], topo.link))
+    return switches, links
+
+
+def _dumbbell(topo: Topology, hosts: list[str]):
+    half = (len(hosts) + 1) // 2
+    links = _attach(hosts[:half], "s1", topo.link) + _attach(hosts[half:], "s2", topo.link)
+    links.append(LinkEdge("s1", "s2", topo.link.merged(topo.bottleneck)))
+    return ["s1", "s2"], links
+
+
+def _custom(topo: Topology, hosts: list[str]):
+    links = [LinkEdge(item.a, item.b, topo.link.merged(item)) for item in topo.links]
+    return [s.name for s in topo.switches], links
+
+
+_LAYOUTS = {"star": _star, "linear": _linear, "tree": _tree, "dumbbell": _dumbbell, "custom": _custom}
+
+
+def split_evenly(items: list, parts: int) -> list[list]:
+    """Contiguous groups whose sizes differ by at most one, larger groups first."""
+    size, extra = divmod(len(items), parts)
+    groups, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        groups.append(items[start:end])
+        start = end
+    return groups
+
+
+def tree_depth(hosts: int, fanout: int) -> int:
+    """Smallest depth >= 1 with fanout**depth >= hosts."""
+    depth = 1
+    while fanout ** depth < hosts:
+        depth += 1
+    return depth
