@@ -1,0 +1,303 @@
+"""Figures of the report (matplotlib, Agg backend, PNG).
+
+Every figure function takes the loaded ``Experiment`` and an output folder, and returns
+``(path, plotted)`` where ``plotted`` is the DataFrame of exactly the numbers drawn, or raises
+``FigureSkipped(reason)`` when the experiment has no data for it. Colours come from one
+mapping, ``Palette.colour(kind, value)``, so a bandwidth or a strategy has the same colour
+in every figure (see analysis/plotstyle.py; the topology picture is in
+analysis/topology_figure.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from analysis import costmodel, tables
+from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG17, FigureSkipped,  # noqa: F401
+                                Palette, legend, log_if_wide, mbit, node_axis, palette_for,
+                                role_kind, save, series, style)
+from analysis.topology_figure import find_topology, layout, topology  # noqa: F401
+
+
+# 1 ------------------------------------------------------------------------------------------
+def training_time(exp, outdir: Path):
+    """Training time vs nodes, one line per bandwidth (and strategy), error bars = std."""
+    s = tables.time_summary(exp.runs)
+    if s.empty:
+        raise FigureSkipped("no successful runs")
+    pal = palette_for(exp)
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        for strat, bw, rows in series(s):
+            m, ls = style(strat)
+            ax.errorbar(rows["hosts"], rows["time_mean_s"], yerr=rows["time_std_s"].fillna(0),
+                        marker=m, ls=ls, capsize=4, color=pal.colour("bw", bw),
+                        label=f"{mbit(bw)}, {strat}")
+        node_axis(ax, s["hosts"])
+        log_if_wide(ax, s["time_mean_s"])
+        ax.set_ylabel("training time (s), mean ± std over repeats")
+        ax.set_title("Training time vs number of nodes")
+        legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="bandwidth, strategy")
+        path = save(fig, outdir / "training_time.png")
+    return path, s[s["strategy"] != "single"].reset_index(drop=True)
+
+
+# 2 ------------------------------------------------------------------------------------------
+def scaling(exp, outdir: Path):
+    """Speedup T(1)/T(n) and scaling efficiency speedup/n vs nodes."""
+    s = tables.time_summary(exp.runs)
+    s = s[s["speedup"].notna() & (s["strategy"] != "single")].reset_index(drop=True)
+    if s.empty:
+        raise FigureSkipped("no 1-node run to compute a speedup against")
+    pal = palette_for(exp)
+    with plt.rc_context(RC):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+        for strat, bw, rows in series(s):
+            m, ls = style(strat)
+            kw = dict(marker=m, ls=ls, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
+            a1.plot(rows["hosts"], rows["speedup"], **kw)
+            a2.plot(rows["hosts"], rows["efficiency"], **kw)
+        a1.axhline(1, color="black", lw=1, ls=":", label="no slowdown, T(n) = T(1)")
+        for ax in (a1, a2):
+            node_axis(ax, s["hosts"])
+        log_if_wide(a1, s["speedup"], ratio=20)
+        log_if_wide(a2, s["efficiency"], ratio=20)
+        a1.set_ylabel("speedup T(1 node) / T(n nodes)")
+        a2.set_ylabel("scaling efficiency = speedup / n")
+        a1.set_title("Speedup")
+        a2.set_title("Scaling efficiency")
+        handles, labels = a1.get_legend_handles_labels()
+        a2.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5),
+                  title="bandwidth, strategy", framealpha=0.9)
+        fig.suptitle("Speedup and scaling efficiency vs number of nodes", fontsize=13)
+        path = save(fig, outdir / "scaling.png")
+    return path, s
+
+
+# 3 ------------------------------------------------------------------------------------------
+def bandwidth_checks(exp, outdir: Path):
+    """Measured vs configured bandwidth of every iperf3 check, with the HTB/TCP ceiling.
+
+    Left: measured vs configured with y = x and y = 0.956 x. Right: the ratio, where the
+    few-percent gap between the two lines is visible.
+    """
+    if "checks.csv" in exp.missing:
+        raise FigureSkipped("checks.csv is missing")
+    df = tables.iperf_checks(exp.checks)
+    if df.empty:
+        raise FigureSkipped("no iperf3 checks in checks.csv")
+    df = df.assign(configured_mbps=df["configured_bps"] / 1e6,
+                   measured_mbps=df["measured_bps"] / 1e6,
+                   ratio=df["measured_bps"] / df["configured_bps"])
+    pal = palette_for(exp)
+    thesis_x, thesis_y = THESIS_FIG17[0] / 1e6, THESIS_FIG17[1] / 1e6
+    with plt.rc_context(RC):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5.2))
+        lo, hi = df["configured_mbps"].min(), df["configured_mbps"].max()
+        xs = np.geomspace(min(lo, thesis_x) * 0.7, max(hi, thesis_x) * 1.4, 50)
+        a1.plot(xs, xs, color="black", lw=1, ls=":", label="ideal, measured = configured")
+        a1.plot(xs, HTB_TCP_CEILING * xs, color="grey", lw=1.5, ls="--",
+                label=f"TCP over HTB ceiling, {HTB_TCP_CEILING:.3f} × configured")
+        a2.axhline(1.0, color="black", lw=1, ls=":")
+        a2.axhline(HTB_TCP_CEILING, color="grey", lw=1.5, ls="--")
+        for bw, rows in df.groupby("configured_bps"):
+            ok = rows["passed"].astype(str).str.lower().isin(["true", "1"])
+            c = pal.colour("bw", bw)
+            for sel, marker, suffix in ((ok, "o", ""), (~ok, "x", ", failed check")):
+                if sel.any():
+                    r = rows[sel]
+                    a1.scatter(r["configured_mbps"], r["measured_mbps"], color=c, s=45,
+                               marker=marker, zorder=3, label=f"iperf3 at {mbit(bw)}{suffix}")
+                    a2.scatter(r["configured_mbps"], r["ratio"], color=c, s=45, marker=marker,
+                               zorder=3)
+        for ax, y in ((a1, thesis_y), (a2, thesis_y / thesis_x)):
+            ax.scatter([thesis_x], [y], marker="*", s=180, facecolors="none",
+                       edgecolors="black", zorder=2, label="thesis fig. 17 (iperf2): 9.75 of 10")
+        if max(hi, thesis_x) / min(lo, thesis_x) > 5:
+            a1.set_xscale("log")
+            a1.set_yscale("log")
+            a2.set_xscale("log")
+        a2.set_ylim(min(0.5, df["ratio"].min() - 0.05), 1.05)
+        for ax in (a1, a2):
+            ax.set_xlabel("configured bandwidth (Mbit/s)")
+        a1.set_ylabel("measured TCP throughput (Mbit/s)")
+        a2.set_ylabel("measured / configured")
+        a1.set_title("Measured vs configured")
+        a2.set_title("Ratio (ceiling 0.956 dashed)")
+        h, lab = a1.get_legend_handles_labels()
+        a2.legend(h, lab, loc="center left", bbox_to_anchor=(1.01, 0.5), framealpha=0.9)
+        fig.suptitle("iperf3 check: measured vs configured bandwidth", fontsize=13)
+        path = save(fig, outdir / "bandwidth_checks.png")
+    return path, df
+
+
+# 4 ------------------------------------------------------------------------------------------
+def resources(exp, outdir: Path):
+    """Mean CPU %, peak memory and mean network throughput per node count (three panels)."""
+    r = tables.resource_summary(exp.runs, exp.usage)
+    cols = ["cpu_mean_pct", "mem_peak_bytes", "net_throughput_mean_bps"]
+    if r.empty or r[cols].isna().all().all():
+        raise FigureSkipped("no CPU/memory/network columns in runs.csv and no usage.csv samples")
+    pal = palette_for(exp)
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+        spec = [("cpu_mean_pct", 1, "mean CPU per node (%)", "CPU"),
+                ("mem_peak_bytes", 1e6, "peak memory of a node (MB)", "Memory"),
+                ("net_throughput_mean_bps", 1e6, "traffic per node, sent + received (Mbit/s)",
+                 "Network")]
+        for ax, (col, f, ylabel, title) in zip(axes, spec):
+            for strat, bw, rows in series(r):
+                rows = rows[rows[col].notna()]
+                m, ls = style(strat)
+                ax.plot(rows["hosts"], rows[col] / f, marker=m, ls=ls,
+                        color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
+            node_axis(ax, r["hosts"])
+            ax.set_ylabel(ylabel)
+            ax.set_title(title)
+            if col == "net_throughput_mean_bps":
+                log_if_wide(ax, r[col])
+            if ax.get_yscale() == "linear":
+                ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
+        legend(axes[2], loc="center left", bbox_to_anchor=(1.01, 0.5),
+                title="bandwidth, strategy")
+        fig.suptitle("Resource use per node count", fontsize=13)
+        path = save(fig, outdir / "resources.png")
+    return path, r
+
+
+# 5 ------------------------------------------------------------------------------------------
+def strategies(exp, outdir: Path):
+    """All-reduce vs parameter server: training time per (nodes, bandwidth) where both ran."""
+    s = tables.time_summary(exp.runs)
+    have = set(s["strategy"])
+    if "ps" not in have:
+        raise FigureSkipped("no parameter-server runs")
+    if "allreduce" not in have:
+        raise FigureSkipped("no all-reduce runs")
+    both = s[s["strategy"].isin(["allreduce", "ps"])]
+    keys = both.groupby(["hosts", "bw_bps"])["strategy"].nunique()
+    keys = keys[keys == 2].index
+    df = both.set_index(["hosts", "bw_bps"]).loc[list(keys)].reset_index()
+    if df.empty:
+        raise FigureSkipped("no node count and bandwidth with both all-reduce and ps runs")
+    df = df.sort_values(["bw_bps", "hosts", "strategy"]).reset_index(drop=True)
+    pal = palette_for(exp)
+    groups = list(dict.fromkeys(zip(df["hosts"], df["bw_bps"])))
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(groups) + 2), 5))
+        width = 0.38
+        for j, strat in enumerate(["allreduce", "ps"]):
+            rows = df[df["strategy"] == strat].set_index(["hosts", "bw_bps"]).loc[groups]
+            x = np.arange(len(groups)) + (j - 0.5) * width
+            ax.bar(x, rows["time_mean_s"], width, yerr=rows["time_std_s"].fillna(0), capsize=4,
+                   color=pal.colour("strategy", strat), label=strat)
+        ax.set_xticks(np.arange(len(groups)),
+                      [f"{int(h)} nodes\n{mbit(b)}" for h, b in groups])
+        log_if_wide(ax, df["time_mean_s"])
+        ax.set_xlabel("nodes and link bandwidth")
+        ax.set_ylabel("training time (s), mean ± std")
+        ax.set_title("All-reduce vs parameter server")
+        legend(ax, title="strategy")
+        path = save(fig, outdir / "strategies.png")
+    return path, df
+
+
+# 6 ------------------------------------------------------------------------------------------
+# 7 ------------------------------------------------------------------------------------------
+def wire_bytes(exp, outdir: Path):
+    """Bytes sent per step per worker vs the gradient size and the all-reduce theory."""
+    net = tables.network_per_run(exp.runs, exp.usage)
+    net = net[net["bytes_per_worker_step"].notna() & (net["workers"] > 0)].reset_index(drop=True)
+    if net.empty:
+        raise FigureSkipped("no net_bytes_total in runs.csv and no usage.csv byte counters")
+    pal = palette_for(exp)
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        for strat, rows in net.groupby("strategy"):
+            m, _ = style(strat)
+            ax.scatter(rows["workers"], rows["bytes_per_worker_step"] / 1e6, marker=m, s=45,
+                       zorder=3, color=pal.colour("strategy", strat),
+                       label=f"measured, {strat}")
+        nmax = int(net["workers"].max())
+        ns = np.arange(1, nmax + 1)
+        for s_bytes in sorted(net["gradient_bytes"].dropna().unique()):
+            sz = f"S = {s_bytes / 1e6:.3g} MB"
+            ax.plot(ns, tables.ring_bytes_per_worker(ns, s_bytes) / 1e6, "k--", lw=1.2,
+                    label=f"ring all-reduce 2(N-1)/N·S, {sz}")
+            ax.axhline(s_bytes / 1e6, color="grey", ls=":", lw=1.2, label=f"gradient size {sz}")
+            if (net["strategy"] == "ps").any():
+                ax.axhline(2 * s_bytes / 1e6, color=pal.colour("strategy", "ps"), ls="-.",
+                           lw=1.2, label="parameter server 2·S (push + pull)")
+        ax.set_xticks(ns)
+        ax.set_xlabel("number of workers N")
+        ax.set_ylabel("bytes sent per step per worker (MB)")
+        ax.set_title("Bytes on the wire per step vs gradient size")
+        ax.set_ylim(bottom=0)
+        legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        path = save(fig, outdir / "wire_bytes.png")
+    return path, net
+
+
+# 8 ------------------------------------------------------------------------------------------
+def cost_model(exp, outdir: Path):
+    """Alpha-beta model vs measurement: time per step per node count, and predicted vs measured."""
+    alpha = costmodel.fit_alpha(exp.runs)
+    if np.isnan(alpha):
+        raise FigureSkipped("no 1-node run (compute time) or no multi-node run to fit the model")
+    cmp = costmodel.comparison(exp.runs, alpha)
+    cmp = cmp[cmp["compute_s"].notna()].reset_index(drop=True)
+    pal = palette_for(exp)
+    with plt.rc_context(RC):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+        for (strat, bw), rows in cmp.groupby(["strategy", "bw_bps"]):
+            m, _ = style(strat)
+            c = pal.colour("bw", bw)
+            g = rows.groupby("hosts")[["measured_step_s", "predicted_step_s"]].mean()
+            a1.scatter(rows["hosts"], rows["measured_step_s"], marker=m, color=c, s=40,
+                       zorder=3, label=f"measured, {mbit(bw)}, {strat}")
+            a1.plot(g.index, g["predicted_step_s"], ls="--", color=c)
+            a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], marker=m, color=c,
+                       s=40, zorder=3)
+        a1.plot([], [], "k--", label="model (dashed, same colour)")
+        lim = [cmp[["measured_step_s", "predicted_step_s"]].min().min() * 0.7,
+               cmp[["measured_step_s", "predicted_step_s"]].max().max() * 1.4]
+        a2.plot(lim, lim, "k:", lw=1, label="prediction = measurement")
+        node_axis(a1, cmp["hosts"])
+        log_if_wide(a1, cmp["measured_step_s"])
+        a1.set_ylabel("time per step (s)")
+        a1.set_title(f"Time per step: measured and model (α = {alpha * 1e3:.2f} ms)")
+        a2.set_xscale("log")
+        a2.set_yscale("log")
+        a2.set_xlabel("measured time per step (s)")
+        a2.set_ylabel("predicted time per step (s)")
+        a2.set_title("Predicted vs measured, every run")
+        h1, l1 = a1.get_legend_handles_labels()
+        h2, l2 = a2.get_legend_handles_labels()
+        a2.legend(h1 + h2, l1 + l2, loc="center left", bbox_to_anchor=(1.01, 0.5),
+                  framealpha=0.9)
+        path = save(fig, outdir / "cost_model.png")
+    return path, cmp
+
+
+# name -> (function, caption); the report shows them in this order.
+FIGURES = {
+    "training_time": (training_time, "Training time vs number of nodes, one line per bandwidth "
+                      "(reproduces thesis figures 15 and 18)."),
+    "scaling": (scaling, "Speedup T(1)/T(n) and scaling efficiency speedup/n (derived from "
+                "thesis figures 15 and 18)."),
+    "bandwidth_checks": (bandwidth_checks, "iperf3 measured vs configured bandwidth with the "
+                         "TCP-over-HTB ceiling (reproduces thesis figure 17)."),
+    "resources": (resources, "Mean CPU, peak memory and network throughput per node count "
+                  "(reproduces thesis figure 19, without GPU)."),
+    "strategies": (strategies, "All-reduce vs parameter server (companion plan: both "
+                   "strategies measured on the same network)."),
+    "topology": (topology, "The emulated network of one run: hosts with roles, switches, link "
+                 "bandwidths (the thesis set-up of figure 16, as configured here)."),
+    "wire_bytes": (wire_bytes, "Bytes on the wire per step per worker vs the gradient size and "
+                   "the ring all-reduce theory (explains figures 15/18: traffic per node "
+                   "grows with N)."),
+    "cost_model": (cost_model, "Alpha-beta cost model vs measurement (explains the trend of "
+                   "thesis figures 15 and 18)."),
+}

@@ -1,0 +1,111 @@
+"""Shared plotting style: the one palette, font sizes, labels, saving, and FigureSkipped.
+
+``Palette.colour(kind, value)`` is the single colour mapping: kind 'bw' (bits/s, ordered low
+to high on the plasma colormap), 'strategy' or 'role'.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from analysis import tables  # noqa: E402
+
+HTB_TCP_CEILING = 1448 / 1514   # TCP payload per full Ethernet frame with timestamps
+THESIS_FIG17 = (10e6, 9.75e6)   # thesis iperf check: 10 Mbit/s configured, 9.75 measured
+
+RC = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10,
+      "ytick.labelsize": 10, "legend.fontsize": 10, "figure.dpi": 110,
+      "axes.grid": True, "grid.alpha": 0.3}
+
+STRATEGY_COLOURS = {"allreduce": "#1f77b4", "ps": "#d62728", "single": "#7f7f7f"}
+ROLE_COLOURS = {"chief": "#9467bd", "worker": "#1f77b4", "ps": "#d62728",
+                "single": "#7f7f7f", "switch": "#ff7f0e", "idle": "#c7c7c7"}
+STRATEGY_STYLE = {"allreduce": ("o", "-"), "ps": ("s", "--"), "single": ("^", ":")}
+_EXTRA = ["#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+class FigureSkipped(Exception):
+    """The experiment has no data for this figure; the message says why."""
+
+
+class Palette:
+    """One colour per bandwidth (ordered low -> high) and per strategy / role."""
+
+    def __init__(self, bandwidths):
+        bws = sorted({float(b) for b in bandwidths if pd.notna(b)})
+        cmap = matplotlib.colormaps["plasma"]
+        pos = np.linspace(0.0, 0.8, len(bws)) if len(bws) > 1 else [0.0]
+        self._bw = {b: matplotlib.colors.to_hex(cmap(p)) for b, p in zip(bws, pos)}
+
+    def colour(self, kind: str, value) -> str:
+        """Colour for kind 'bw' (bits/s), 'strategy' or 'role'."""
+        if kind == "bw":
+            return self._bw.get(float(value), "#333333")
+        table = STRATEGY_COLOURS if kind == "strategy" else ROLE_COLOURS
+        if value not in table:
+            return _EXTRA[sum(map(ord, str(value))) % len(_EXTRA)]
+        return table[value]
+
+
+def palette_for(exp: tables.Experiment) -> Palette:
+    """The palette of an experiment: every configured bandwidth of runs and checks."""
+    return Palette(list(exp.runs["bw_bps"]) + list(exp.checks["configured_bps"]))
+
+
+def mbit(bps) -> str:
+    """Label for a rate in bits/s: '10 Mbit/s', '1 Gbit/s'."""
+    bps = float(bps)
+    for unit, f in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= f:
+            return f"{bps / f:g} {unit}"
+    return f"{bps:g} bit/s"
+
+
+def role_kind(label) -> str:
+    """'chief0' -> 'chief', 'ps0+worker1' -> 'ps' (first task), '' -> 'idle'."""
+    if not isinstance(label, str) or not label:
+        return "idle"
+    first = label.split("+")[0]
+    return first.rstrip("0123456789") or "idle"
+
+
+def style(strategy):
+    return STRATEGY_STYLE.get(strategy, ("D", "-."))
+
+
+def save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def node_axis(ax, hosts):
+    ticks = sorted({int(h) for h in hosts if pd.notna(h)})
+    ax.set_xticks(ticks)
+    ax.set_xlabel("number of nodes")
+
+
+def log_if_wide(ax, values, axis="y", ratio=30):
+    v = pd.Series(values, dtype=float)
+    v = v[v > 0]
+    if len(v) and v.max() / v.min() > ratio:
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+
+
+def series(summary: pd.DataFrame):
+    """Iterate (strategy, bw_bps, rows) over non-single strategies, sorted."""
+    df = summary[summary["strategy"] != "single"]
+    for (strat, bw), rows in df.groupby(["strategy", "bw_bps"], sort=True):
+        yield strat, bw, rows.sort_values("hosts")
+
+
+def legend(ax, **kw):
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(framealpha=0.9, **kw)

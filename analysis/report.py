@@ -1,0 +1,209 @@
+"""Build exp_dir/report.html (+ figures/*.png, tables/*.csv) from stored result tables.
+
+Usage: ``python -m analysis.report RESULTS/EXPERIMENT`` or ``build_report(exp_dir)``.
+Every HTML table is ``DataFrame.to_html`` of the frame written to ``tables/<name>.csv``.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import costmodel, figures, tables
+
+MISSING_MEANS = {
+    "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",
+    "steps.csv": "no per-step timings",
+    "usage.csv": "no per-node samples; resource figures use runs.csv summary columns only",
+}
+
+
+def _fmt(x) -> str:
+    return f"{x:.3g}" if isinstance(x, (float, np.floating)) else str(x)
+
+
+def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
+    """The tables the report shows, by name (also the CSV file stem)."""
+    alpha = costmodel.fit_alpha(exp.runs)
+    return {
+        "summary": tables.time_summary(exp.runs),
+        "failed_runs": tables.failed_runs(exp.runs),
+        "iperf_checks": tables.iperf_checks(exp.checks),
+        "resources": tables.resource_summary(exp.runs, exp.usage),
+        "network": tables.network_per_run(exp.runs, exp.usage),
+        "cost_model": costmodel.comparison(exp.runs, alpha) if not np.isnan(alpha)
+        else pd.DataFrame(),
+    }
+
+
+def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
+    """Sentences on time vs nodes per bandwidth; returns also {(strat, bw): T(max)/T(1)}."""
+    out, gaps = [], {}
+    for (strat, bw), rows in summary.groupby(["strategy", "bw_bps"]):
+        rows = rows.sort_values("hosts")
+        if len(rows) < 2:
+            continue
+        t = rows["time_mean_s"].to_numpy()
+        d = np.diff(t)
+        how = ("grows with every node added" if (d > 0).all() else
+               "falls with every node added" if (d < 0).all() else
+               "does not change monotonically with the number of nodes")
+        seq = " → ".join(f"{v:.3g} s ({int(h)})" for h, v in zip(rows["hosts"], t))
+        out.append(f"At {figures.mbit(bw)} ({strat}) training time {how}: {seq} "
+                   f"[mean over repeats, (nodes)].")
+        if rows["hosts"].iloc[0] == 1:
+            gaps[(strat, bw)] = t[-1] / t[0]
+    return out, gaps
+
+
+def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
+    """Sentences on time vs bandwidth at each node count > 1; also 'falls everywhere?'."""
+    out, falls_all = [], None
+    multi = summary[summary["hosts"] > 1]
+    for (strat, h), rows in multi.groupby(["strategy", "hosts"]):
+        rows = rows.sort_values("bw_bps")
+        if len(rows) < 2:
+            continue
+        d = np.diff(rows["time_mean_s"].to_numpy())
+        falls = bool((d < 0).all())
+        falls_all = falls if falls_all is None else (falls_all and falls)
+        word = "falls" if falls else "does not fall steadily"
+        out.append(f"With {int(h)} nodes ({strat}) training time {word} as bandwidth rises "
+                   f"({figures.mbit(rows['bw_bps'].iloc[0])}: "
+                   f"{rows['time_mean_s'].iloc[0]:.3g} s, {figures.mbit(rows['bw_bps'].iloc[-1])}: "
+                   f"{rows['time_mean_s'].iloc[-1]:.3g} s).")
+    return out, falls_all
+
+
+def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
+    """Sentences computed from the data, compared with the thesis's findings."""
+    s = t["summary"]
+    s = s[s["strategy"] != "single"]
+    if s.empty:
+        return ["No successful runs, so no trend can be stated."]
+    nodes, gaps = _trend_nodes(s)
+    bws, falls_all = _trend_bw(s)
+    out = nodes + bws
+    grows_all = bool(nodes) and all("grows with every" in x for x in nodes)
+    for strat in sorted({k[0] for k in gaps}):
+        g = sorted((bw, r) for (st, bw), r in gaps.items() if st == strat)
+        if len(g) >= 2:
+            narrows = all(b[1] < a[1] for a, b in zip(g, g[1:]))
+            out.append(f"The gap between one node and the most nodes ({strat}) is "
+                       + ", ".join(f"×{r:.3g} at {figures.mbit(bw)}" for bw, r in g)
+                       + (": it narrows as bandwidth rises (as in thesis fig. 18)." if narrows
+                          else ": it does not narrow steadily as bandwidth rises."))
+    if grows_all and falls_all:
+        out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
+                   "bandwidth is faster, so the network dominates the training time.")
+    elif nodes:
+        out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
+                   "node and falls as bandwidth rises); see the sentences above for where.")
+    ch = t["iperf_checks"]
+    if len(ch):
+        r = ch["measured_bps"] / ch["configured_bps"]
+        out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
+                   f"(median {r.median():.3f}); TCP over HTB cannot exceed "
+                   f"{figures.HTB_TCP_CEILING:.3f} (thesis fig. 17: 9.75 of 10 Mbit/s).")
+    cm = t["cost_model"]
+    if len(cm):
+        err = cm.loc[cm["hosts"] > 1, "rel_error"].abs()
+        if len(err):
+            out.append(f"The alpha-beta model with fitted α = {cm['alpha_s'].iloc[0] * 1e3:.3g} ms "
+                       f"predicts multi-node time per step with median |relative error| "
+                       f"{err.median():.1%} (max {err.max():.1%}).")
+    net = t["network"]
+    net = net[(net["hosts"] > 1) & net["ratio_to_theory"].notna()]
+    for strat, rows in net.groupby("strategy"):
+        out.append(f"{strat}: bytes sent per worker per step are {rows['ratio_to_theory'].median():.3g}"
+                   f"× the theoretical minimum (median over {len(rows)} runs).")
+    return out
+
+
+def _table_html(name: str, df: pd.DataFrame) -> str:
+    if df.empty:
+        return f"<p><em>(table {name} is empty)</em></p>"
+    return df.to_html(index=False, float_format=_fmt, na_rep="", classes="tbl", border=0)
+
+
+CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}
+.tbl{border-collapse:collapse;font-size:13px}.tbl td,.tbl th{padding:2px 8px;
+border-bottom:1px solid #ddd;text-align:right}figure{margin:1.5em 0}
+figcaption{font-style:italic}img{max-width:100%}.skip{color:#a33}"""
+
+
+def build_report(exp_dir) -> Path:
+    """Write exp_dir/report.html, exp_dir/figures/*.png and exp_dir/tables/*.csv."""
+    exp_dir = Path(exp_dir)
+    exp = tables.load_experiment(exp_dir)
+    figdir, tabdir = exp_dir / "figures", exp_dir / "tables"
+    tabdir.mkdir(parents=True, exist_ok=True)
+    t = derived_tables(exp)
+    for name, df in t.items():
+        df.to_csv(tabdir / f"{name}.csv", index=False)
+    made, skipped = {}, {}
+    for name, (func, caption) in figures.FIGURES.items():
+        try:
+            made[name] = (func(exp, figdir)[0], caption)
+        except figures.FigureSkipped as e:
+            skipped[name] = str(e)
+    n_ok = int((exp.runs["status"] == "ok").sum())
+    n_bad = len(exp.runs) - n_ok
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(exp.name)}</title>"
+             f"<style>{CSS}</style></head><body>",
+             f"<h1>Experiment {e(exp.name)}</h1>",
+             f"<p>{len(exp.runs)} runs: <b>{n_ok} ok</b>, <b>{n_bad} failed or skipped</b>. "
+             f"Source: <code>{e(str(exp_dir))}</code>.</p>"]
+    if n_bad:
+        parts.append("<h2>Failed runs</h2><ul>" + "".join(
+            f"<li><code>{e(str(r.run_id))}</code> ({e(str(r.status))}): {e(str(r.reason))}</li>"
+            for r in t["failed_runs"].itertuples()) + "</ul>")
+        parts.append(_table_html("failed_runs", t["failed_runs"]))
+    parts.append("<h2>What the trend says</h2><ul>"
+                 + "".join(f"<li>{e(x)}</li>" for x in trend_text(exp, t)) + "</ul>")
+    if exp.missing or skipped:
+        parts.append("<h2>Missing data</h2><ul>")
+        parts += [f"<li class='skip'>{e(m)} is missing: {e(MISSING_MEANS[m])}.</li>"
+                  for m in exp.missing]
+        parts += [f"<li class='skip'>Figure <b>{e(n)}</b> skipped: {e(why)}.</li>"
+                  for n, why in skipped.items()]
+        parts.append("</ul>")
+    parts.append("<h2>Figures</h2>")
+    for name, (path, caption) in made.items():
+        rel = path.relative_to(exp_dir).as_posix()
+        parts.append(f"<figure><img src='{e(rel)}' alt='{e(name)}'>"
+                     f"<figcaption>{e(caption)}</figcaption></figure>")
+    parts.append("<h2>Tables</h2>")
+    for name, df in t.items():
+        if name == "failed_runs":
+            continue
+        parts.append(f"<h3>{e(name)} <small>(tables/{e(name)}.csv)</small></h3>")
+        parts.append(_table_html(name, df))
+    parts.append("</body></html>")
+    out = exp_dir / "report.html"
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
+
+
+def main(argv=None) -> int:
+    """CLI: python -m analysis.report EXPERIMENT_DIR."""
+    ap = argparse.ArgumentParser(prog="python -m analysis.report",
+                                 description="Build report.html from stored result tables.")
+    ap.add_argument("exp_dir", type=Path, help="experiment folder with runs.csv")
+    args = ap.parse_args(argv)
+    try:
+        out = build_report(args.exp_dir)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

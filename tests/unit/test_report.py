@@ -1,0 +1,255 @@
+"""Report from the committed fixture tables: files, numbers, missing data, figure data."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import figures, report, tables
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
+ALL_FIGURES = list(figures.FIGURES)
+
+
+@pytest.fixture
+def exp_dir(tmp_path):
+    dst = tmp_path / "report-small"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One report built from an untouched copy, shared by the read-only tests."""
+    dst = tmp_path_factory.mktemp("built") / "report-small"
+    shutil.copytree(FIXTURE, dst)
+    return dst, report.build_report(dst)
+
+
+def _ok(exp_dir):
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    return runs[runs["status"] == "ok"]
+
+
+def test_every_figure_written_and_referenced(built):
+    exp_dir, html_path = built
+    assert html_path == exp_dir / "report.html"
+    html = html_path.read_text()
+    for name in ALL_FIGURES:
+        png = exp_dir / "figures" / f"{name}.png"
+        assert png.is_file(), name
+        assert png.stat().st_size > 15_000, name  # a real plot, not an empty canvas
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"figures/{name}.png" in html
+    for caption in ("thesis figures 15 and 18", "thesis figure 17", "thesis figure 19"):
+        assert caption in html
+
+
+def test_summary_table_equals_pandas(built):
+    exp_dir, _ = built
+    ok = _ok(exp_dir)
+    got = pd.read_csv(exp_dir / "tables" / "summary.csv")
+    want = ok.groupby(["strategy", "hosts", "bw_bps"])["training_time_s"].agg(["mean", "std", "size"])
+    assert len(got) == len(want)
+    for _, r in got.iterrows():
+        w = want.loc[(r["strategy"], r["hosts"], r["bw_bps"])]
+        assert r["time_mean_s"] == pytest.approx(w["mean"])
+        assert r["time_std_s"] == pytest.approx(w["std"])
+        assert r["n_runs"] == w["size"]
+
+
+def test_failed_run_excluded_from_means(built):
+    exp_dir, _ = built
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    sel = (runs["strategy"] == "allreduce") & (runs["hosts"] == 4) & (runs["bw_bps"] == 1e7)
+    assert (runs.loc[sel, "status"] == "failed").sum() == 1
+    got = pd.read_csv(exp_dir / "tables" / "summary.csv")
+    row = got[(got["strategy"] == "allreduce") & (got["hosts"] == 4) & (got["bw_bps"] == 1e7)]
+    assert row["n_runs"].item() == 2
+    assert row["time_mean_s"].item() == pytest.approx(
+        runs.loc[sel & (runs["status"] == "ok"), "training_time_s"].mean())
+
+
+def test_speedup_and_efficiency_equal_pandas(built):
+    exp_dir, _ = built
+    ok = _ok(exp_dir)
+    ar = ok[ok["strategy"] == "allreduce"].groupby(["bw_bps", "hosts"])["training_time_s"].mean()
+    got = pd.read_csv(exp_dir / "tables" / "summary.csv")
+    got = got[got["strategy"] == "allreduce"]
+    for _, r in got.iterrows():
+        sp = ar.loc[(r["bw_bps"], 1)] / ar.loc[(r["bw_bps"], r["hosts"])]
+        assert r["speedup"] == pytest.approx(sp)
+        assert r["efficiency"] == pytest.approx(sp / r["hosts"])
+    # ps has no 1-node run: its baseline is the 1-node all-reduce run at the same bandwidth
+    ps = pd.read_csv(exp_dir / "tables" / "summary.csv").query("strategy == 'ps'")
+    assert (ps["baseline_strategy"] == "allreduce").all()
+    for _, r in ps.iterrows():
+        assert r["baseline_time_s"] == pytest.approx(ar.loc[(r["bw_bps"], 1)])
+
+
+def test_report_lists_counts_failures_and_trend(built):
+    exp_dir, html_path = built
+    html = html_path.read_text()
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    n_ok = (runs["status"] == "ok").sum()
+    assert f"{n_ok} ok" in html
+    assert f"{len(runs) - n_ok} failed" in html
+    assert "report-small" in html
+    reason = runs.loc[runs["status"] == "failed", "reason"].item()
+    assert reason in html
+    # the trend sentence must agree with the numbers
+    ok = _ok(exp_dir)
+    means = ok[ok["strategy"] == "allreduce"].groupby(["bw_bps", "hosts"])["training_time_s"].mean()
+    for bw in means.index.levels[0]:
+        grows = bool((np.diff(means.loc[bw].to_numpy()) > 0).all())
+        label = figures.mbit(bw)
+        assert (f"At {label} (allreduce) training time grows with every node added" in html) == grows
+    assert "This matches the thesis" in html
+
+
+def test_trend_text_reports_a_mismatch(exp_dir):
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    sel = (runs["hosts"] == 4) & (runs["bw_bps"] == 1e9)
+    runs.loc[sel, "training_time_s"] = 0.5  # 4 nodes faster than 1 node
+    runs.to_csv(exp_dir / "runs.csv", index=False)
+    html = report.build_report(exp_dir).read_text()
+    assert "At 1 Gbit/s (allreduce) training time does not change monotonically" in html
+    assert "does NOT fully match the thesis" in html
+
+
+def test_html_tables_are_the_csv_tables(built):
+    exp_dir, html_path = built
+    html = html_path.read_text()
+    frames = report.derived_tables(tables.load_experiment(exp_dir))
+    assert {f"{n}.csv" for n in frames} == {p.name for p in (exp_dir / "tables").glob("*.csv")}
+    for name, df in frames.items():
+        back = pd.read_csv(exp_dir / "tables" / f"{name}.csv")
+        pd.testing.assert_frame_equal(df.reset_index(drop=True), back, check_dtype=False)
+        assert report._table_html(name, df) in html, name
+
+
+def test_figure_data_matches_input(exp_dir):
+    exp = tables.load_experiment(exp_dir)
+    out = exp_dir / "figs"
+    ok = _ok(exp_dir)
+
+    _, plotted = figures.training_time(exp, out)
+    want = ok.groupby(["strategy", "bw_bps", "hosts"])["training_time_s"].mean()
+    for _, r in plotted.iterrows():
+        assert r["time_mean_s"] == pytest.approx(want.loc[(r["strategy"], r["bw_bps"], r["hosts"])])
+
+    _, plotted = figures.bandwidth_checks(exp, out)
+    checks = pd.read_csv(exp_dir / "checks.csv").query("tool == 'iperf3'")
+    assert sorted(plotted["measured_mbps"]) == pytest.approx(sorted(checks["measured_bps"] / 1e6))
+    assert sorted(plotted["configured_mbps"]) == pytest.approx(sorted(checks["configured_bps"] / 1e6))
+
+    _, plotted = figures.wire_bytes(exp, out)
+    for _, r in plotted.iterrows():
+        src = ok.set_index("run_id").loc[r["run_id"]]
+        assert r["bytes_per_worker_step"] == pytest.approx(
+            src["net_bytes_total"] / src["steps"] / src["workers"])
+        if src["strategy"] == "allreduce":
+            n = src["workers"]
+            assert r["theory_bytes_per_worker_step"] == pytest.approx(
+                2 * (n - 1) / n * src["gradient_bytes"])
+
+    _, plotted = figures.strategies(exp, out)
+    assert set(plotted["strategy"]) == {"allreduce", "ps"}
+    assert set(zip(plotted["hosts"], plotted["bw_bps"])) == {(4, 1e7), (4, 1e8)}
+
+
+def test_resources_filled_from_usage(exp_dir):
+    exp = tables.load_experiment(exp_dir)
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    usage = pd.read_csv(exp_dir / "usage.csv")
+    hole = runs[runs["cpu_mean_pct"].isna() & (runs["status"] == "ok")]
+    assert len(hole) == 1  # the fixture leaves one run's resource columns empty
+    rid = hole["run_id"].item()
+    u = usage[usage["run_id"] == rid]
+    cpu = u.groupby("node")["cpu_pct"].mean().mean()
+    _, plotted = figures.resources(exp, exp_dir / "figs")
+    h = hole.iloc[0]
+    row = plotted[(plotted["strategy"] == h["strategy"]) & (plotted["hosts"] == h["hosts"])
+                  & (plotted["bw_bps"] == h["bw_bps"])]
+    other = runs[(runs["strategy"] == h["strategy"]) & (runs["hosts"] == h["hosts"])
+                 & (runs["bw_bps"] == h["bw_bps"]) & (runs["run_id"] != rid)]
+    assert row["cpu_mean_pct"].item() == pytest.approx((cpu + other["cpu_mean_pct"].item()) / 2)
+    per_node = u.groupby("node").agg(tx=("tx_bytes", lambda s: s.max() - s.min()),
+                                     rx=("rx_bytes", lambda s: s.max() - s.min()),
+                                     span=("t", lambda s: s.max() - s.min()))
+    rate = ((per_node["tx"] + per_node["rx"]) * 8 / per_node["span"]).mean()
+    assert tables.usage_per_run(usage).set_index("run_id").loc[rid, "net_throughput_mean_bps"] \
+        == pytest.approx(rate)
+
+
+def test_topology_figure_from_json(exp_dir):
+    exp = tables.load_experiment(exp_dir)
+    _, nodes = figures.topology(exp, exp_dir / "figs")
+    topo = json.loads(next(exp_dir.glob("runs/*/topology.json")).read_text())
+    hosts = nodes[nodes["kind"] == "host"].set_index("name")
+    assert list(hosts.index) == [h["name"] for h in topo["hosts"]]
+    assert list(hosts["role"]) == [h["role"] for h in topo["hosts"]]
+    assert [link["label"] for link in nodes.attrs["links"]] == ["10mbit"] * 4
+    assert (hosts["y"] < nodes.loc[nodes["kind"] == "switch", "y"].min()).all()
+    assert hosts["x"].is_unique
+
+
+def test_layout_two_switches_hosts_below_their_switch():
+    topo = {"hosts": [{"name": f"h{i}", "ip": f"10.0.0.{i}", "role": "worker0"} for i in (1, 2, 3)],
+            "switches": [{"name": "s1"}, {"name": "s2"}],
+            "links": [{"a": "h1", "b": "s1"}, {"a": "s2", "b": "h2"}, {"a": "h3", "b": "s2"},
+                      {"a": "s1", "b": "s2"}]}
+    nodes = figures.layout(topo).set_index("name")
+    assert list(nodes.loc[["h1", "h2", "h3"], "switch"]) == ["s1", "s2", "s2"]
+    assert nodes.loc["s1", "x"] < nodes.loc["s2", "x"]
+    assert nodes.loc["s2", "x"] == pytest.approx((nodes.loc["h2", "x"] + nodes.loc["h3", "x"]) / 2)
+    assert figures.layout(topo).equals(figures.layout(topo))  # deterministic
+
+
+def test_missing_optional_tables_are_reported(exp_dir):
+    for name in ("checks.csv", "usage.csv", "steps.csv"):
+        (exp_dir / name).unlink()
+    shutil.rmtree(exp_dir / "runs")
+    html = report.build_report(exp_dir).read_text()
+    assert "checks.csv is missing" in html
+    assert "usage.csv is missing" in html
+    assert "Figure <b>bandwidth_checks</b> skipped" in html
+    assert "Figure <b>topology</b> skipped: no runs/&lt;run_id&gt;/topology.json" in html
+    assert not (exp_dir / "figures" / "bandwidth_checks.png").exists()
+    assert (exp_dir / "figures" / "training_time.png").is_file()
+    assert (exp_dir / "figures" / "resources.png").is_file()  # from runs.csv columns alone
+    assert pd.read_csv(exp_dir / "tables" / "iperf_checks.csv").empty
+
+
+def test_no_parameter_server_runs_said(exp_dir):
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    runs[runs["strategy"] != "ps"].to_csv(exp_dir / "runs.csv", index=False)
+    html = report.build_report(exp_dir).read_text()
+    assert "Figure <b>strategies</b> skipped: no parameter-server runs" in html
+
+
+def test_loader_empty_frames_have_columns(exp_dir):
+    (exp_dir / "usage.csv").unlink()
+    exp = tables.load_experiment(exp_dir)
+    assert exp.missing == ["usage.csv"]
+    assert exp.usage.empty and list(exp.usage.columns) == tables.USAGE_COLUMNS
+
+
+def test_palette_is_one_consistent_mapping(exp_dir):
+    exp = tables.load_experiment(exp_dir)
+    pal = figures.palette_for(exp)
+    bws = sorted(exp.runs["bw_bps"].unique())
+    colours = [pal.colour("bw", b) for b in bws]
+    assert len(set(colours)) == len(bws)
+    assert colours == [figures.palette_for(exp).colour("bw", b) for b in bws]
+    assert pal.colour("strategy", "ps") != pal.colour("strategy", "allreduce")
+    assert figures.role_kind("ps0+worker1") == "ps" and figures.role_kind("chief0") == "chief"
+
+
+def test_main_cli(exp_dir, tmp_path, capsys):
+    assert report.main([str(exp_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(exp_dir / "report.html")
+    assert report.main([str(tmp_path / "nowhere")]) == 2
+    assert "no runs.csv" in capsys.readouterr().err
