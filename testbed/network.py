@@ -65,6 +65,33 @@ class RunLock:
         os.close(self._fd)
 
 
+def _limited_host_class():
+    """Mininet's CPULimitedHost (cpu cgroup, fraction of the whole machine) plus a memory cgroup."""
+    from mininet.node import CPULimitedHost
+
+    class LimitedHost(CPULimitedHost):
+        def __init__(self, name, memory=None, **kwargs):
+            super().__init__(name, **kwargs)
+            self.memory = memory
+            if memory is not None:
+                subprocess.run(["cgcreate", "-g", f"memory:/{name}"], check=True)
+                subprocess.run(["cgset", "-r", f"memory.limit_in_bytes={memory}", f"/{name}"], check=True)
+                subprocess.run(["cgclassify", "-g", f"memory:/{name}", str(self.pid)], check=True)
+
+        def popen(self, *args, **kwargs):
+            if self.memory is not None:
+                kwargs.setdefault("mncmd", ["cgexec", "-g", f"memory:/{self.name}",
+                                            "mnexec", "-g", self.name, "-da", str(self.pid)])
+            return super().popen(*args, **kwargs)
+
+        def cleanup(self):
+            super().cleanup()
+            if self.memory is not None:
+                subprocess.run(["cgdelete", "-r", f"memory:/{self.name}"], capture_output=True)
+
+    return LimitedHost
+
+
 class Network:
     """Context manager that brings a Graph up with Mininet and always tears it down.
 
@@ -126,7 +153,7 @@ class Network:
         self.hosts = {h.name: self._net.get(h.name) for h in self.graph.hosts}
         self._registry.add("pids", *(n.pid for n in self._net.hosts + self._net.switches if n.pid))
         self._registry.add("cgroups", *(f"cpu,cpuacct,cpuset:/{h.name}" for h in self.graph.hosts
-                                         if h.cpu is not None))
+                                         if h.cpu is not None or h.memory is not None))
         if kind == "linuxbridge":
             self._allow_bridged_traffic()
         self._net.start()
@@ -151,10 +178,11 @@ class Network:
         return partial(OVSBridge, datapath=self.datapath)
 
     def _host_params(self, h) -> dict:
-        if h.cpu is None:
+        if h.cpu is None and h.memory is None:
             return {}
-        from mininet.node import CPULimitedHost
-        return {"cls": CPULimitedHost, "cpu": h.cpu}
+        if h.memory is not None:
+            self._registry.add("cgroups", f"memory:/{h.name}")
+        return {"cls": _limited_host_class(), "cpu": h.cpu if h.cpu is not None else -1, "memory": h.memory}
 
     def _root_interfaces(self) -> list[str]:
         """Interfaces that live in the root namespace: every switch-side link end."""

@@ -1,0 +1,410 @@
+"""Entry point of every training task (see docs/contracts.md, section Workload).
+
+python workloads/train.py --job JOB.json --task-type single|worker|chief|ps --task-index I --host NAME
+
+Prints one JSON event per line on stdout; TensorFlow logs go to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from workloads import models  # noqa: E402  (no TensorFlow import at module level)
+
+ROLES = ("single", "worker", "chief", "ps")
+
+
+class Emitter:
+    """Writes one flushed JSON line per event, tagged with the task identity."""
+
+    def __init__(self, role: str, task_index: int, host: str):
+        self.base = {"role": role, "task_index": task_index, "host": host}
+        self.lock = threading.Lock()
+
+    def __call__(self, event: str, **fields):
+        rec = {"event": event, **self.base, "t": time.time()}
+        rec.update({k: _plain(v) for k, v in fields.items()})
+        line = json.dumps(rec, allow_nan=False)
+        with self.lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+
+def _plain(v):
+    """JSON-safe scalar: numpy -> python, non-finite floats -> None."""
+    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+# --------------------------------------------------------------------------- setup
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--job", required=True, help="job JSON file")
+    ap.add_argument("--task-type", required=True, choices=ROLES)
+    ap.add_argument("--task-index", type=int, default=0)
+    ap.add_argument("--host", default=socket.gethostname())
+    return ap.parse_args(argv)
+
+
+def cluster_for(job: dict) -> dict:
+    """The job's cluster with empty task lists removed."""
+    return {k: list(v) for k, v in (job.get("cluster") or {}).items() if v}
+
+
+def set_environment(job: dict, task_type: str, task_index: int) -> None:
+    """Environment that must exist before TensorFlow is imported."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    os.environ["GRPC_FAIL_FAST"] = "use_caller"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if task_type == "single":
+        os.environ.pop("TF_CONFIG", None)
+        return
+    cluster = cluster_for(job)
+    if job["strategy"] == "allreduce":
+        cluster = {k: v for k, v in cluster.items() if k in ("worker", "chief")}
+    os.environ["TF_CONFIG"] = json.dumps(
+        {"cluster": cluster, "task": {"type": task_type, "index": task_index}})
+
+
+def check_job(job: dict, task_type: str) -> None:
+    strategy = job.get("strategy")
+    if strategy not in ("single", "allreduce", "ps"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    if (task_type == "single") != (strategy == "single"):
+        raise ValueError(f"task type {task_type!r} does not fit strategy {strategy!r}")
+    cluster = cluster_for(job)
+    if strategy == "allreduce" and not cluster.get("worker"):
+        raise ValueError("allreduce needs cluster.worker")
+    if strategy == "ps":
+        for k in ("chief", "worker", "ps"):
+            if not cluster.get(k):
+                raise ValueError(f"ps strategy needs cluster.{k}")
+        if task_type == "chief" and not job.get("steps_per_epoch"):
+            raise ValueError("ps strategy needs steps_per_epoch")
+
+
+def wait_for_ports(addresses, timeout: float) -> None:
+    """Block until every host:port accepts TCP (servers of the ps strategy)."""
+    deadline = time.time() + timeout
+    for addr in addresses:
+        host, port = addr.rsplit(":", 1)
+        while True:
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    break
+            except OSError:
+                if time.time() > deadline:
+                    raise TimeoutError(f"task {addr} not reachable after {timeout:.0f} s")
+                time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- callbacks
+
+def make_callbacks(emit, samples_per_step: int, asynchronous: bool, eval_fn=None,
+                   replicas: int = 1):
+    """Timing callback (step/epoch/done events) and optional per-epoch eval.
+
+    Keras sums per-replica batch logs (reduction "auto" = "sum" off TPU), so step
+    losses are divided by `replicas` to give the mean the epoch logs report.
+    """
+    import numpy as np
+    import tf_keras as keras
+
+    def value(v):
+        if isinstance(v, dict):
+            v = v.get("loss")
+        if hasattr(v, "fetch"):
+            v = v.fetch()
+            if isinstance(v, dict):
+                v = v.get("loss")
+        return None if v is None else float(np.asarray(v))
+
+    class Timing(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True  # lets it see RemoteValues under ps
+            self.pending = []              # ps: (epoch, step, RemoteValue)
+            self.cond = threading.Condition()
+            self.stop = False
+            self.eval_s = 0.0
+            self.steps = 0
+            self.final_loss = None
+            self.poller = None
+            self.queued = self.emitted = 0
+
+        # --- step events ------------------------------------------------------
+        def _step_event(self, epoch, step, loss):
+            now = time.time()
+            emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
+            self.last = now
+            self.emitted += 1
+
+        def _poll(self):
+            """ps: emit steps as their closures finish, without blocking fit()."""
+            while True:
+                with self.cond:
+                    if self.stop and not self.pending:
+                        return
+                    ready = [p for p in self.pending if _is_ready(p[2])]
+                    for p in ready:
+                        self.pending.remove(p)
+                    if not ready:
+                        self.cond.wait(0.005)
+                        continue
+                for epoch, step, rv in sorted(ready, key=lambda p: p[1]):
+                    self._step_event(epoch, step, value(rv))
+
+        def _drain(self):
+            with self.cond:
+                rest = sorted(self.pending, key=lambda p: p[1])
+                self.pending.clear()
+            for epoch, step, rv in rest:
+                self._step_event(epoch, step, value(rv))
+
+        # --- keras hooks --------------------------------------------------------
+        def on_train_begin(self, logs=None):
+            self.t0 = self.last = time.time()
+            if asynchronous:
+                self.poller = threading.Thread(target=self._poll, daemon=True)
+                self.poller.start()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch_t0 = time.time()
+            self.epoch_n = epoch + 1
+            self.epoch_steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            done = batch + 1  # Keras passes the last batch index of the execution
+            new = done - self.epoch_steps
+            self.epoch_steps = done
+            self.steps += new
+            if asynchronous:
+                with self.cond:
+                    self.pending.append((self.epoch_n, self.steps, logs))
+                    self.queued += 1
+                    self.cond.notify()
+            else:
+                loss = value(logs)
+                self._step_event(self.epoch_n, self.steps,
+                                 None if loss is None else loss / replicas)
+
+        def on_epoch_end(self, epoch, logs=None):
+            if asynchronous:
+                self._wait_pending()  # fit() has joined: all closures are done
+            dt = time.time() - self.epoch_t0
+            self.final_loss = value(logs or {})
+            emit("epoch", epoch=epoch + 1, time_s=dt, loss=self.final_loss,
+                 steps=self.epoch_steps,
+                 samples_per_s=self.epoch_steps * samples_per_step / dt if dt > 0 else None)
+            if eval_fn is not None:
+                t = time.time()
+                emit("eval", epoch=epoch + 1, **eval_fn())
+                self.eval_s += time.time() - t
+            self.last = time.time()
+
+        def _wait_pending(self):
+            while self.emitted < self.queued and self.poller.is_alive():
+                time.sleep(0.005)
+
+        def on_train_end(self, logs=None):
+            total = time.time() - self.t0 - self.eval_s
+            if self.poller:
+                with self.cond:
+                    self.stop = True
+                    self.cond.notify()
+                self.poller.join(timeout=30)
+                self._drain()
+            emit("done", training_time_s=total,
+                 time_per_step_s=total / self.steps if self.steps else None,
+                 samples_per_s=self.steps * samples_per_step / total if total > 0 else None,
+                 final_loss=self.final_loss, steps=self.steps, asynchronous=asynchronous)
+
+    return [Timing()]
+
+
+def _is_ready(rv) -> bool:
+    """Non-blocking readiness of a ps RemoteValue (logs may be a dict of them)."""
+    if isinstance(rv, dict):
+        rv = rv.get("loss")
+    event = getattr(rv, "_status_available_event", None)
+    return event is None or event.is_set()
+
+
+# --------------------------------------------------------------------------- roles
+
+def run_server(job, task_type, task_index, emit) -> None:
+    """ps-strategy worker/ps task: serve until killed."""
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=task_type,
+                                  task_index=task_index, protocol=resolver.rpc_layer or "grpc",
+                                  start=True)
+    emit("server", address=cluster_for(job)[task_type][task_index])
+    server.join()
+
+
+def make_strategy(job):
+    import tensorflow as tf
+
+    if job["strategy"] == "single":
+        return tf.distribute.get_strategy()
+    if job["strategy"] == "allreduce":
+        ar = job.get("allreduce") or {}
+        impl = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+                "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+                "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}
+        name = str(ar.get("implementation") or "auto").lower()
+        if name not in impl:
+            raise ValueError(f"allreduce.implementation must be auto|ring|nccl, not {name!r}")
+        options = tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=int(ar.get("bytes_per_pack") or 0), implementation=impl[name])
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    ps = job.get("ps") or {}
+    cluster = cluster_for(job)
+    wait_for_ports(cluster["ps"] + cluster["worker"], float(job.get("startup_timeout", 180)))
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.ParameterServerStrategy(
+        resolver, variable_partitioner=make_partitioner(ps, len(cluster["ps"])))
+
+
+def make_partitioner(ps: dict, n_ps: int):
+    """None, or a partitioner over the ps tasks (`partition`: true|min_size|fixed)."""
+    import tensorflow as tf
+
+    kind = ps.get("partition")
+    if not kind or n_ps < 1:
+        return None
+    parts = tf.distribute.experimental.partitioners
+    if kind == "fixed":
+        return parts.FixedShardsPartitioner(num_shards=n_ps)
+    if kind is True or kind == "min_size":
+        return parts.MinSizePartitioner(
+            min_shard_bytes=int(ps.get("min_shard_bytes", 256 << 10)), max_shards=n_ps)
+    raise ValueError(f"ps.partition must be true, false, 'min_size' or 'fixed', not {kind!r}")
+
+
+def run_training(job, task_type, task_index, emit) -> None:
+    """single / allreduce worker / ps chief: build, fit, report."""
+    from workloads import data as wdata
+
+    strategy_name = job["strategy"]
+    cluster = cluster_for(job)
+    workers = 1 if strategy_name == "single" else len(cluster["worker"])
+    servers = len(cluster.get("ps", [])) if strategy_name == "ps" else 0
+    bpw = int(job.get("batch_per_worker", 32))
+    global_batch = bpw * workers
+    samples_per_step = bpw if strategy_name == "ps" else global_batch
+    seed = int(job.get("seed", 0))
+    name = job["model"]
+    data_cfg = job.get("data") or {"kind": "synthetic"}
+    caption = None
+    mparams = dict(job.get("model_params") or {})
+    if data_cfg.get("kind", "synthetic") == "flickr8k":
+        if name != "caption":
+            raise ValueError("data.kind flickr8k needs model caption")
+        caption = wdata.load_flickr8k(data_cfg["path"], seed=seed, **wdata.caption_options(data_cfg))
+        mparams.update(caption.model_params())
+    elif data_cfg.get("kind", "synthetic") != "synthetic":
+        raise ValueError(f"unknown data.kind {data_cfg.get('kind')!r}")
+    p = models.resolve_params(name, mparams)
+    steps_per_epoch = job.get("steps_per_epoch")
+    if not steps_per_epoch:
+        if caption is None:
+            raise ValueError("synthetic data needs steps_per_epoch")
+        steps_per_epoch = max(1, len(caption.pairs[0]) // global_batch)
+    spe = int((job.get("ps") or {}).get("steps_per_execution", 1)) if strategy_name == "ps" else 1
+
+    strategy = make_strategy(job)  # must come before any other TensorFlow work
+    import tensorflow as tf
+    import tf_keras as keras
+
+    tf.random.set_seed(seed)
+    with strategy.scope():
+        model = models.build_model(name, p)
+        models.compile_model(model, steps_per_execution=spe)
+
+    def dataset_fn(ctx):
+        if strategy_name == "ps":
+            shard = tf.distribute.coordinator.experimental_get_current_worker_index()
+            n, batch = workers, bpw
+        else:
+            shard, n = ctx.input_pipeline_id, ctx.num_input_pipelines
+            batch = ctx.get_per_replica_batch_size(global_batch)
+        if caption is not None:
+            return wdata.flickr8k_dataset(caption, batch, seed, shard, n)
+        return wdata.synthetic_dataset(name, p, seed, batch, shard, n)
+
+    if strategy_name == "single":
+        x = dataset_fn(tf.distribute.InputContext())
+    else:
+        x = keras.utils.experimental.DatasetCreator(dataset_fn)
+
+    chief = task_type == "single" or (strategy_name == "ps" and task_type == "chief") or \
+        (strategy_name == "allreduce" and task_index == 0 and "chief" not in cluster) or \
+        (strategy_name == "allreduce" and task_type == "chief")
+    eval_fn = None
+    if job.get("eval") and name == "caption" and chief:
+        eval_fn = make_eval(model, p, caption, seed, job)
+
+    emit("start", strategy=strategy_name, model=name, params=int(model.count_params()),
+         gradient_bytes=4 * int(sum(v.shape.num_elements() for v in model.trainable_variables)),
+         global_batch=global_batch, workers=workers, servers=servers,
+         steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
+         steps_per_execution=spe)
+    callbacks = make_callbacks(emit, samples_per_step, strategy_name == "ps", eval_fn,
+                               replicas=strategy.num_replicas_in_sync)
+    model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
+              callbacks=callbacks, verbose=0)
+
+
+def make_eval(model, p, caption, seed, job):
+    """Per-epoch BLEU on the held-out images (synthetic held-out set without data)."""
+    from workloads import bleu
+    from workloads import data as wdata
+
+    held = caption or wdata.synthetic_caption_data(p, seed, images=8)
+    limit = job.get("eval_max_images") or 200
+    return lambda: bleu.evaluate(model, held, max_images=limit)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    emit = Emitter(args.task_type, args.task_index, args.host)
+    try:
+        with open(args.job) as fh:
+            job = json.load(fh)
+        check_job(job, args.task_type)
+        set_environment(job, args.task_type, args.task_index)
+        if job["strategy"] == "ps" and args.task_type in ("worker", "ps"):
+            run_server(job, args.task_type, args.task_index, emit)
+        else:
+            run_training(job, args.task_type, args.task_index, emit)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event
+        if isinstance(exc, KeyboardInterrupt):
+            msg = "interrupted"
+        else:
+            msg = f"{type(exc).__name__}: {exc}"
+        import traceback
+        traceback.print_exc(file=sys.stderr)
+        emit("error", message=msg)
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stderr.flush()
+    os._exit(0)  # skip gRPC/coordinator teardown, which can hang
+
+
+if __name__ == "__main__":
+    main()
