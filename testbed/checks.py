@@ -94,9 +94,15 @@ def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=l
             progress(f"ping {client}->{server}: {rtt:.2f} ms, {loss:g}% loss")
         if checks_spec.iperf:
             try:
-                measured = run_iperf(net, client, server, checks_spec.duration)
-                ratio, passed = judge(configured, measured, checks_spec.tolerance)
-                detail = f"tolerance {checks_spec.tolerance:g}"
+                readings = []
+                for _ in range(checks_spec.attempts):
+                    readings.append(run_iperf(net, client, server, checks_spec.duration))
+                    ratio, passed = judge(configured, max(readings), checks_spec.tolerance)
+                    if passed:
+                        break
+                measured = max(readings)
+                detail = (f"tolerance {checks_spec.tolerance:g}, best of "
+                          + ", ".join(f"{r / 1e6:.2f}" for r in readings) + " Mbit/s")
             except (RuntimeError, ValueError, KeyError) as err:
                 measured, ratio, passed, detail = math.nan, math.nan, False, str(err)[:200]
             rows.append(dict(base, tool="iperf3", measured_bps=measured, ratio=ratio, rtt_ms=math.nan,

@@ -11,6 +11,7 @@ import yaml
 
 from testbed import results, shaping
 from testbed.checks import failure_reason, run_checks
+from testbed.hosthealth import describe, healthy, timer_overshoot
 from testbed.monitor import Monitor, summarize
 from testbed.network import Network, NetworkError
 from testbed.roles import PlacementError, assign_tasks, final_tasks
@@ -73,8 +74,12 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
             for note in net.notes:
                 progress(note)
             if spec.checks.iperf or spec.checks.ping:
+                overshoot = timer_overshoot()
+                row.update(overshoot)
                 check_rows = run_checks(net, graph, spec.checks, spec.name, point.run_id, progress)
                 reason = failure_reason(check_rows)
+                if reason and not healthy(overshoot):
+                    reason += f" [{describe(overshoot)}]"
                 if reason and spec.checks.fail_run:
                     raise RunFailed(reason)
                 if reason:

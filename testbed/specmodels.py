@@ -283,6 +283,8 @@ class Checks(Strict):
     ping: bool = True
     tolerance: Annotated[float, Field(ge=0, le=1)] = 0.10
     duration: PositiveTime = Field(3.0, json_schema_extra={"default": "3s"})
+    attempts: Annotated[int, Field(ge=1, le=10)] = Field(
+        3, description="iperf3 runs per pair; the best counts (a VM that stalls only ever lowers a reading)")
     pairs: Literal["first", "all"] = Field("first", description="first: every other host to the first")
     fail_run: bool = True
 

@@ -58,3 +58,13 @@ def test_failure_reason_names_pair_and_figures():
     reason = failure_reason(rows)
     assert reason == "check failed: iperf3 h2->h1 measured 5.00 of 10 Mbit/s (ratio 0.500, tolerance 0.1)"
     assert failure_reason(rows[1:]) is None
+
+
+def test_timer_health_thresholds_and_description():
+    from testbed.hosthealth import describe, healthy, timer_overshoot
+    assert healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 5.0})
+    assert not healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 40.0, "timer_max_ms": 5.0})
+    assert not healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 700.0})
+    assert "up to 700 ms" in describe({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 700.0})
+    measured = timer_overshoot(samples=20)
+    assert 0 <= measured["timer_p50_ms"] <= measured["timer_p99_ms"] <= measured["timer_max_ms"]
