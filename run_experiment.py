@@ -91,9 +91,25 @@ def cmd_validate(args) -> int:
     bad = 0
     for f in args.files:
         ok, text = validate_file(f, args.overrides)
+        if ok:
+            ok, text = _probe_kernel(f, args.overrides, text)
         print(text)
         bad += not ok
     return 1 if bad else 0
+
+
+def _probe_kernel(path, overrides, text: str) -> tuple[bool, str]:
+    """As root, also ask the kernel whether it can shape what the file asks (netem, qdiscs)."""
+    if os.geteuid() != 0:
+        return True, text + "\n  (kernel capability probe skipped: it needs root; run checks it before starting)"
+    from testbed.runner import preflight
+    from testbed.spec import SpecError, expand_points, load_spec
+    exp = load_spec(path, overrides)
+    try:
+        preflight(exp, expand_points(exp))
+    except SpecError as err:
+        return False, str(err)
+    return True, text
 
 
 def cmd_report(args) -> int:

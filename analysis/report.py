@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import costmodel, figures, tables
+from testbed.hosthealth import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
     "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",
@@ -109,6 +110,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
         out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
                    f"(median {r.median():.3f}); TCP over HTB cannot exceed "
                    f"{figures.HTB_TCP_CEILING:.3f} (thesis fig. 17: 9.75 of 10 Mbit/s).")
+        out += _timer_sentence(exp.runs)
     cm = t["cost_model"]
     if len(cm):
         err = cm.loc[cm["hosts"] > 1, "rel_error"].abs()
@@ -122,6 +124,19 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
         out.append(f"{strat}: bytes sent per worker per step are {rows['ratio_to_theory'].median():.3g}"
                    f"× the theoretical minimum (median over {len(rows)} runs).")
     return out
+
+
+def _timer_sentence(runs: pd.DataFrame) -> list[str]:
+    """Say when low iperf ratios come from the machine (late kernel timers), not from the shaper."""
+    if "timer_max_ms" not in runs or runs["timer_max_ms"].dropna().empty:
+        return []
+    worst = runs["timer_max_ms"].max()
+    if worst <= HEALTHY_MAX_MS:
+        return [f"Kernel timers fired on time during the checks (worst overshoot {worst:.0f} ms)."]
+    return [f"This machine's timers overshot by up to {worst:.0f} ms during the checks (median run "
+            f"p99 {runs['timer_p99_ms'].median():.0f} ms): its host stalls the VM, so every "
+            "timer-driven shaper delivers less than its rate, and effective bandwidths are below the "
+            "configured ones; read the training times against the measured bandwidths."]
 
 
 def _table_html(name: str, df: pd.DataFrame) -> str:

@@ -22,25 +22,24 @@ from testbed.units import format_bandwidth
 
 def preflight(exp, points) -> None:
     """Everything that can be refused without touching the machine, for every point at once."""
-    issues: list[SpecIssue] = []
+    found: dict[tuple[str, str], list[str]] = {}
     for point in points:
         spec = point.spec
         graph = build_graph(spec.topology)
-        for key, message in shaping.capability_problems(spec.topology, graph):
-            issues.append(_issue(exp, key, message, point))
+        problems = shaping.capability_problems(spec.topology, graph)
         try:
             assign_tasks(spec.workload, [h.name for h in graph.hosts])
         except PlacementError as err:
-            issues.append(_issue(exp, "workload.strategy", str(err), point))
-    unique = list({(i.file, i.line, i.key, i.message): i for i in issues}.values())
-    if unique:
-        raise SpecError(unique)
-
-
-def _issue(exp, key: str, message: str, point) -> SpecIssue:
-    file, line = exp.location(key)
-    where = f" (run point {point.run_id})" if point.params else ""
-    return SpecIssue(file, line, key, message + where)
+            problems.append(("workload.strategy", str(err)))
+        for key, message in problems:
+            found.setdefault((key, message), []).append(point.run_id)
+    issues = []
+    for (key, message), run_ids in found.items():
+        if len(run_ids) < len(points):
+            message += f" (run points {', '.join(run_ids)})"
+        issues.append(SpecIssue(*exp.location(key), key, message))
+    if issues:
+        raise SpecError(issues)
 
 
 def link_bandwidth(graph) -> int | None:

@@ -103,3 +103,19 @@ def test_delay_without_netem_is_refused_before_anything_starts(tmp_path, root, n
         preflight(spec, expand_points(spec))
     assert "netem" in str(err.value) and "topology.link.delay" in str(err.value)
     assert str(tmp_path / "t.yaml") in str(err.value)
+
+
+@pytest.mark.skipif(kernel_has_qdisc("netem"), reason="kernel has netem (CONFIG_NET_SCH_NETEM): delay is allowed here")
+def test_validate_as_root_probes_the_kernel_and_refuses_loss(tmp_path, root):
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "loss.yaml"
+    path.write_text("name: lossy\ntopology:\n  hosts: 2\n  link: {bw: 10mbit, loss: 1%}\n")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(repo / "run_experiment.py"), "validate", str(path)],
+                          cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stdout.strip() == (f"{path}:4: topology.link.loss: needs the netem qdisc, which this kernel lacks "
+                                   "(CONFIG_NET_SCH_NETEM is not set); delay, jitter and loss cannot be emulated "
+                                   "on this machine. Remove them or run on a kernel with netem")

@@ -253,3 +253,13 @@ def test_main_cli(exp_dir, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(exp_dir / "report.html")
     assert report.main([str(tmp_path / "nowhere")]) == 2
     assert "no runs.csv" in capsys.readouterr().err
+
+
+def test_trend_says_when_the_machine_timers_were_late():
+    import pandas as pd
+    from analysis.report import _timer_sentence
+    late = pd.DataFrame({"timer_max_ms": [12.0, 700.0], "timer_p99_ms": [2.0, 90.0]})
+    assert "up to 700 ms" in _timer_sentence(late)[0]
+    ok = pd.DataFrame({"timer_max_ms": [3.0], "timer_p99_ms": [1.0]})
+    assert "on time" in _timer_sentence(ok)[0]
+    assert _timer_sentence(pd.DataFrame({"run_id": ["a"]})) == []
