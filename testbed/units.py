@@ -59,12 +59,16 @@ def parse_bandwidth(value: object) -> int:
             f"(or {format_decimal(number * 8)}{bit_unit} if you really meant bytes)")
     if unit not in BANDWIDTH_UNITS:
         raise _unknown(str(value), unit, "bandwidth", BANDWIDTH_UNITS)
-    bits = number * BANDWIDTH_UNITS[unit]
-    if bits <= 0:
-        raise UnitError(f"bandwidth must be greater than 0 (got {value!r})")
-    if bits != bits.to_integral_value():
-        raise UnitError(f"bandwidth must be a whole number of bits/s (got {value!r})")
-    return int(bits)
+    return _positive_whole(number * BANDWIDTH_UNITS[unit], "bandwidth", "bits/s", value)
+
+
+def _positive_whole(amount, noun: str, unit_word: str, value: object) -> int:
+    """`amount` as an int, refusing zero, negative and fractional amounts of the base unit."""
+    if amount <= 0:
+        raise UnitError(f"{noun} must be greater than 0 (got {value!r})")
+    if amount != amount.to_integral_value():
+        raise UnitError(f"{noun} must be a whole number of {unit_word} (got {value!r})")
+    return int(amount)
 
 
 def parse_time(value: object) -> float:
@@ -82,12 +86,7 @@ def parse_size(value: object) -> int:
     number, unit = _split(value, "size", "512mb")
     if unit not in SIZE_UNITS:
         raise _unknown(str(value), unit, "size", SIZE_UNITS)
-    size = number * SIZE_UNITS[unit]
-    if size <= 0:
-        raise UnitError(f"size must be greater than 0 (got {value!r})")
-    if size != size.to_integral_value():
-        raise UnitError(f"size must be a whole number of bytes (got {value!r})")
-    return int(size)
+    return _positive_whole(number * SIZE_UNITS[unit], "size", "bytes", value)
 
 
 def parse_percent(value: object) -> float:

@@ -21,11 +21,42 @@ def exp_dir(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """One report built from an untouched copy, shared by the read-only tests."""
+def standard(tmp_path_factory):
+    """One report built from an untouched copy: (exp_dir, html_path, {figure: (path, plotted)})."""
     dst = tmp_path_factory.mktemp("built") / "report-small"
     shutil.copytree(FIXTURE, dst)
-    return dst, report.build_report(dst)
+    returned = {}
+
+    def recording(name, func):
+        def wrapper(exp, outdir):
+            returned[name] = func(exp, outdir)
+            return returned[name]
+        return wrapper
+
+    wrapped = {name: (recording(name, func), caption)
+               for name, (func, caption) in figures.FIGURES.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(figures, "FIGURES", wrapped)
+        html_path = report.build_report(dst)
+    return dst, html_path, returned
+
+
+@pytest.fixture
+def built(standard):
+    """(exp_dir, html_path) of the shared standard build (read-only)."""
+    exp_dir, html_path, _ = standard
+    return exp_dir, html_path
+
+
+@pytest.fixture
+def drawn(standard):
+    """figure name -> the DataFrame of numbers that figure drew in the standard build."""
+    return {name: res[1] for name, res in standard[2].items()}
+
+
+def _only_figures(monkeypatch, *names):
+    """Let build_report draw only the named figures (the ones a test asserts on)."""
+    monkeypatch.setattr(figures, "FIGURES", {n: figures.FIGURES[n] for n in names})
 
 
 def _ok(exp_dir):
@@ -114,9 +145,12 @@ def test_trend_text_reports_a_mismatch(exp_dir):
     sel = (runs["hosts"] == 4) & (runs["bw_bps"] == 1e9)
     runs.loc[sel, "training_time_s"] = 0.5  # 4 nodes faster than 1 node
     runs.to_csv(exp_dir / "runs.csv", index=False)
-    html = report.build_report(exp_dir).read_text()
-    assert "At 1 Gbit/s (allreduce) training time does not change monotonically" in html
-    assert "does NOT fully match the thesis" in html
+    # the report's trend section is exactly these sentences (no figure is needed for them)
+    exp = tables.load_experiment(exp_dir)
+    text = "\n".join(report.trend_text(exp, report.derived_tables(exp)))
+    assert "At 1 Gbit/s (allreduce) training time does not change monotonically" in text
+    assert "does NOT fully match the thesis" in text
+    assert "This matches the thesis" not in text
 
 
 def test_html_tables_are_the_csv_tables(built):
@@ -130,22 +164,21 @@ def test_html_tables_are_the_csv_tables(built):
         assert report._table_html(name, df) in html, name
 
 
-def test_figure_data_matches_input(exp_dir):
-    exp = tables.load_experiment(exp_dir)
-    out = exp_dir / "figs"
+def test_figure_data_matches_input(built, drawn):
+    exp_dir, _ = built
     ok = _ok(exp_dir)
 
-    _, plotted = figures.training_time(exp, out)
+    plotted = drawn["training_time"]
     want = ok.groupby(["strategy", "bw_bps", "hosts"])["training_time_s"].mean()
     for _, r in plotted.iterrows():
         assert r["time_mean_s"] == pytest.approx(want.loc[(r["strategy"], r["bw_bps"], r["hosts"])])
 
-    _, plotted = figures.bandwidth_checks(exp, out)
+    plotted = drawn["bandwidth_checks"]
     checks = pd.read_csv(exp_dir / "checks.csv").query("tool == 'iperf3'")
     assert sorted(plotted["measured_mbps"]) == pytest.approx(sorted(checks["measured_bps"] / 1e6))
     assert sorted(plotted["configured_mbps"]) == pytest.approx(sorted(checks["configured_bps"] / 1e6))
 
-    _, plotted = figures.wire_bytes(exp, out)
+    plotted = drawn["wire_bytes"]
     for _, r in plotted.iterrows():
         src = ok.set_index("run_id").loc[r["run_id"]]
         assert r["bytes_per_worker_step"] == pytest.approx(
@@ -155,13 +188,13 @@ def test_figure_data_matches_input(exp_dir):
             assert r["theory_bytes_per_worker_step"] == pytest.approx(
                 2 * (n - 1) / n * src["gradient_bytes"])
 
-    _, plotted = figures.strategies(exp, out)
+    plotted = drawn["strategies"]
     assert set(plotted["strategy"]) == {"allreduce", "ps"}
     assert set(zip(plotted["hosts"], plotted["bw_bps"])) == {(4, 1e7), (4, 1e8)}
 
 
-def test_resources_filled_from_usage(exp_dir):
-    exp = tables.load_experiment(exp_dir)
+def test_resources_filled_from_usage(built, drawn):
+    exp_dir, _ = built
     runs = pd.read_csv(exp_dir / "runs.csv")
     usage = pd.read_csv(exp_dir / "usage.csv")
     hole = runs[runs["cpu_mean_pct"].isna() & (runs["status"] == "ok")]
@@ -169,7 +202,7 @@ def test_resources_filled_from_usage(exp_dir):
     rid = hole["run_id"].item()
     u = usage[usage["run_id"] == rid]
     cpu = u.groupby("node")["cpu_pct"].mean().mean()
-    _, plotted = figures.resources(exp, exp_dir / "figs")
+    plotted = drawn["resources"]
     h = hole.iloc[0]
     row = plotted[(plotted["strategy"] == h["strategy"]) & (plotted["hosts"] == h["hosts"])
                   & (plotted["bw_bps"] == h["bw_bps"])]
@@ -184,9 +217,9 @@ def test_resources_filled_from_usage(exp_dir):
         == pytest.approx(rate)
 
 
-def test_topology_figure_from_json(exp_dir):
-    exp = tables.load_experiment(exp_dir)
-    _, nodes = figures.topology(exp, exp_dir / "figs")
+def test_topology_figure_from_json(built, drawn):
+    exp_dir, _ = built
+    nodes = drawn["topology"]
     topo = json.loads(next(exp_dir.glob("runs/*/topology.json")).read_text())
     hosts = nodes[nodes["kind"] == "host"].set_index("name")
     assert list(hosts.index) == [h["name"] for h in topo["hosts"]]
@@ -209,6 +242,7 @@ def test_layout_two_switches_hosts_below_their_switch():
 
 
 def test_missing_optional_tables_are_reported(exp_dir):
+    # whole-report content with a modified fixture: the one extra full build of this module
     for name in ("checks.csv", "usage.csv", "steps.csv"):
         (exp_dir / name).unlink()
     shutil.rmtree(exp_dir / "runs")
@@ -223,9 +257,10 @@ def test_missing_optional_tables_are_reported(exp_dir):
     assert pd.read_csv(exp_dir / "tables" / "iperf_checks.csv").empty
 
 
-def test_no_parameter_server_runs_said(exp_dir):
+def test_no_parameter_server_runs_said(exp_dir, monkeypatch):
     runs = pd.read_csv(exp_dir / "runs.csv")
     runs[runs["strategy"] != "ps"].to_csv(exp_dir / "runs.csv", index=False)
+    _only_figures(monkeypatch, "strategies")  # the real report, drawing only the figure asserted on
     html = report.build_report(exp_dir).read_text()
     assert "Figure <b>strategies</b> skipped: no parameter-server runs" in html
 
@@ -248,9 +283,11 @@ def test_palette_is_one_consistent_mapping(exp_dir):
     assert figures.role_kind("ps0+worker1") == "ps" and figures.role_kind("chief0") == "chief"
 
 
-def test_main_cli(exp_dir, tmp_path, capsys):
+def test_main_cli(exp_dir, tmp_path, capsys, monkeypatch):
+    _only_figures(monkeypatch)  # the CLI is under test here, not the figures (drawn above)
     assert report.main([str(exp_dir)]) == 0
     assert capsys.readouterr().out.strip() == str(exp_dir / "report.html")
+    assert (exp_dir / "report.html").is_file()
     assert report.main([str(tmp_path / "nowhere")]) == 2
     assert "no runs.csv" in capsys.readouterr().err
 
