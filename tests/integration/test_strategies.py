@@ -61,6 +61,9 @@ def test_allreduce_two_workers_timing_rows_for_every_worker(tmp_path, root, no_l
     steps = pd.read_csv(out / "steps.csv")
     epochs = steps[steps["kind"] == "epoch"]
     assert sorted(epochs["task_index"]) == [0, 1] and (epochs["time_s"] > 0).all()
+    # synchronous all-reduce: both workers see the same (all-reduced) losses
+    losses = epochs.sort_values("task_index").groupby("task_index")["loss"].apply(list)
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
 def test_caption_model_one_short_epoch(tmp_path, root, no_leftovers):
