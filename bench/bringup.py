@@ -27,7 +27,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in map(int, args.hosts.split(",")):
             path = Path(tmp) / f"b{n}.yaml"
-            path.write_text(f"name: bringup\ntopology: {{template: {args.template}, hosts: {n}, fanout: 8,"
+            fanout = ", fanout: 8" if args.template == "tree" else ""
+            path.write_text(f"name: bringup\ntopology: {{template: {args.template}, hosts: {n}{fanout},"
                             " link: {bw: 100mbit}}\n")
             spec = load_spec(path)
             graph = build_graph(spec.topology)

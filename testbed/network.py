@@ -46,6 +46,33 @@ def _kernel_datapath_available() -> bool:
     return Path("/sys/module/openvswitch").exists()
 
 
+USERSPACE_MAX_PORTS = 57   # measured: one userspace-datapath bridge forwarded only its first 57 ports
+
+
+def port_problems(topology, graph) -> list[tuple[str, str]]:
+    """(key, message) when a userspace OVS bridge would get more ports than it forwards."""
+    if topology.switch.kind != "ovs" or ovs_datapath_guess(topology.switch.datapath) != "user":
+        return []
+    ports: dict[str, int] = {}
+    for e in graph.links:
+        for end in (e.a, e.b):
+            ports[end] = ports.get(end, 0) + 1
+    crowded = [f"{s.name} ({ports.get(s.name, 0)} ports)" for s in graph.switches
+               if ports.get(s.name, 0) > USERSPACE_MAX_PORTS]
+    if not crowded:
+        return []
+    return [("topology.hosts", f"{', '.join(crowded)}: an OVS userspace-datapath bridge forwarded only its "
+             f"first {USERSPACE_MAX_PORTS} ports on this kind of machine; use template tree (e.g. fanout 8) "
+             "or switch kind linuxbridge for this many hosts")]
+
+
+def ovs_datapath_guess(requested: str) -> str:
+    """The datapath `ovs_datapath` would pick, without loading modules (for preflight)."""
+    if requested != "auto":
+        return requested
+    return "kernel" if Path("/sys/module/openvswitch").exists() else "user"
+
+
 class RunLock:
     """One live network at a time: names like h1/s1 would clash between runs."""
 

@@ -13,7 +13,7 @@ from testbed import results, shaping
 from testbed.checks import failure_reason, run_checks
 from testbed.hosthealth import describe, healthy, timer_overshoot
 from testbed.monitor import Monitor, summarize
-from testbed.network import Network, NetworkError
+from testbed.network import Network, NetworkError, port_problems
 from testbed.roles import PlacementError, assign_tasks, final_tasks
 from testbed.spec import SpecError, SpecIssue, build_graph
 from testbed.training import Training
@@ -26,7 +26,7 @@ def preflight(exp, points) -> None:
     for point in points:
         spec = point.spec
         graph = build_graph(spec.topology)
-        problems = shaping.capability_problems(spec.topology, graph)
+        problems = shaping.capability_problems(spec.topology, graph) + port_problems(spec.topology, graph)
         try:
             assign_tasks(spec.workload, [h.name for h in graph.hosts])
         except PlacementError as err:

@@ -119,3 +119,15 @@ def test_validate_as_root_probes_the_kernel_and_refuses_loss(tmp_path, root):
     assert proc.stdout.strip() == (f"{path}:4: topology.link.loss: needs the netem qdisc, which this kernel lacks "
                                    "(CONFIG_NET_SCH_NETEM is not set); delay, jitter and loss cannot be emulated "
                                    "on this machine. Remove them or run on a kernel with netem")
+
+
+def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
+    import subprocess
+    from testbed.cleanup import ovs_running
+    from testbed.network import OVS_CTL
+    subprocess.run([OVS_CTL, "stop"], capture_output=True)
+    assert not ovs_running()
+    spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
+    with Network(build_graph(spec.topology), spec.topology) as net:
+        assert ovs_running()
+        assert "1 received" in net.cmd("h2", f"ping -c 1 -W 2 {net.ip('h1')}")

@@ -50,3 +50,16 @@ def test_ps_colocation_gets_distinct_ports():
 def test_ps_placement_with_unknown_host_is_refused():
     with pytest.raises(PlacementError, match="h9"):
         assign_tasks(wl("ps", placement={"chief": ["h9"], "ps": ["h1"], "worker": ["h2"]}), HOSTS)
+
+
+def test_a_userspace_ovs_star_beyond_57_ports_is_refused_before_start(tmp_path):
+    from testbed.network import port_problems
+    from testbed.spec import build_graph, load_spec
+    path = tmp_path / "big.yaml"
+    path.write_text("name: big\ntopology: {template: star, hosts: 64, switch: {kind: ovs, datapath: user}}\n")
+    spec = load_spec(path)
+    (key, message), = port_problems(spec.topology, build_graph(spec.topology))
+    assert key == "topology.hosts" and "s1 (64 ports)" in message and "tree" in message
+    path.write_text("name: big\ntopology: {template: tree, fanout: 8, hosts: 64, switch: {kind: ovs, datapath: user}}\n")
+    spec = load_spec(path)
+    assert port_problems(spec.topology, build_graph(spec.topology)) == []
