@@ -95,6 +95,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
         row.update(status="ok", reason="")
     except (RunFailed, NetworkError) as err:
         row.update(status="failed", reason=str(err))
+    except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
+        row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
     row["wall_time_s"] = round(time.monotonic() - started, 3)
     results.write_json(folder / "result.json", row)
     results.replace_run_rows(exp_dir, "checks", point.run_id, check_rows)
