@@ -22,7 +22,7 @@ def timer_overshoot(samples: int = 300, sleep_s: float = 0.001) -> dict[str, flo
     late.sort()
     return {"timer_p50_ms": round(late[len(late) // 2], 2),
             "timer_p99_ms": round(late[min(len(late) - 1, int(len(late) * 0.99))], 2),
-            "timer_max_ms": round(late[-1], 1)}
+            "timer_max_ms": round(late[-1], 2)}
 
 
 def healthy(overshoot: dict[str, float]) -> bool:
