@@ -54,7 +54,7 @@ class Registry:
 
     def release(self) -> list[str]:
         """Remove everything recorded, then the state file itself."""
-        actions = remove_state(self.state)
+        actions = remove_state(self.state) + destroy_tagged_ovs_rows()
         self.path.unlink(missing_ok=True)
         return actions
 
@@ -109,7 +109,6 @@ def remove_state(state: State) -> list[str]:
     for name, value in state.sysctls.items():
         _run("sysctl", "-qw", f"{name}={value}")
         actions.append(f"restored sysctl {name}={value}")
-    actions += destroy_tagged_ovs_rows()
     return actions
 
 

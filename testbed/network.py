@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import subprocess
@@ -39,9 +40,9 @@ def ovs_datapath(requested: str = "auto") -> str:
     return "kernel" if _kernel_datapath_available() else "user"
 
 
-def _kernel_datapath_available() -> bool:
-    if Path("/sys/module/openvswitch").exists():
-        return True
+def _kernel_datapath_available(try_load: bool = True) -> bool:
+    if Path("/sys/module/openvswitch").exists() or not try_load:
+        return Path("/sys/module/openvswitch").exists()
     subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
     return Path("/sys/module/openvswitch").exists()
 
@@ -70,7 +71,7 @@ def ovs_datapath_guess(requested: str) -> str:
     """The datapath `ovs_datapath` would pick, without loading modules (for preflight)."""
     if requested != "auto":
         return requested
-    return "kernel" if Path("/sys/module/openvswitch").exists() else "user"
+    return "kernel" if _kernel_datapath_available(try_load=False) else "user"
 
 
 class RunLock:
@@ -92,6 +93,7 @@ class RunLock:
         os.close(self._fd)
 
 
+@functools.lru_cache(maxsize=None)
 def _limited_host_class():
     """Mininet's CPULimitedHost (cpu cgroup, fraction of the whole machine) plus a memory cgroup."""
     from mininet.node import CPULimitedHost
