@@ -17,7 +17,7 @@ from testbed.network import Network, NetworkError, port_problems
 from testbed.roles import PlacementError, assign_tasks, final_tasks
 from testbed.spec import SpecError, SpecIssue, build_graph
 from testbed.training import Training
-from testbed.units import format_bandwidth
+from testbed.spec.units import format_bandwidth
 
 
 def preflight(exp, points) -> None:

@@ -5,8 +5,8 @@ import math
 import pytest
 
 from testbed.checks import check_pairs, failure_reason, judge, parse_iperf3, parse_ping, path_bandwidth
-from testbed.specmodels import LinkParams
-from testbed.topology import Graph, HostNode, LinkEdge, SwitchNode
+from testbed.spec.models import LinkParams
+from testbed.graph import Graph, HostNode, LinkEdge, SwitchNode
 
 
 def lp(bw):

@@ -1,7 +1,7 @@
 """tc and OVS command builders, checked without root."""
 from testbed.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
                              tc_commands)
-from testbed.specmodels import LinkParams
+from testbed.spec.models import LinkParams
 
 
 def params(**kw):

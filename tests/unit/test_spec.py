@@ -8,7 +8,7 @@ import yaml
 
 from spec_helpers import issues, load, one, write
 from testbed.spec import (Experiment, SpecError, build_graph, expand_points, json_schema, load_spec,
-                          parse_set, validate_file)
+                          parse_set, validate_file, with_values)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "topologies").rglob("*.yaml"))
@@ -327,14 +327,14 @@ def test_set_sweep_axis_values(tmp_path):
 
 def test_with_values_validates_and_keeps_locations(tmp_path):
     exp = load(tmp_path, MINIMAL)
-    other = exp.with_values({"topology.link.bw": "1mbit", "workload.epochs": 3})
+    other = with_values(exp, {"topology.link.bw": "1mbit", "workload.epochs": 3})
     assert other.topology.link.bw == 10**6 and other.workload.epochs == 3
     assert exp.topology.link.bw == 10**7
     assert other.location("topology.link.bw")[1] == 4
     with pytest.raises(SpecError, match="bandwidth needs a unit"):
-        exp.with_values({"topology.link.bw": 5})
+        with_values(exp, {"topology.link.bw": 5})
     with pytest.raises(SpecError, match="did you mean 'hosts'"):
-        exp.with_values({"topology.hots": 5})
+        with_values(exp, {"topology.hots": 5})
 
 
 def test_location_falls_back_to_parent_then_line_1(tmp_path):
@@ -357,8 +357,8 @@ def test_dump_round_trips(tmp_path):
 def test_schema_is_current():
     schema = json_schema()
     assert schema["required"] == ["name"] and schema["additionalProperties"] is False
-    stored = json.loads((REPO / "testbed/schema/topology.schema.json").read_text())
-    assert stored == schema, "regenerate: python -m testbed.spec --schema > testbed/schema/topology.schema.json"
+    stored = json.loads((REPO / "testbed/spec/schema/topology.schema.json").read_text())
+    assert stored == schema, "regenerate: python -m testbed.spec --schema > testbed/spec/schema/topology.schema.json"
 
 
 def test_validate_file_summary(tmp_path):

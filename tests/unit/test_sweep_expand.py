@@ -2,7 +2,7 @@
 
 from spec_helpers import issues, load, one, write
 from testbed.spec import build_graph, expand_points, load_spec
-from testbed.sweepspec import run_id
+from testbed.spec.sweep import run_id
 
 SWEEP_A = """
 name: demo

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.specmodels import Experiment
+from testbed.spec.models import Experiment
+from testbed.spec.validate import axis_combinations, with_values
 
 _SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
           "workload.model": ""}
@@ -23,19 +23,13 @@ class RunPoint:
     spec: Experiment  # the point's values applied, sweep removed
 
 
-def axis_combinations(axes: dict[str, list]) -> list[dict[str, Any]]:
-    """{path: value} per point, in axis order, last axis varying fastest."""
-    paths = list(axes)
-    return [dict(zip(paths, values)) for values in itertools.product(*axes.values())]
-
-
 def expand_points(exp: Experiment) -> list[RunPoint]:
     """Every run point of an experiment; one point (params {}) without a sweep."""
     sweep = exp.sweep
     axes, repeats = (sweep.axes, sweep.repeats) if sweep else ({}, 1)
     points = []
     for combo in axis_combinations(axes):
-        spec = exp.with_values({**combo, "sweep": None})
+        spec = with_values(exp, {**combo, "sweep": None})
         params = {path: spec.value(path) for path in combo}
         points += [RunPoint(run_id(params, r), r, params, spec) for r in range(repeats)]
     return points

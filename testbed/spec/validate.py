@@ -1,23 +1,23 @@
 """Validation pipeline: raw data -> Experiment, every problem as a located SpecIssue.
 
 Order: sweep axes and structure (pydantic) first, each sweep value alone against its key's type,
-then the cross-field rules (testbed/speccheck.py) of every sweep point. `apply_values` is the one
-code path for `--set` overrides and `Experiment.with_values`.
+then the cross-field rules (rules.py) of every sweep point. `apply_values` is the one
+code path for `--set` overrides and `with_values`.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from testbed.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
-from testbed.speccheck import Problem, experiment_problems, topology_problems
-from testbed.specmodels import Experiment, SpecError, SpecIssue, Source, Topology
-from testbed.sweepspec import axis_combinations
+from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
+from testbed.spec.rules import Problem, experiment_problems, topology_problems
+from testbed.spec.models import Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"
 
@@ -134,7 +134,7 @@ def _alias_locations(source: Source, axis: Axis) -> None:
             source.locations.setdefault(name + key[2:], where)
 
 
-def apply_and_validate(exp: Experiment, values: dict[str, Any]) -> Experiment:
+def with_values(exp: Experiment, values: dict[str, Any]) -> Experiment:
     """Experiment.with_values: same code path as --set overrides."""
     data, source = exp.model_dump(mode="json", exclude_unset=True), exp._source.copy()
     issues = apply_values(data, values, source)
@@ -306,3 +306,9 @@ def _issue(source: Source, path: tuple, message: str) -> SpecIssue:
 def sorted_unique(issues: list[SpecIssue]) -> list[SpecIssue]:
     unique = list(dict.fromkeys(issues))
     return sorted(unique, key=lambda i: (i.file == SET_FILE, i.file, i.line))
+
+
+def axis_combinations(axes: dict[str, list]) -> list[dict[str, Any]]:
+    """{path: value} per point, in axis order, last axis varying fastest."""
+    paths = list(axes)
+    return [dict(zip(paths, values)) for values in itertools.product(*axes.values())]

@@ -2,7 +2,7 @@
 
 Units are parsed on the way in (bandwidth -> int bits/s, time -> float s, size -> int bytes,
 percent -> float percent) and formatted back on `model_dump(mode="json")`, so a dump is valid YAML
-input again. Cross-field rules live in `testbed/speccheck.py`; loading in `testbed/spec.py`.
+input again. Cross-field rules live in `rules.py`; loading in `load.py`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PlainSerializer,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
-from testbed import units
-from testbed.keypaths import KnownKeys, Path, canonical, get_in, parse_path
+import testbed.spec.units as units
+from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path
 
 NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
 EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -345,8 +345,3 @@ class Experiment(Strict):
         """Value at a key path in the JSON form (units as text, e.g. '10mbit')."""
         path = parse_path(key_path) if isinstance(key_path, str) else tuple(key_path)
         return get_in(self.model_dump(mode="json"), path)
-
-    def with_values(self, values: dict[str, Any]) -> "Experiment":
-        """A validated copy with key paths set (a set key that is swept stops being swept)."""
-        from testbed.specvalidate import apply_and_validate
-        return apply_and_validate(self, values)

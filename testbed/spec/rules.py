@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.keypaths import suggest
-from testbed.specmodels import MODEL_PARAMS, Experiment, LinkParams, Topology
+from testbed.spec.keypaths import suggest
+from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
 MAX_HOSTS = 254
 

@@ -7,8 +7,10 @@ Hosts get 10.0.0.1, 10.0.0.2, ... (one /24) in host order; switch dpids are 1, 2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from testbed.specmodels import LinkParams, Topology
+if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
+    from testbed.spec.models import LinkParams, Topology
 
 PREFIX_LEN = 24
 

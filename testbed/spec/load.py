@@ -1,30 +1,17 @@
-"""YAML -> validated Experiment: line-numbered errors, --set overrides, sweeps checked per point.
-
-Public API: load_spec, parse_set, validate_file, json_schema, SpecError/SpecIssue, the models
-(from testbed.specmodels), build_graph/Graph (testbed.topology), expand_points/RunPoint
-(testbed.sweepspec). `python -m testbed.spec --schema` prints the JSON schema.
-"""
+"""YAML text -> validated Experiment: line numbers for every key, --set overrides, the summary
+that `validate` prints, and the JSON Schema."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from typing import Any, Sequence
 
 import yaml
 
-from testbed.keypaths import canonical, format_path
-from testbed.specmodels import (Checks, Experiment, HostConf, LinkParams, Monitor, SpecError,
-                                SpecIssue, Source, Sweep, Topology, Workload)
-from testbed.specvalidate import SET_FILE, apply_values, build, sorted_unique
-from testbed.sweepspec import RunPoint, expand_points
-from testbed.topology import Graph, HostNode, LinkEdge, SwitchNode, build_graph
-
-__all__ = ["Checks", "Experiment", "Graph", "HostConf", "HostNode", "LinkEdge", "LinkParams",
-           "Monitor", "RunPoint", "SpecError", "SpecIssue", "SwitchNode", "Sweep", "Topology",
-           "Workload", "build_graph", "expand_points", "json_schema", "load_spec", "parse_set",
-           "validate_file"]
+from testbed.spec.keypaths import canonical, format_path
+from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
+from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
+from testbed.spec.sweep import expand_points
+from testbed.graph import build_graph
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -152,24 +139,3 @@ def json_schema() -> dict:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "dltestbed experiment"
     return schema
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.spec", description=__doc__.split("\n")[0])
-    parser.add_argument("files", nargs="*", help="YAML files to validate")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--schema", action="store_true", help="print the JSON schema and exit")
-    args = parser.parse_args(argv)
-    if args.schema:
-        print(json.dumps(json_schema(), indent=2, sort_keys=False))
-        return 0
-    ok_all = True
-    for file in args.files:
-        ok, text = validate_file(file, args.overrides)
-        print(text, file=sys.stdout if ok else sys.stderr)
-        ok_all &= ok
-    return 0 if ok_all else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
