@@ -20,7 +20,9 @@ CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps"
 STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "epoch", "step", "time_s",
                  "loss", "samples_per_s", "t"]
 USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"]
-TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS, "usage": USAGE_COLUMNS}
+EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
+TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS, "usage": USAGE_COLUMNS,
+          "evals": EVALS_COLUMNS}
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -67,7 +67,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                asynchronous=spec.workload.strategy == "ps",
                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     started = time.monotonic()
-    check_rows, step_rows, usage_rows = [], [], []
+    check_rows, step_rows, usage_rows, eval_rows = [], [], [], []
     try:
         with Network(graph, spec.topology) as net:
             for note in net.notes:
@@ -89,6 +89,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                 usage_rows = monitor.rows
                 row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
             step_rows = step_rows_from(outcome.events, spec.name, point.run_id)
+            eval_rows = eval_rows_from(outcome.events, spec.name, point.run_id)
             row.update(summary_from(outcome.events, tasks))
             if not outcome.ok:
                 raise RunFailed(outcome.reason)
@@ -102,6 +103,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     results.replace_run_rows(exp_dir, "checks", point.run_id, check_rows)
     results.replace_run_rows(exp_dir, "steps", point.run_id, step_rows)
     results.replace_run_rows(exp_dir, "usage", point.run_id, usage_rows)
+    results.replace_run_rows(exp_dir, "evals", point.run_id, eval_rows)
     results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
     return row
 
@@ -161,4 +163,15 @@ def step_rows_from(events: dict, experiment: str, run_id: str) -> list[dict]:
                                  host=task.host, kind=e["event"], epoch=e.get("epoch"), step=e.get("step"),
                                  time_s=e.get("time_s"), loss=e.get("loss"),
                                  samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
+    return rows
+
+
+def eval_rows_from(events: dict, experiment: str, run_id: str) -> list[dict]:
+    """evals.csv rows: one per metric (bleu1..bleu4) of every `eval` event."""
+    rows = []
+    for evs in events.values():
+        for e in evs:
+            if e.get("event") == "eval":
+                rows += [dict(experiment=experiment, run_id=run_id, epoch=e.get("epoch"), metric=k, value=v)
+                         for k, v in e.items() if k.startswith("bleu")]
     return rows
