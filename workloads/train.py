@@ -8,43 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import socket
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workloads import models  # noqa: E402  (no TensorFlow import at module level)
+from workloads.events import Emitter, model_sizes  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
-
-
-class Emitter:
-    """Writes one flushed JSON line per event, tagged with the task identity."""
-
-    def __init__(self, role: str, task_index: int, host: str):
-        self.base = {"role": role, "task_index": task_index, "host": host}
-        self.lock = threading.Lock()
-
-    def __call__(self, event: str, **fields):
-        rec = {"event": event, **self.base, "t": time.time()}
-        rec.update({k: _plain(v) for k, v in fields.items()})
-        line = json.dumps(rec, allow_nan=False)
-        with self.lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-
-def _plain(v):
-    """JSON-safe scalar: numpy -> python, non-finite floats -> None."""
-    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 # --------------------------------------------------------------------------- setup
@@ -108,138 +82,6 @@ def wait_for_ports(addresses, timeout: float) -> None:
                 if time.time() > deadline:
                     raise TimeoutError(f"task {addr} not reachable after {timeout:.0f} s")
                 time.sleep(0.2)
-
-
-# --------------------------------------------------------------------------- callbacks
-
-def make_callbacks(emit, samples_per_step: int, asynchronous: bool, eval_fn=None,
-                   replicas: int = 1):
-    """Timing callback (step/epoch/done events) and optional per-epoch eval.
-
-    Keras sums per-replica batch logs (reduction "auto" = "sum" off TPU), so step
-    losses are divided by `replicas` to give the mean the epoch logs report.
-    """
-    import numpy as np
-    import tf_keras as keras
-
-    def value(v):
-        if isinstance(v, dict):
-            v = v.get("loss")
-        if hasattr(v, "fetch"):
-            v = v.fetch()
-            if isinstance(v, dict):
-                v = v.get("loss")
-        return None if v is None else float(np.asarray(v))
-
-    class Timing(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self._supports_tf_logs = True  # lets it see RemoteValues under ps
-            self.pending = []              # ps: (epoch, step, RemoteValue)
-            self.cond = threading.Condition()
-            self.stop = False
-            self.eval_s = 0.0
-            self.steps = 0
-            self.final_loss = None
-            self.poller = None
-            self.queued = self.emitted = 0
-
-        # --- step events ------------------------------------------------------
-        def _step_event(self, epoch, step, loss):
-            now = time.time()
-            emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
-            self.last = now
-            self.emitted += 1
-
-        def _poll(self):
-            """ps: emit steps as their closures finish, without blocking fit()."""
-            while True:
-                with self.cond:
-                    if self.stop and not self.pending:
-                        return
-                    ready = [p for p in self.pending if _is_ready(p[2])]
-                    for p in ready:
-                        self.pending.remove(p)
-                    if not ready:
-                        self.cond.wait(0.005)
-                        continue
-                for epoch, step, rv in sorted(ready, key=lambda p: p[1]):
-                    self._step_event(epoch, step, value(rv))
-
-        def _drain(self):
-            with self.cond:
-                rest = sorted(self.pending, key=lambda p: p[1])
-                self.pending.clear()
-            for epoch, step, rv in rest:
-                self._step_event(epoch, step, value(rv))
-
-        # --- keras hooks --------------------------------------------------------
-        def on_train_begin(self, logs=None):
-            self.t0 = self.last = time.time()
-            if asynchronous:
-                self.poller = threading.Thread(target=self._poll, daemon=True)
-                self.poller.start()
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epoch_t0 = time.time()
-            self.epoch_n = epoch + 1
-            self.epoch_steps = 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            done = batch + 1  # Keras passes the last batch index of the execution
-            new = done - self.epoch_steps
-            self.epoch_steps = done
-            self.steps += new
-            if asynchronous:
-                with self.cond:
-                    self.pending.append((self.epoch_n, self.steps, logs))
-                    self.queued += 1
-                    self.cond.notify()
-            else:
-                loss = value(logs)
-                self._step_event(self.epoch_n, self.steps,
-                                 None if loss is None else loss / replicas)
-
-        def on_epoch_end(self, epoch, logs=None):
-            if asynchronous:
-                self._wait_pending()  # fit() has joined: all closures are done
-            dt = time.time() - self.epoch_t0
-            self.final_loss = value(logs or {})
-            emit("epoch", epoch=epoch + 1, time_s=dt, loss=self.final_loss,
-                 steps=self.epoch_steps,
-                 samples_per_s=self.epoch_steps * samples_per_step / dt if dt > 0 else None)
-            if eval_fn is not None:
-                t = time.time()
-                emit("eval", epoch=epoch + 1, **eval_fn())
-                self.eval_s += time.time() - t
-            self.last = time.time()
-
-        def _wait_pending(self):
-            while self.emitted < self.queued and self.poller.is_alive():
-                time.sleep(0.005)
-
-        def on_train_end(self, logs=None):
-            total = time.time() - self.t0 - self.eval_s
-            if self.poller:
-                with self.cond:
-                    self.stop = True
-                    self.cond.notify()
-                self.poller.join(timeout=30)
-                self._drain()
-            emit("done", training_time_s=total,
-                 time_per_step_s=total / self.steps if self.steps else None,
-                 samples_per_s=self.steps * samples_per_step / total if total > 0 else None,
-                 final_loss=self.final_loss, steps=self.steps, asynchronous=asynchronous)
-
-    return [Timing()]
-
-
-def _is_ready(rv) -> bool:
-    """Non-blocking readiness of a ps RemoteValue (logs may be a dict of them)."""
-    if isinstance(rv, dict):
-        rv = rv.get("loss")
-    event = getattr(rv, "_status_available_event", None)
-    return event is None or event.is_set()
 
 
 # --------------------------------------------------------------------------- roles
@@ -359,15 +201,15 @@ def run_training(job, task_type, task_index, emit) -> None:
     if job.get("eval") and name == "caption" and chief:
         eval_fn = make_eval(model, p, caption, seed, job)
 
-    emit("start", strategy=strategy_name, model=name, params=int(model.count_params()),
-         gradient_bytes=4 * int(sum(v.shape.num_elements() for v in model.trainable_variables)),
+    emit("start", strategy=strategy_name, model=name, **model_sizes(model),
          global_batch=global_batch, workers=workers, servers=servers,
          steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
          steps_per_execution=spe)
-    callbacks = make_callbacks(emit, samples_per_step, strategy_name == "ps", eval_fn,
-                               replicas=strategy.num_replicas_in_sync)
+    from workloads.events import TestbedCallback
+    timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=emit,
+                             asynchronous=strategy_name == "ps")
     model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
-              callbacks=callbacks, verbose=0)
+              callbacks=[timing], verbose=0)
 
 
 def make_eval(model, p, caption, seed, job):

@@ -1,0 +1,233 @@
+"""JSON events of a training task, one object per line on stdout (docs/contracts.md, "Workload").
+
+`TestbedCallback` is the tf_keras callback that writes the step, epoch, eval and done events. The
+built-in workload (workloads/train.py) uses it, and so can any tf_keras script the testbed starts:
+
+    from testbed.callback import TestbedCallback
+    model.fit(dataset, epochs=3, steps_per_epoch=100, callbacks=[TestbedCallback(global_batch=64)])
+
+The role and task index come from TF_CONFIG when it is set (else `single`, 0). This module imports
+only the standard library; tf_keras is imported when `TestbedCallback` is first looked up.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+
+HOST_ENV = "DLTESTBED_HOST"  # the emulated host's name (Mininet hosts share one hostname)
+
+
+def _tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def task_identity() -> tuple[str, int]:
+    """(role, task index) from TF_CONFIG; ('single', 0) without one."""
+    task = _tf_config().get("task") or {}
+    return str(task.get("type", "single")), int(task.get("index", 0))
+
+
+def cluster_shape() -> tuple[str, int]:
+    """(strategy, parameter servers) from TF_CONFIG: ps, allreduce (a cluster) or single."""
+    cluster = _tf_config().get("cluster") or {}
+    servers = len(cluster.get("ps") or [])
+    return ("ps" if servers else "allreduce" if cluster else "single"), servers
+
+
+class Emitter:
+    """Writes one flushed JSON line per event, tagged with the task identity."""
+
+    def __init__(self, role: str | None = None, task_index: int | None = None,
+                 host: str | None = None, stream=None):
+        default_role, default_index = task_identity()
+        self.base = {"role": role or default_role,
+                     "task_index": default_index if task_index is None else task_index,
+                     "host": host or os.environ.get(HOST_ENV) or socket.gethostname()}
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def __call__(self, event: str, **fields):
+        rec = {"event": event, **self.base, "t": time.time()}
+        rec.update({k: _plain(v) for k, v in fields.items()})
+        line = json.dumps(rec, allow_nan=False)
+        out = self.stream or sys.stdout
+        with self.lock:
+            out.write(line + "\n")
+            out.flush()
+
+
+def _plain(v):
+    """JSON-safe scalar: numpy -> python, non-finite floats -> None."""
+    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def model_sizes(model) -> dict:
+    """The `start` event's params and gradient_bytes (float32 gradient of the trainable variables)."""
+    trainable = sum(v.shape.num_elements() for v in model.trainable_variables)
+    return {"params": int(model.count_params()), "gradient_bytes": 4 * int(trainable)}
+
+
+def _loss(v):
+    """The loss of a batch/epoch log: a number, a tensor, or (ps) a RemoteValue or a dict of them."""
+    if isinstance(v, dict):
+        v = v.get("loss")
+    if hasattr(v, "fetch"):
+        v = v.fetch()
+        if isinstance(v, dict):
+            v = v.get("loss")
+    return None if v is None else float(v)
+
+
+def _is_ready(rv) -> bool:
+    """Non-blocking readiness of a ps RemoteValue (logs may be a dict of them)."""
+    if isinstance(rv, dict):
+        rv = rv.get("loss")
+    event = getattr(rv, "_status_available_event", None)
+    return event is None or event.is_set()
+
+
+def _callback_class():
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf_keras in the user's script too
+    import tf_keras as keras
+
+    class TestbedCallback(keras.callbacks.Callback):
+        """Step, epoch, eval and done events of `model.fit` (see the module docstring).
+
+        global_batch: samples per step over all workers (per worker under ps), for samples_per_s;
+        eval_fn: called after each epoch, returns {metric: value} for an `eval` event (its time is
+        left out of the training time); start: also emit a `start` event from the model (the
+        built-in workload emits its own); emit: an Emitter (default: stdout, identity from
+        TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy.
+        """
+
+        __test__ = False  # not a pytest test class, despite its name
+
+        def __init__(self, global_batch: int | None = None, eval_fn=None, start: bool = True,
+                     emit: Emitter | None = None, asynchronous: bool | None = None,
+                     replicas: int | None = None):
+            super().__init__()
+            self._supports_tf_logs = True  # lets it see RemoteValues under ps
+            self.emit = emit or Emitter()
+            self.global_batch, self.eval_fn, self.announce = global_batch, eval_fn, start
+            self.asynchronous, self.replicas = asynchronous, replicas
+            self.pending = []              # ps: (epoch, step, RemoteValue)
+            self.cond = threading.Condition()
+            self.stop = False
+            self.poller = None
+
+        # --- step events ------------------------------------------------------------------
+        def _step_event(self, epoch, step, loss):
+            now = time.time()
+            self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
+            self.last = now
+            self.emitted += 1
+
+        def _poll(self):
+            """ps: emit steps as their closures finish, without blocking fit()."""
+            while True:
+                with self.cond:
+                    if self.stop and not self.pending:
+                        return
+                    ready = [p for p in self.pending if _is_ready(p[2])]
+                    for p in ready:
+                        self.pending.remove(p)
+                    if not ready:
+                        self.cond.wait(0.005)
+                        continue
+                for epoch, step, rv in sorted(ready, key=lambda p: p[1]):
+                    self._step_event(epoch, step, _loss(rv))
+
+        def _drain(self):
+            with self.cond:
+                rest = sorted(self.pending, key=lambda p: p[1])
+                self.pending.clear()
+            for epoch, step, rv in rest:
+                self._step_event(epoch, step, _loss(rv))
+
+        def _samples_per_s(self, steps, seconds):
+            return steps * self.global_batch / seconds if self.global_batch and seconds > 0 else None
+
+        # --- keras hooks ------------------------------------------------------------------
+        def on_train_begin(self, logs=None):
+            strategy = self.model.distribute_strategy
+            if self.asynchronous is None:
+                self.asynchronous = "ParameterServer" in type(strategy).__name__
+            if self.replicas is None:
+                self.replicas = strategy.num_replicas_in_sync
+            if self.announce:
+                name, servers = cluster_shape()
+                self.emit("start", strategy=name, model=self.model.name, **model_sizes(self.model),
+                          global_batch=self.global_batch, workers=self.replicas, servers=servers,
+                          epochs=self.params.get("epochs"), steps_per_epoch=self.params.get("steps"))
+            self.steps = self.queued = self.emitted = 0
+            self.eval_s, self.final_loss = 0.0, None
+            self.t0 = self.last = time.time()
+            if self.asynchronous:
+                self.poller = threading.Thread(target=self._poll, daemon=True)
+                self.poller.start()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch_t0 = time.time()
+            self.epoch_n = epoch + 1
+            self.epoch_steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            done = batch + 1  # Keras passes the last batch index of the execution
+            self.steps += done - self.epoch_steps
+            self.epoch_steps = done
+            if self.asynchronous:
+                with self.cond:
+                    self.pending.append((self.epoch_n, self.steps, logs))
+                    self.queued += 1
+                    self.cond.notify()
+            else:  # Keras sums per-replica batch losses off TPU: report their mean, as epochs do
+                loss = _loss(logs)
+                self._step_event(self.epoch_n, self.steps,
+                                 None if loss is None else loss / self.replicas)
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.asynchronous:  # fit() has joined: every closure is done
+                while self.emitted < self.queued and self.poller.is_alive():
+                    time.sleep(0.005)
+            dt = time.time() - self.epoch_t0
+            self.final_loss = _loss(logs or {})
+            self.emit("epoch", epoch=epoch + 1, time_s=dt, loss=self.final_loss,
+                      steps=self.epoch_steps, samples_per_s=self._samples_per_s(self.epoch_steps, dt))
+            if self.eval_fn is not None:
+                t = time.time()
+                self.emit("eval", epoch=epoch + 1, **self.eval_fn())
+                self.eval_s += time.time() - t
+            self.last = time.time()
+
+        def on_train_end(self, logs=None):
+            total = time.time() - self.t0 - self.eval_s
+            if self.poller:
+                with self.cond:
+                    self.stop = True
+                    self.cond.notify()
+                self.poller.join(timeout=30)
+                self._drain()
+            self.emit("done", training_time_s=total,
+                      time_per_step_s=total / self.steps if self.steps else None,
+                      samples_per_s=self._samples_per_s(self.steps, total),
+                      final_loss=self.final_loss, steps=self.steps,
+                      asynchronous=bool(self.asynchronous))
+
+    TestbedCallback.__qualname__ = "TestbedCallback"
+    return TestbedCallback
+
+
+def __getattr__(name):  # PEP 562: build the Keras class on first use only
+    if name == "TestbedCallback":
+        globals()[name] = _callback_class()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
