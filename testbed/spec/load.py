@@ -87,6 +87,11 @@ def load_spec(path, overrides: Sequence[str] = ()) -> Experiment:
             text = handle.read()
     except OSError as exc:
         raise SpecError([SpecIssue(file, 1, "", f"cannot read the file: {exc.strerror}")]) from None
+    return load_spec_text(text, file, overrides)
+
+
+def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = ()) -> Experiment:
+    """load_spec for YAML text; `file` names it in FILE:LINE errors (testbed.api passes '<dict>')."""
     data, source = parse_yaml(text, file)
     issues = []
     for number, item in enumerate(overrides, 1):
