@@ -15,9 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from analysis import costmodel, tables
-from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG17, FigureSkipped,  # noqa: F401
+from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
                                 Palette, legend, log_if_wide, mbit, node_axis, palette_for,
-                                role_kind, save, series, style)
+                                plural, role_kind, save, series, style)
 from analysis.topology_figure import find_topology, layout, topology  # noqa: F401
 
 
@@ -281,6 +281,37 @@ def cost_model(exp, outdir: Path):
     return path, cmp
 
 
+# 9 ------------------------------------------------------------------------------------------
+def bleu(exp, outdir: Path):
+    """BLEU-1..4 on the held-out images vs epoch: one line per n, one panel per node count."""
+    b = tables.bleu_summary(exp.runs, exp.evals)
+    if b.empty:
+        raise FigureSkipped("no evaluation rows of ok runs in evals.csv (the caption model "
+                            "writes them when evaluation is on)")
+    pal = palette_for(exp)
+    nodes = sorted(b["hosts"].unique())
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, len(nodes), figsize=(5 * len(nodes) + 2, 4.6), sharey=True,
+                                 squeeze=False)
+        for ax, h in zip(axes[0], nodes):
+            rows = b[b["hosts"] == h]
+            for metric, r in rows.groupby("metric"):
+                ax.errorbar(r["epoch"], r["value_mean"], yerr=r["value_std"].fillna(0), marker="o",
+                            capsize=3, color=pal.colour("metric", metric),
+                            label=metric.replace("bleu", "BLEU-"))
+            ax.scatter(*THESIS_FIG14, marker="*", s=180, facecolors="none", edgecolors="black",
+                       zorder=3, label="thesis fig. 14: best BLEU-1, 0.578 at epoch 2")
+            ax.set_xticks(sorted(rows["epoch"].unique()))
+            ax.set_xlabel("epoch")
+            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max(), 'run')})")
+        axes[0][0].set_ylabel("BLEU on the held-out images")
+        axes[0][0].set_ylim(0, max(1.05 * b["value_mean"].max(), THESIS_FIG14[1] * 1.1))
+        legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.01, 0.5))
+        fig.suptitle("Caption quality per epoch: BLEU-1..4 (mean ± std over runs)", fontsize=13)
+        path = save(fig, outdir / "bleu.png")
+    return path, b
+
+
 # name -> (function, caption); the report shows them in this order.
 FIGURES = {
     "training_time": (training_time, "Training time vs number of nodes, one line per bandwidth "
@@ -300,4 +331,6 @@ FIGURES = {
                    "grows with N)."),
     "cost_model": (cost_model, "Alpha-beta cost model vs measurement (explains the trend of "
                    "thesis figures 15 and 18)."),
+    "bleu": (bleu, "BLEU-1 to BLEU-4 of the caption model on the held-out images after each "
+             "epoch, one panel per node count (reproduces thesis figure 14)."),
 }

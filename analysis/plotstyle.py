@@ -1,7 +1,7 @@
 """Shared plotting style: the one palette, font sizes, labels, saving, and FigureSkipped.
 
 ``Palette.colour(kind, value)`` is the single colour mapping: kind 'bw' (bits/s, ordered low
-to high on the plasma colormap), 'strategy' or 'role'.
+to high on the plasma colormap), 'strategy', 'role' or 'metric' (bleu1..bleu4).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from analysis import tables  # noqa: E402
 
 HTB_TCP_CEILING = 1448 / 1514   # TCP payload per full Ethernet frame with timestamps
 THESIS_FIG17 = (10e6, 9.75e6)   # thesis iperf check: 10 Mbit/s configured, 9.75 measured
+THESIS_FIG14 = (2, 0.578)        # thesis caption model: best BLEU-1, at epoch 2 (of 20)
 
 RC = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10,
       "ytick.labelsize": 10, "legend.fontsize": 10, "figure.dpi": 110,
@@ -26,6 +27,7 @@ RC = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labels
 STRATEGY_COLOURS = {"allreduce": "#1f77b4", "ps": "#d62728", "single": "#7f7f7f"}
 ROLE_COLOURS = {"chief": "#9467bd", "worker": "#1f77b4", "ps": "#d62728",
                 "single": "#7f7f7f", "switch": "#ff7f0e", "idle": "#c7c7c7"}
+METRIC_COLOURS = {"bleu1": "#1b3a6b", "bleu2": "#2c7fb8", "bleu3": "#41ae76", "bleu4": "#e6550d"}
 STRATEGY_STYLE = {"allreduce": ("o", "-"), "ps": ("s", "--"), "single": ("^", ":")}
 _EXTRA = ["#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
@@ -35,7 +37,7 @@ class FigureSkipped(Exception):
 
 
 class Palette:
-    """One colour per bandwidth (ordered low -> high) and per strategy / role."""
+    """One colour per bandwidth (ordered low -> high) and per strategy / role / metric."""
 
     def __init__(self, bandwidths):
         bws = sorted({float(b) for b in bandwidths if pd.notna(b)})
@@ -44,10 +46,10 @@ class Palette:
         self._bw = {b: matplotlib.colors.to_hex(cmap(p)) for b, p in zip(bws, pos)}
 
     def colour(self, kind: str, value) -> str:
-        """Colour for kind 'bw' (bits/s), 'strategy' or 'role'."""
+        """Colour for kind 'bw' (bits/s), 'strategy', 'role' or 'metric'."""
         if kind == "bw":
             return self._bw.get(float(value), "#333333")
-        table = STRATEGY_COLOURS if kind == "strategy" else ROLE_COLOURS
+        table = {"strategy": STRATEGY_COLOURS, "metric": METRIC_COLOURS}.get(kind, ROLE_COLOURS)
         if value not in table:
             return _EXTRA[sum(map(ord, str(value))) % len(_EXTRA)]
         return table[value]
@@ -65,6 +67,11 @@ def mbit(bps) -> str:
         if bps >= f:
             return f"{bps / f:g} {unit}"
     return f"{bps:g} bit/s"
+
+
+def plural(n, noun: str) -> str:
+    """'1 node', '2 nodes'."""
+    return f"{int(n)} {noun}{'' if int(n) == 1 else 's'}"
 
 
 def role_kind(label) -> str:

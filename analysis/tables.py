@@ -1,8 +1,9 @@
 """Read an experiment folder's result tables and derive the views the report shows.
 
 Only pandas; no root, no Mininet, no TensorFlow. Column names follow docs/contracts.md
-("Result tables"). ``runs.csv`` is required; ``checks.csv``, ``steps.csv`` and ``usage.csv``
-are optional and come back as empty frames with the right columns when absent.
+("Result tables"). ``runs.csv`` is required; ``checks.csv``, ``steps.csv``, ``usage.csv`` and ``evals.csv``
+are optional and come back as empty frames with the right columns when absent (only caption
+runs with evaluation on write ``evals.csv``, so its absence is not reported as missing).
 
 Conventions used by the derived tables:
 
@@ -34,6 +35,7 @@ STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "
                  "step", "time_s", "loss", "samples_per_s", "t"]
 USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes",
                  "tx_bytes", "rx_bytes"]
+EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
 
 OPTIONAL_TABLES = {"checks.csv": CHECKS_COLUMNS, "steps.csv": STEPS_COLUMNS,
                    "usage.csv": USAGE_COLUMNS}
@@ -46,6 +48,7 @@ _NUMERIC = {
     "checks.csv": ["configured_bps", "measured_bps", "ratio", "rtt_ms"],
     "steps.csv": ["task_index", "epoch", "step", "time_s", "loss", "samples_per_s", "t"],
     "usage.csv": ["t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"],
+    "evals.csv": ["epoch", "value"],
 }
 
 # Keys that identify one configuration; repeats of a configuration are averaged.
@@ -62,6 +65,7 @@ class Experiment:
     steps: pd.DataFrame
     usage: pd.DataFrame
     missing: list[str] = field(default_factory=list)  # optional files that were absent
+    evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVALS_COLUMNS))
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -94,7 +98,7 @@ def load_experiment(exp_dir) -> Experiment:
     names = runs["experiment"].dropna().unique()
     name = str(names[0]) if len(names) else exp_dir.name
     return Experiment(exp_dir, name, runs, tables["checks.csv"], tables["steps.csv"],
-                      tables["usage.csv"], missing)
+                      tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS))
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -226,6 +230,19 @@ def resource_summary(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> p
         mem_peak_bytes=("mem_peak_bytes", "max"),
         net_throughput_mean_bps=("net_throughput_mean_bps", "mean")).reset_index()
     return out[cols].sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+
+
+def bleu_summary(runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Per node count, metric and epoch: mean/std of the evaluation value over the ok runs
+    (repeats and any other swept axis), and how many runs that is (thesis fig. 14)."""
+    cols = ["hosts", "metric", "epoch", "n_runs", "value_mean", "value_std"]
+    df = evals.merge(ok_runs(runs)[["run_id", "hosts"]], on="run_id")
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    out = df.groupby(["hosts", "metric", "epoch"]).agg(
+        n_runs=("run_id", "nunique"), value_mean=("value", "mean"),
+        value_std=("value", "std")).reset_index()
+    return out[cols].sort_values(["hosts", "metric", "epoch"]).reset_index(drop=True)
 
 
 def iperf_checks(checks: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,8 @@ import pytest
 from analysis import figures, report, tables
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
-ALL_FIGURES = list(figures.FIGURES)
+CAPTION = FIXTURE.parent / "report_caption"  # made-up caption runs with evals.csv (figure 14)
+ALL_FIGURES = [n for n in figures.FIGURES if n != "bleu"]  # report_small has no evals.csv
 
 
 @pytest.fixture
@@ -300,3 +301,37 @@ def test_trend_says_when_the_machine_timers_were_late():
     ok = pd.DataFrame({"timer_max_ms": [3.0], "timer_p99_ms": [1.0]})
     assert "on time" in _timer_sentence(ok)[0]
     assert _timer_sentence(pd.DataFrame({"run_id": ["a"]})) == []
+
+
+def test_bleu_figure_and_table_from_evals(tmp_path, monkeypatch):
+    exp_dir = tmp_path / "caption"
+    shutil.copytree(CAPTION, exp_dir)
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    evals = pd.read_csv(exp_dir / "evals.csv")
+    ok = evals.merge(runs.loc[runs["status"] == "ok", ["run_id", "hosts"]], on="run_id")
+    assert len(ok) < len(evals)  # the failed run's rows are left out
+    want = ok.groupby(["hosts", "metric", "epoch"])["value"].agg(["mean", "std", "size"])
+
+    path, plotted = figures.bleu(tables.load_experiment(exp_dir), exp_dir / "figures")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 15_000
+    assert len(plotted) == len(want) == 2 * 4 * 3  # node counts x metrics x epochs
+    for _, r in plotted.iterrows():
+        w = want.loc[(r["hosts"], r["metric"], r["epoch"])]
+        assert r["value_mean"] == pytest.approx(w["mean"]) and r["n_runs"] == w["size"]
+        assert r["value_std"] == pytest.approx(w["std"], nan_ok=True)
+
+    _only_figures(monkeypatch, "bleu")
+    html = report.build_report(exp_dir).read_text()
+    assert "figures/bleu.png" in html and "reproduces thesis figure 14" in html
+    pd.testing.assert_frame_equal(pd.read_csv(exp_dir / "tables" / "bleu.csv"), plotted,
+                                  check_dtype=False)
+    best = want.loc[(1, "bleu1"), "mean"]
+    assert f"With 1 node the best BLEU-1 on the held-out images is {best.max():.3f}, after epoch " \
+           f"{best.idxmax()} of 3" in html
+
+
+def test_bleu_skipped_without_evals(built):
+    _, html_path = built
+    html = html_path.read_text()
+    assert "Figure <b>bleu</b> skipped: no evaluation rows" in html
+    assert "evals.csv is missing" not in html  # only caption runs write it
