@@ -55,7 +55,7 @@ def main() -> None:
                 spec = spec_for(rate, shaping, qdisc, switch, Path(tmp))
                 graph = build_graph(spec.topology)
                 with Network(graph, spec.topology) as net:
-                    ratios = [run_iperf(net, "h2", "h1", args.duration) / graph.links[0].params.bw
+                    ratios = [run_iperf(net.nodes["h2"], net.nodes["h1"], args.duration) / graph.links[0].params.bw
                               for _ in range(args.repeats)]
                 print(f"{rate:>8} {shaping:>7} {qdisc:>5} {switch:>11}  "
                       + " ".join(f"{r:.3f}" for r in ratios) + f"  {max(ratios):.3f}", flush=True)

@@ -1,11 +1,14 @@
-"""iperf3 and ping checks between host pairs -> one row per check."""
+"""iperf3 and ping checks between host pairs -> one row per check. Runs through the node interface."""
 from __future__ import annotations
 
 import json
 import math
 import re
+import subprocess
 import time
 from collections import deque
+
+from testbed.nodes.base import NodeError
 
 IPERF_PORT = 5201
 
@@ -64,15 +67,17 @@ def judge(configured: int | None, measured: float, tolerance: float) -> tuple[fl
     return ratio, (1 - tolerance) <= ratio <= (1 + tolerance)
 
 
-def run_iperf(net, client: str, server: str, duration: float) -> float:
-    srv = net.popen(server, ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)],
-                    stdout=open("/dev/null", "w"), stderr=open("/dev/null", "w"))
+def run_iperf(client, server, duration: float) -> float:
+    """TCP goodput (bits/s) from node `client` to node `server`, measured by iperf3 -J."""
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], env=server.env({}),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(50):   # wait until the server listens
-            if f":{IPERF_PORT}" in net.cmd(server, f"ss -Hltn sport = :{IPERF_PORT}"):
+            if f":{IPERF_PORT}" in server.run(["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=10):
                 break
             time.sleep(0.1)
-        out = net.cmd(client, f"iperf3 -c {net.ip(server)} -p {IPERF_PORT} -t {duration:g} -J")
+        out = client.run(["iperf3", "-c", server.address, "-p", str(IPERF_PORT), "-t", f"{duration:g}", "-J"],
+                         timeout=duration + 30)
         return parse_iperf3(out[out.find("{"):])
     finally:
         srv.kill()
@@ -86,10 +91,13 @@ def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=l
     for client, server in check_pairs(names, checks_spec.pairs):
         configured = path_bandwidth(graph, client, server)
         base = dict(experiment=experiment, run_id=run_id, src=client, dst=server, configured_bps=configured)
+        src, dst = net.nodes[client], net.nodes[server]
         if checks_spec.ping:
-            net.cmd(client, f"ping -c 1 -W 2 -q {net.ip(server)}")   # ARP and switch learning first
-            out = net.cmd(client, f"ping -c 5 -i 0.2 -W 2 -q {net.ip(server)}")
-            rtt, loss = parse_ping(out)
+            try:
+                src.run(["ping", "-c", "1", "-W", "2", "-q", dst.address])   # ARP and switch learning first
+                rtt, loss = parse_ping(src.run(["ping", "-c", "5", "-i", "0.2", "-W", "2", "-q", dst.address]))
+            except NodeError:
+                rtt, loss = math.nan, 100.0
             # Reachability is what must hold; loss is recorded (a stalling VM or netem loss causes it).
             rows.append(dict(base, tool="ping", measured_bps=math.nan, ratio=math.nan, rtt_ms=rtt,
                              passed=loss < 100, detail=f"{loss:g}% loss"))
@@ -98,14 +106,14 @@ def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=l
             try:
                 readings = []
                 for _ in range(checks_spec.attempts):
-                    readings.append(run_iperf(net, client, server, checks_spec.duration))
+                    readings.append(run_iperf(src, dst, checks_spec.duration))
                     ratio, passed = judge(configured, max(readings), checks_spec.tolerance)
                     if passed:
                         break
                 measured = max(readings)
                 detail = (f"tolerance {checks_spec.tolerance:g}, best of "
                           + ", ".join(f"{r / 1e6:.2f}" for r in readings) + " Mbit/s")
-            except (RuntimeError, ValueError, KeyError) as err:
+            except (RuntimeError, ValueError, KeyError) as err:   # NodeError is a RuntimeError
                 measured, ratio, passed, detail = math.nan, math.nan, False, str(err)[:200]
             rows.append(dict(base, tool="iperf3", measured_bps=measured, ratio=ratio, rtt_ms=math.nan,
                              passed=passed, detail=detail))

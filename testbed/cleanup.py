@@ -1,8 +1,8 @@
 """Know what a run created, so it can be removed after success, failure, Ctrl-C or a crash.
 
-Before the testbed creates a bridge, interface, cgroup or process, it records it in a state
-file under /run/dltestbed/. `teardown` of a live run and `cleanup` after a killed one both
-remove exactly what was recorded, plus OVS rows tagged as the testbed's own."""
+Before the testbed creates a bridge, interface, cgroup, container or process, it records it in a
+state file under /run/dltestbed/. `teardown` of a live run and `cleanup` after a killed one both
+remove exactly what was recorded, plus OVS rows tagged and containers labelled as the testbed's own."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,8 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from testbed.nodes import cgroups
 
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
 OVS_TAG = ("external_ids", "dltestbed", "1")
@@ -26,7 +28,9 @@ class State:
     linux_bridges: list[str] = field(default_factory=list)
     interfaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
-    cgroups: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)       # cgroup-tools names (state files of older versions)
+    cgroup_dirs: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)    # docker container names
     sysctls: dict[str, str] = field(default_factory=dict)   # name -> value to restore
 
 
@@ -89,7 +93,7 @@ def _link_exists(name: str) -> bool:
 
 
 def remove_state(state: State) -> list[str]:
-    actions = kill_processes(state.pids)
+    actions = kill_processes(state.pids) + remove_containers(state.containers)
     for br in state.bridges:
         if _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0 and _link_exists(br):
             _run("ip", "link", "del", br)
@@ -106,10 +110,43 @@ def remove_state(state: State) -> list[str]:
     for cg in state.cgroups:
         if _run("cgdelete", "-r", cg).returncode == 0:
             actions.append(f"deleted cgroup {cg}")
+    for d in state.cgroup_dirs:
+        if Path(d).exists() and cgroups.remove(Path(d)):
+            actions.append(f"deleted cgroup {d}")
     for name, value in state.sysctls.items():
         _run("sysctl", "-qw", f"{name}={value}")
         actions.append(f"restored sysctl {name}={value}")
     return actions
+
+
+def _docker():
+    """A Docker client when the engine is installed and answering, else None (nothing to remove then)."""
+    from testbed.nodes import dockerd
+    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+        return None
+    return dockerd.client()
+
+
+def remove_containers(names) -> list[str]:
+    client = _docker() if names else None
+    actions = []
+    for name in names if client else []:
+        try:
+            client.containers.get(name).remove(force=True)
+            actions.append(f"removed container {name}")
+        except Exception:  # noqa: BLE001 - already gone (docker.errors.NotFound) or the engine went away
+            pass
+    return actions
+
+
+def destroy_labelled_containers(force: bool = False) -> list[str]:
+    """Node containers (labelled dltestbed.host) whose run is over (all of them with force=True)."""
+    client = _docker()
+    if client is None:
+        return []
+    stale = [c.name for c in client.containers.list(all=True, filters={"label": ["dltestbed=1", "dltestbed.host"]})
+             if force or not _owner_alive(int(c.labels.get("dltestbed.owner", "0") or 0))]
+    return remove_containers(stale)
 
 
 def ovs_running() -> bool:
@@ -133,12 +170,15 @@ def destroy_tagged_ovs_rows() -> list[str]:
     return actions
 
 
-def _owner_alive(state: State) -> bool:
+def _owner_alive(pid: int) -> bool:
+    """The run's process still exists and is still a testbed process (not a reused pid)."""
+    if pid <= 0:
+        return False
     try:
-        os.kill(state.owner_pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return "run_experiment" in _cmdline(state.owner_pid) or "pytest" in _cmdline(state.owner_pid)
+    return "run_experiment" in _cmdline(pid) or "pytest" in _cmdline(pid)
 
 
 def cleanup(force: bool = False) -> list[str]:
@@ -151,12 +191,13 @@ def cleanup(force: bool = False) -> list[str]:
             except (OSError, ValueError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
-            if _owner_alive(state) and not force:
+            if _owner_alive(state.owner_pid) and not force:
                 actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive")
                 continue
             actions += remove_state(state)
             path.unlink(missing_ok=True)
     actions += kill_processes(_pids_matching("workloads/train.py"))
+    actions += destroy_labelled_containers(force)
     actions += destroy_tagged_ovs_rows()
     return actions
 

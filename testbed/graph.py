@@ -21,6 +21,9 @@ class HostNode:
     ip: str  # "10.0.0.1"; the subnet is PREFIX_LEN bits
     cpu: float | None = None  # fraction of the whole machine
     memory: int | None = None  # bytes
+    kind: str = "netns"       # a registered node kind (testbed.nodes)
+    image: str | None = None  # docker: the container image (None: the project's worker image)
+    key: str = "topology.host"  # key path of the host's own settings, for error messages
 
     @property
     def cidr(self) -> str:
@@ -64,8 +67,10 @@ def build_graph(topology: Topology) -> Graph:
 
 
 def _host(topology: Topology, name: str, index: int) -> HostNode:
+    from testbed.nodes import DEFAULT_KIND
     conf = topology.host_conf(name)
-    return HostNode(name, f"10.0.0.{index}", conf.cpu, conf.memory)
+    return HostNode(name, f"10.0.0.{index}", conf.cpu, conf.memory, conf.kind or DEFAULT_KIND, conf.image,
+                    topology.host_own(name)[0])
 
 
 def _switches(count: int) -> list[str]:

@@ -1,40 +1,19 @@
 """Per-node resource sampling while a run trains -> usage rows and per-run summaries.
 
-A node is a network namespace: its processes are those whose /proc/PID/ns/net is the node's,
-and its traffic is the interface counters of that namespace (/proc/<node pid>/net/dev)."""
+Counters come from the node interface (`Node.usage`), asked once per kind per sample, so the
+monitor works the same for every node kind; CPU % is the change of CPU seconds over wall time."""
 from __future__ import annotations
 
-import os
 import threading
 import time
-
-import psutil
-
-
-def netns_inode(pid: int) -> int:
-    return os.stat(f"/proc/{pid}/ns/net").st_ino
-
-
-def namespace_counters(pid: int) -> tuple[int, int]:
-    """(tx_bytes, rx_bytes) summed over the namespace's interfaces except loopback."""
-    tx = rx = 0
-    with open(f"/proc/{pid}/net/dev") as fh:
-        for line in fh.readlines()[2:]:
-            name, data = line.split(":", 1)
-            if name.strip() == "lo":
-                continue
-            fields = data.split()
-            rx += int(fields[0])
-            tx += int(fields[8])
-    return tx, rx
 
 
 class Monitor:
     """Samples every node at `interval` seconds in a background thread.
 
-    `nodes` maps node name -> (pid of a process in its namespace, role label)."""
+    `nodes` maps node name -> (Node, role label)."""
 
-    def __init__(self, nodes: dict[str, tuple[int, str]], interval: float, experiment: str, run_id: str):
+    def __init__(self, nodes: dict, interval: float, experiment: str, run_id: str):
         self.nodes = nodes
         self.interval = interval
         self.base = dict(experiment=experiment, run_id=run_id)
@@ -43,8 +22,7 @@ class Monitor:
         self.wall_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
-        self._procs: dict[int, psutil.Process] = {}
-        self._inodes = {name: netns_inode(pid) for name, (pid, _) in nodes.items()}
+        self._last: dict[str, tuple[float, float]] = {}   # node -> (t, cpu seconds) of the previous sample
 
     def __enter__(self) -> "Monitor":
         self._t0 = time.monotonic()
@@ -65,40 +43,27 @@ class Monitor:
                 self.sample()
                 return
 
-    def _members(self) -> dict[int, list[psutil.Process]]:
-        """Processes grouped by network-namespace inode (cached so cpu_percent has a baseline)."""
-        groups: dict[int, list[psutil.Process]] = {}
-        wanted = set(self._inodes.values())
-        for pid in psutil.pids():
-            try:
-                inode = netns_inode(pid)
-            except OSError:
-                continue
-            if inode in wanted:
-                proc = self._procs.get(pid)
-                if proc is None:
-                    proc = self._procs[pid] = psutil.Process(pid)
-                    proc.cpu_percent(None)
-                groups.setdefault(inode, []).append(proc)
-        return groups
-
     def sample(self) -> None:
+        by_kind: dict[type, list] = {}
+        for node, _ in self.nodes.values():
+            by_kind.setdefault(type(node), []).append(node)
         t = time.monotonic() - self._t0
-        groups = self._members()
-        for name, (pid, role) in self.nodes.items():
-            cpu = rss = 0.0
-            for proc in groups.get(self._inodes[name], []):
-                try:
-                    cpu += proc.cpu_percent(None)
-                    rss += proc.memory_info().rss
-                except psutil.Error:
-                    continue
-            try:
-                tx, rx = namespace_counters(pid)
-            except OSError:
+        counters = {}
+        for kind, members in by_kind.items():
+            counters.update(kind.usage(members))
+        for name, (node, role) in self.nodes.items():
+            if name not in counters:
                 continue
-            self.rows.append(dict(self.base, node=name, role=role, t=round(t, 3), cpu_pct=round(cpu, 2),
-                                  rss_bytes=int(rss), tx_bytes=tx, rx_bytes=rx))
+            u = counters[name]
+            self.rows.append(dict(self.base, node=name, role=role, t=round(t, 3),
+                                  cpu_pct=round(self._cpu_pct(name, t, u.cpu_s), 2), rss_bytes=int(u.rss_bytes),
+                                  tx_bytes=u.tx_bytes, rx_bytes=u.rx_bytes))
+
+    def _cpu_pct(self, name: str, t: float, cpu_s: float) -> float:
+        """% of one core since the previous sample (0 for the first; never negative when a process ended)."""
+        last_t, last_cpu = self._last.get(name, (t, cpu_s))
+        self._last[name] = (t, cpu_s)
+        return max(0.0, 100.0 * (cpu_s - last_cpu) / (t - last_t)) if t > last_t else 0.0
 
     @property
     def overhead_pct(self) -> float:

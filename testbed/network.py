@@ -1,8 +1,10 @@
-"""Spec graph -> running Mininet network. The one place that touches Mininet."""
+"""Spec graph -> running network: switches and links on Mininet, nodes of any kind on them.
+
+The one place that touches Mininet. Nodes come from the kind registry (testbed.nodes); this module
+never asks which kind a node is."""
 from __future__ import annotations
 
 import fcntl
-import functools
 import logging
 import os
 import subprocess
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from testbed import shaping
 from testbed.cleanup import STATE_DIR, Registry, ovs_running
+from testbed.nodes import node_class
 
 log = logging.getLogger("testbed.network")
 
@@ -93,45 +96,24 @@ class RunLock:
         os.close(self._fd)
 
 
-@functools.lru_cache(maxsize=None)
-def _limited_host_class():
-    """Mininet's CPULimitedHost (cpu cgroup, fraction of the whole machine) plus a memory cgroup."""
-    from mininet.node import CPULimitedHost
-
-    class LimitedHost(CPULimitedHost):
-        def __init__(self, name, memory=None, **kwargs):
-            super().__init__(name, **kwargs)
-            self.memory = memory
-            if memory is not None:
-                subprocess.run(["cgcreate", "-g", f"memory:/{name}"], check=True)
-                subprocess.run(["cgset", "-r", f"memory.limit_in_bytes={memory}", f"/{name}"], check=True)
-                subprocess.run(["cgclassify", "-g", f"memory:/{name}", str(self.pid)], check=True)
-
-        def popen(self, *args, **kwargs):
-            if self.memory is not None:
-                kwargs.setdefault("mncmd", ["cgexec", "-g", f"memory:/{self.name}",
-                                            "mnexec", "-g", self.name, "-da", str(self.pid)])
-            return super().popen(*args, **kwargs)
-
-        def cleanup(self):
-            super().cleanup()
-            if self.memory is not None:
-                subprocess.run(["cgdelete", "-r", f"memory:/{self.name}"], capture_output=True)
-
-    return LimitedHost
+def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
+    """(key, message) per problem that stops the graph's nodes from starting here, asked of each kind."""
+    by_kind: dict[str, list] = {}
+    for h in graph.hosts:
+        by_kind.setdefault(h.kind, []).append(h)
+    return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress)]
 
 
 class Network:
-    """Context manager that brings a Graph up with Mininet and always tears it down.
+    """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node."""
 
-    `hosts[name]` is the Mininet host; `popen(host, cmd)` starts a recorded process in it."""
-
-    def __init__(self, graph, topology):
+    def __init__(self, graph, topology, progress=lambda msg: None):
         self.graph = graph
         self.topology = topology
+        self.progress = progress
         self.datapath = None
         self.notes: list[str] = []
-        self.hosts = {}
+        self.nodes = {}
         self._net = None
         self._lock = RunLock()
         self._registry = None
@@ -154,6 +136,8 @@ class Network:
                     self._net.stop()
                 except Exception as err:  # noqa: BLE001 - the registry below removes the rest
                     log.warning("mininet stop failed: %s", err)
+            for node in self.nodes.values():
+                node.stop()
             if self._registry is not None:
                 for action in self._registry.release():
                     log.debug("teardown: %s", action)
@@ -168,10 +152,14 @@ class Network:
         kind = self.topology.switch.kind
         self._check_free_names()
         switch_cls = self._switch_class(kind)
+        self.nodes = {h.name: node_class(h.kind)(h, self._registry) for h in self.graph.hosts}
+        for node in self.nodes.values():
+            node.prepare(self.progress)
         self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
                             autoStaticArp=False, waitConnected=False)
         for h in self.graph.hosts:
-            self._net.addHost(h.name, ip=f"{h.ip}/24", **self._host_params(h))
+            cls, params = self.nodes[h.name].mininet_host()
+            self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
         for s in self.graph.switches:
             self._registry.add("bridges" if kind == "ovs" else "linux_bridges", s.name)
             self._net.addSwitch(s.name, cls=switch_cls, dpid=f"{s.dpid:016x}")
@@ -179,10 +167,9 @@ class Network:
             self._net.addLink(e.a, e.b)
         self._registry.add("interfaces", *self._root_interfaces())
         self._net.build()
-        self.hosts = {h.name: self._net.get(h.name) for h in self.graph.hosts}
         self._registry.add("pids", *(n.pid for n in self._net.hosts + self._net.switches if n.pid))
-        self._registry.add("cgroups", *(f"cpu,cpuacct,cpuset:/{h.name}" for h in self.graph.hosts
-                                         if h.cpu is not None or h.memory is not None))
+        for name, node in self.nodes.items():
+            node.attach(self._net.get(name))
         if kind == "linuxbridge":
             self._allow_bridged_traffic()
         self._net.start()
@@ -205,13 +192,6 @@ class Network:
         self.notes.append(f"switches: Open vSwitch, {self.datapath} datapath"
                           + (" (no kernel module: TX checksum offload off on links)" if self.datapath == "user" else ""))
         return partial(OVSBridge, datapath=self.datapath)
-
-    def _host_params(self, h) -> dict:
-        if h.cpu is None and h.memory is None:
-            return {}
-        if h.memory is not None:
-            self._registry.add("cgroups", f"memory:/{h.name}")
-        return {"cls": _limited_host_class(), "cpu": h.cpu if h.cpu is not None else -1, "memory": h.memory}
 
     def _root_interfaces(self) -> list[str]:
         """Interfaces that live in the root namespace: every switch-side link end."""
@@ -274,16 +254,3 @@ class Network:
         proc = subprocess.run(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise NetworkError(f"OVS QoS on {port} failed: {proc.stderr.strip()}")
-
-    # use -----------------------------------------------------------------------------------
-    def popen(self, host: str, cmd: list[str], **kwargs) -> subprocess.Popen:
-        """Start `cmd` inside host's namespace; the process is recorded for cleanup."""
-        proc = self.hosts[host].popen(cmd, **kwargs)
-        self._registry.add("pids", proc.pid)
-        return proc
-
-    def cmd(self, host: str, command: str) -> str:
-        return self.hosts[host].cmd(command)
-
-    def ip(self, host: str) -> str:
-        return self.hosts[host].IP()

@@ -13,20 +13,22 @@ from testbed import results, shaping
 from testbed.checks import failure_reason, run_checks
 from testbed.hosthealth import describe, healthy, timer_overshoot
 from testbed.monitor import Monitor, summarize
-from testbed.network import Network, NetworkError, port_problems
+from testbed.network import Network, NetworkError, node_problems, port_problems
+from testbed.nodes.base import NodeError
 from testbed.roles import PlacementError, assign_tasks, final_tasks
 from testbed.spec import SpecError, SpecIssue, build_graph
 from testbed.training import Training
 from testbed.spec.units import format_bandwidth
 
 
-def preflight(exp, points) -> None:
-    """Everything that can be refused without touching the machine, for every point at once."""
+def preflight(exp, points, progress=lambda msg: None) -> None:
+    """Everything that can be refused before a network exists, for every point at once."""
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
         spec = point.spec
         graph = build_graph(spec.topology)
-        problems = shaping.capability_problems(spec.topology, graph) + port_problems(spec.topology, graph)
+        problems = (shaping.capability_problems(spec.topology, graph) + port_problems(spec.topology, graph)
+                    + node_problems(graph, progress))
         try:
             assign_tasks(spec.workload, [h.name for h in graph.hosts])
         except PlacementError as err:
@@ -60,7 +62,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     results.write_json(folder / "topology.json", topology_document(graph, tasks))
     bw = link_bandwidth(graph)
     row = dict(experiment=spec.name, run_id=point.run_id, repeat=point.repeat, **point.params,
-               hosts=len(graph.hosts), bw_bps=bw, bw=format_bandwidth(bw) if bw else "unshaped",
+               hosts=len(graph.hosts), node_kinds="+".join(sorted({h.kind for h in graph.hosts})), bw_bps=bw, bw=format_bandwidth(bw) if bw else "unshaped",
                strategy=spec.workload.strategy, model=spec.workload.model,
                workers=sum(t.task_type in ("worker", "single") for t in tasks),
                servers=sum(t.task_type == "ps" for t in tasks),
@@ -69,7 +71,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     started = time.monotonic()
     check_rows, step_rows, usage_rows, eval_rows = [], [], [], []
     try:
-        with Network(graph, spec.topology) as net:
+        with Network(graph, spec.topology, progress) as net:
             for note in net.notes:
                 progress(note)
             if spec.checks.iperf or spec.checks.ping:
@@ -94,7 +96,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
             if not outcome.ok:
                 raise RunFailed(outcome.reason)
         row.update(status="ok", reason="")
-    except (RunFailed, NetworkError) as err:
+    except (RunFailed, NetworkError, NodeError) as err:
         row.update(status="failed", reason=str(err))
     except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
         row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
@@ -117,7 +119,7 @@ def _monitor(net, spec, tasks, run_id):
     if not spec.monitor.enabled:
         return contextlib.nullcontext()
     roles = topology_roles(tasks)
-    nodes = {name: (host.pid, roles.get(name, "idle")) for name, host in net.hosts.items()}
+    nodes = {name: (node, roles.get(name, "idle")) for name, node in net.nodes.items()}
     return Monitor(nodes, spec.monitor.interval, spec.name, run_id)
 
 
@@ -132,7 +134,8 @@ def topology_roles(tasks) -> dict[str, str]:
 def topology_document(graph, tasks) -> dict:
     roles = topology_roles(tasks)
     return {
-        "hosts": [{"name": h.name, "ip": h.ip, "role": roles.get(h.name, "idle")} for h in graph.hosts],
+        "hosts": [{"name": h.name, "ip": h.ip, "kind": h.kind, "role": roles.get(h.name, "idle")}
+                  for h in graph.hosts],
         "switches": [{"name": s.name} for s in graph.switches],
         "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}
                   for e in graph.links],

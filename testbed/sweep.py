@@ -41,7 +41,7 @@ def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = F
               console: Console | None = None) -> SweepSummary:
     console = console or Console(stderr=True)
     points = expand_points(exp)
-    preflight(exp, points)
+    preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))
     skip = completed_ids(exp_dir, retry_failed)
     todo = [p for p in points if p.run_id not in skip]
     summary = SweepSummary(skipped=[p.run_id for p in points if p.run_id in skip])

@@ -1,11 +1,9 @@
-"""Start the training tasks on the emulated hosts, supervise them, collect their JSON events."""
+"""Start the training tasks on the nodes (any kind), supervise them, collect their JSON events."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +71,7 @@ class Training:
         self.procs: dict[Task, subprocess.Popen] = {}
 
     def run(self) -> Outcome:
-        ips = {t.host: self.net.ip(t.host) for t in self.tasks}
+        ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
         job_path = self.run_dir / "job.json"
         job_path.write_text(json.dumps(job_document(self.workload, cluster_spec(self.tasks, ips)), indent=2))
         try:
@@ -86,12 +84,13 @@ class Training:
         return Outcome(ok, reason, events)
 
     def _start(self, task: Task, job_path: Path) -> subprocess.Popen:
-        cmd = [sys.executable, "-u", str(TRAIN_PY), "--job", str(job_path), "--task-type", task.task_type,
+        node = self.net.nodes[task.host]
+        cmd = [node.python, "-u", str(TRAIN_PY), "--job", node.stage(job_path), "--task-type", task.task_type,
                "--task-index", str(task.index), "--host", task.host]
-        env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+        env = node.env({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"})
         stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", "w")
         stderr = open(self.run_dir / f"{task.log_stem}.log", "w")
-        proc = self.net.popen(task.host, cmd, stdout=stdout, stderr=stderr, env=env, cwd=str(REPO))
+        proc = node.popen(cmd, cwd=str(REPO), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
         stdout.close()
         stderr.close()
         return proc

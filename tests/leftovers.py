@@ -5,11 +5,20 @@ import subprocess
 from pathlib import Path
 
 MARKERS = ("mininet:", "workloads/train.py", "iperf3")
+CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
 def _out(*cmd: str) -> str:
     proc = subprocess.run(list(cmd), capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else ""
+
+
+def containers() -> set[str]:
+    """Node containers of the testbed (none when the Docker engine is not running)."""
+    from testbed.nodes import dockerd
+    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+        return set()
+    return {c.name for c in dockerd.client().containers.list(all=True, filters={"label": ["dltestbed=1", "dltestbed.host"]})}
 
 
 def snapshot() -> dict[str, set[str]]:
@@ -31,7 +40,8 @@ def snapshot() -> dict[str, set[str]]:
         "qos": set(_out("ovs-vsctl", "--timeout=3", "--bare", "--columns=_uuid", "list", "qos").split()),
         "queues": set(_out("ovs-vsctl", "--timeout=3", "--bare", "--columns=_uuid", "list", "queue").split()),
         "processes": procs,
-        "cgroups": {p.name for p in Path("/sys/fs/cgroup/cpu").glob("h*")} if Path("/sys/fs/cgroup/cpu").exists() else set(),
+        "cgroups": {str(d) for sub in CGROUP_SUBTREES if sub.exists() for d in sub.iterdir() if d.is_dir()},
+        "containers": containers(),
     }
 
 

@@ -15,9 +15,15 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Fie
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.spec.units as units
-from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path
+from testbed.nodes import DEFAULT_KIND, kind_names
+from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
 NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
+# Docker's image reference grammar: [registry[:port]/]path[:tag][@digest], path components lowercase.
+IMAGE_REFERENCE = (r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+                   r"(?::[0-9]+)?|localhost(?::[0-9]+)?)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+                   r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),
@@ -101,6 +107,21 @@ def check_node_name(value: object) -> str:
     raise ValueError(f"{problem}: use 1-8 lowercase letters or digits starting with a letter; {why}")
 
 
+def check_image(value: object) -> str:
+    """A Docker image reference such as debian:bookworm or registry:5000/team/worker:1.0."""
+    if isinstance(value, str) and len(value) <= 255 and re.fullmatch(IMAGE_REFERENCE, value):
+        return value
+    raise ValueError(f"{value!r} is not a valid image reference: [registry/]name[:tag][@digest] with a "
+                     "lowercase name, e.g. dltestbed-worker:latest or debian:bookworm")
+
+
+def check_kind(value: object) -> str:
+    if value in kind_names():
+        return value
+    hint = suggest(value, kind_names()) if isinstance(value, str) else ""
+    raise ValueError(f"unknown node kind {value!r} (known kinds: {', '.join(kind_names())}){hint}")
+
+
 def check_experiment_name(value: object) -> str:
     if isinstance(value, str) and re.fullmatch(EXPERIMENT_NAME, value):
         return value
@@ -120,6 +141,8 @@ Percent = _quantity(float, units.parse_percent, units.format_percent, ["%"], "0.
 NodeName = Annotated[str, BeforeValidator(check_node_name),
                      WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
 Count = Annotated[int, Field(ge=1)]
+Kind = Annotated[str, BeforeValidator(check_kind), WithJsonSchema({"enum": kind_names()})]
+Image = Annotated[str, BeforeValidator(check_image), WithJsonSchema({"type": "string", "pattern": IMAGE_REFERENCE})]
 
 
 def _count_or_list(value: Any) -> str:
@@ -160,8 +183,11 @@ class SwitchConf(Strict):
 
 
 class HostConf(Strict):
-    """Resource limits of a host. cpu is a fraction of the WHOLE machine (0 < cpu <= 1)."""
+    """A host's kind and resource limits. cpu is a fraction of the WHOLE machine (0 < cpu <= 1)."""
 
+    kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
+    image: Image | None = Field(None, description="container image of a docker node "
+                                "(default: the project's worker image, built here)")
     cpu: Annotated[float, Field(gt=0, le=1)] | None = None
     memory: Size | None = None
 
@@ -171,7 +197,7 @@ class HostConf(Strict):
 
 
 class HostItem(HostConf):
-    """A host of a custom topology; unset cpu/memory inherit topology.host."""
+    """A host of a custom topology; unset kind/image/cpu/memory inherit topology.host."""
 
     name: NodeName
 
@@ -223,12 +249,17 @@ class Topology(Strict):
             return len(self.switches)
         return (self.switches or 2) if self.template == "linear" else 1
 
-    def host_conf(self, name: str) -> HostConf:
-        """Resolved cpu/memory of one host (defaults + per-host override)."""
+    def host_own(self, name: str) -> tuple[str, HostConf | None]:
+        """(key path, settings) a host has of its own: its item (custom) or override, else none."""
         if isinstance(self.hosts, list):
-            item = next((h for h in self.hosts if h.name == name), None)
-            return self.host.merged(item)
-        return self.host.merged(self.host_overrides.get(name))
+            return next((f"topology.hosts[{i}]", h) for i, h in enumerate(self.hosts) if h.name == name)
+        if name in self.host_overrides:
+            return f"topology.host_overrides.{name}", self.host_overrides[name]
+        return "topology.host", None
+
+    def host_conf(self, name: str) -> HostConf:
+        """Resolved kind/image/cpu/memory of one host (defaults + its own settings)."""
+        return self.host.merged(self.host_own(name)[1])
 
 
 class PsConf(Strict):

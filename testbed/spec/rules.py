@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.spec.keypaths import suggest
+from testbed.nodes import DEFAULT_KIND
+from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
 MAX_HOSTS = 254
@@ -31,7 +32,7 @@ def topology_problems(topo: Topology) -> list[Problem]:
     shape = _shape_problems(topo)
     if shape:
         return shape
-    problems = _shaping_problems(topo) + _link_param_problems(topo)
+    problems = _shaping_problems(topo) + _link_param_problems(topo) + _image_problems(topo)
     if topo.template == "custom":
         problems += _custom_problems(topo)
     else:
@@ -96,6 +97,21 @@ def _link_param_problems(topo: Topology) -> list[Problem]:
                                topo.bottleneck)
     for i, item in enumerate(topo.links or []):
         out += _jitter_problem(topo.link.merged(item), ("topology", "links", i), item)
+    return out
+
+
+def _image_problems(topo: Topology) -> list[Problem]:
+    """An image only means something on a docker node."""
+    kinds = {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
+    out = []
+    if topo.host.image is not None and "docker" not in kinds.values():
+        out.append(Problem(("topology", "host", "image"), "image is for docker nodes, and no host is "
+                           "kind docker (set kind: docker)", ("topology.host.kind",)))
+    for name, kind in kinds.items():
+        key, own = topo.host_own(name)
+        if own is not None and own.image is not None and kind != "docker":
+            out.append(Problem(parse_path(key) + ("image",), f"image is for docker nodes, and {name} is "
+                               f"kind {kind} (set kind: docker)", ("topology.host.kind",)))
     return out
 
 

@@ -1,5 +1,4 @@
-"""Per-host CPU and memory limits enforced by cgroups on real Mininet hosts."""
-import subprocess
+"""Per-host CPU and memory limits enforced by the testbed's cgroups (v1 here) on real Mininet hosts."""
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ BUSY = ("import time\nend = time.monotonic() + 2\nn = 0\n"
 def busy_loop_iterations(net, host: str) -> int:
     """Work a 2-second busy loop gets done inside `host` (work, not CPU accounting: on a VM whose
     host steals time the kernel charges stolen time to the running task)."""
-    proc = net.popen(host, [sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+    proc = net.nodes[host].popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
     return int(out)
 
@@ -38,13 +37,14 @@ def test_cpu_fraction_of_whole_machine_and_memory_limit(tmp_path, root, no_lefto
     path.write_text(SPEC)
     spec = load_spec(path)
     with Network(build_graph(spec.topology), spec.topology) as net:
-        quota = int(Path("/sys/fs/cgroup/cpu/h1/cpu.cfs_quota_us").read_text())
-        period = int(Path("/sys/fs/cgroup/cpu/h1/cpu.cfs_period_us").read_text())
+        quota = int(Path("/sys/fs/cgroup/cpu/dltestbed/h1/cpu.cfs_quota_us").read_text())
+        period = int(Path("/sys/fs/cgroup/cpu/dltestbed/h1/cpu.cfs_period_us").read_text())
         limited, unlimited = (busy_loop_iterations(net, h) for h in ("h1", "h2"))
-        limit = int(Path("/sys/fs/cgroup/memory/h1/memory.limit_in_bytes").read_text())
-        small = net.popen("h1", [sys.executable, "-c", "b = bytearray(16 * 2**20)"]).wait(timeout=60)
-        big = net.popen("h1", [sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
-                        stderr=subprocess.DEVNULL).wait(timeout=60)
+        limit = int(Path("/sys/fs/cgroup/memory/dltestbed/h1/memory.limit_in_bytes").read_text())
+        h1 = net.nodes["h1"]
+        small = h1.popen([sys.executable, "-c", "b = bytearray(16 * 2**20)"]).wait(timeout=60)
+        big = h1.popen([sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
+                       stderr=subprocess.DEVNULL).wait(timeout=60)
     cores = len(__import__("os").sched_getaffinity(0))
     assert quota == round(0.1 * cores * period), "a tenth of the WHOLE machine, as Mininet counts it"
     # The loop held to a tenth of the machine (a fifth of one core here) gets far less done than the

@@ -64,7 +64,7 @@ def test_above_one_gbit_is_not_capped(tmp_path, root, no_leftovers):
     spec = _spec(tmp_path, STAR.format(bw="5gbit", shaping="tc", kind="ovs"))
     graph = build_graph(spec.topology)
     with Network(graph, spec.topology) as net:
-        out = net.cmd("h1", "tc class show dev h1-eth0")
+        out = net.nodes["h1"].run(["tc", "class", "show", "dev", "h1-eth0"])
     assert "rate 5Gbit" in out, out
 
 
@@ -73,7 +73,7 @@ def test_tbf_qdisc_shapes_too(tmp_path, root, no_leftovers):
     spec = _spec(tmp_path, body)
     graph = build_graph(spec.topology)
     with Network(graph, spec.topology) as net:
-        assert "tbf" in net.cmd("h1", "tc qdisc show dev h1-eth0")
+        assert "tbf" in net.nodes["h1"].run(["tc", "qdisc", "show", "dev", "h1-eth0"])
         rows = run_checks(net, graph, spec.checks, spec.name, "r0")
     iperf = next(r for r in rows if r["tool"] == "iperf3")
     assert iperf["ratio"] <= 1.0, iperf
@@ -130,4 +130,4 @@ def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
     with Network(build_graph(spec.topology), spec.topology) as net:
         assert ovs_running()
-        assert "1 received" in net.cmd("h2", f"ping -c 1 -W 2 {net.ip('h1')}")
+        assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])

@@ -1,0 +1,152 @@
+"""The node interface: everything the stages (checks, training, monitor, runner) may ask of a node.
+
+No stage asks which kind a node is. The network calls the bring-up half (`problems`, `prepare`,
+`mininet_host`, `attach`, `stop`); the stages call the use half (`popen`, `run`, `stage`,
+`python`, `env`, `usage`, `limits`)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+# The directories every node's PATH holds, for kinds that do not share this machine's environment.
+STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class NodeError(RuntimeError):
+    """A node could not be started, or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Cumulative counters of one node at one moment."""
+
+    cpu_s: float       # CPU seconds its processes used
+    rss_bytes: int     # resident memory now
+    tx_bytes: int      # bytes sent on its emulated interfaces (not loopback)
+    rx_bytes: int
+
+
+class Node(ABC):
+    """One host of the graph, of some kind. `name` and `address` are the graph's."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, host, registry):
+        self.host = host               # graph.HostNode: name, ip, cpu, memory, kind, image
+        self.name = host.name
+        self.address = host.ip
+        self._registry = registry      # cleanup.Registry: record before creating
+
+    # bring-up ---------------------------------------------------------------------------------
+    @classmethod
+    def problems(cls, hosts, progress=lambda msg: None) -> list[tuple[str, str]]:
+        """(key path, message) for what stops these hosts from starting here; before anything starts."""
+        return []
+
+    def prepare(self, progress=lambda msg: None) -> None:
+        """Before the emulated network is built (e.g. start a container)."""
+
+    @abstractmethod
+    def mininet_host(self) -> tuple[type, dict]:
+        """Mininet host class and its parameters for `addHost`."""
+
+    def attach(self, mn_host) -> None:
+        """After the network is built: the Mininet host that carries this node's interfaces."""
+        self.mn_host = mn_host
+
+    def stop(self) -> None:
+        """After the network stopped: remove what `prepare` made."""
+
+    # use --------------------------------------------------------------------------------------
+    @property
+    def limits(self) -> dict:
+        """CPU (fraction of the whole machine) and memory (bytes) limits, None = unlimited."""
+        return {"cpu": self.host.cpu, "memory": self.host.memory}
+
+    @property
+    @abstractmethod
+    def python(self) -> str:
+        """The interpreter in the node that imports TensorFlow."""
+
+    def env(self, extra: dict[str, str]) -> dict[str, str]:
+        """Environment for a process in the node."""
+        return {"PATH": STANDARD_PATH, "HOME": "/root", "LANG": "C.UTF-8", **extra}
+
+    def stage(self, path: Path) -> str:
+        """Make a local file readable in the node; its path there."""
+        return str(path)
+
+    @abstractmethod
+    def _command(self, argv: list[str], cwd: str) -> list[str]:
+        """The local command line that runs argv inside the node, in directory cwd."""
+
+    def popen(self, argv: list[str], cwd: str = "/", **kwargs) -> subprocess.Popen:
+        """Start argv in the node (a list: nothing passes through a shell), in a process group of its
+        own that terminate()/kill() signal as a whole; recorded for cleanup."""
+        proc = GroupPopen(self._command([str(a) for a in argv], cwd), start_new_session=True, **kwargs)
+        self._registry.add("pids", proc.pid)
+        return proc
+
+    def run(self, argv: list[str], timeout: float = 30.0) -> str:
+        """Run argv in the node to completion; stdout and stderr together. NodeError after `timeout`."""
+        proc = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=self.env({}), stdin=subprocess.DEVNULL)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise NodeError(f"{self.name}: {' '.join(argv[:3])} did not finish within {timeout:g} s") from None
+        return out
+
+    @classmethod
+    @abstractmethod
+    def usage(cls, nodes: list["Node"]) -> dict[str, Usage]:
+        """Counters of several nodes of this kind at once (one pass over /proc, not one per node)."""
+
+
+class GroupPopen(subprocess.Popen):
+    """A process that leads its own session: signals go to its whole process group (what a node
+    process forks, e.g. nsenter entering a PID namespace, goes with it)."""
+
+    def send_signal(self, sig) -> None:
+        self.poll()
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def netns_counters(pid: int) -> tuple[int, int]:
+    """(tx_bytes, rx_bytes) of the network namespace of `pid`, summed over its interfaces but loopback."""
+    tx = rx = 0
+    with open(f"/proc/{pid}/net/dev") as fh:
+        for line in fh.readlines()[2:]:
+            name, data = line.split(":", 1)
+            if name.strip() == "lo":
+                continue
+            fields = data.split()
+            rx += int(fields[0])
+            tx += int(fields[8])
+    return tx, rx
+
+
+def in_namespaces(enter: list[str], argv: list[str], cwd: str, cgroup_dirs=()) -> list[str]:
+    """Command line that runs argv after `enter` (an nsenter prefix), in cwd, having joined
+    `cgroup_dirs` first (so a limit applies to it and to its children). Plain argv throughout:
+    the cgroup step passes its paths as arguments to a fixed script."""
+    command = [*enter, "env", "-C", cwd, *argv]
+    if cgroup_dirs:
+        join = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"'
+        command = ["sh", "-c", join, "sh", *(str(d) for d in cgroup_dirs), "--", *command]
+    return command
+
+
+def local_env(extra: dict[str, str]) -> dict[str, str]:
+    """This machine's environment plus `extra` (for nodes that share its file system)."""
+    return dict(os.environ, **extra)

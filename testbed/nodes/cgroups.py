@@ -1,0 +1,112 @@
+"""CPU and memory limits in the testbed's own cgroup subtree, on cgroup v1 or v2, and the counters
+of any process's cgroups. `root` is a parameter so the writes can be checked against a made-up tree.
+
+v1 (Debian 12 here): /sys/fs/cgroup/{cpu,memory}/dltestbed/<host>/ with cpu.cfs_quota_us and
+memory.limit_in_bytes. v2 (Ubuntu 22.04+): /sys/fs/cgroup/dltestbed/<host>/ with cpu.max and
+memory.max, the controllers enabled in the parents' cgroup.subtree_control."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+SUBTREE = "dltestbed"
+PERIOD_US = 100_000
+
+
+def version(root: Path = ROOT) -> int:
+    return 2 if (root / "cgroup.controllers").exists() else 1
+
+
+def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = ROOT) -> list[Path]:
+    """The directories `apply_limits` creates for one host (to record before creating them)."""
+    if version(root) == 2:
+        return [root / SUBTREE / name]
+    return [root / ctl / SUBTREE / name for ctl, value in (("cpu", cpu), ("memory", memory)) if value is not None]
+
+
+def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
+                 cores: int | None = None) -> list[Path]:
+    """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine."""
+    cores = cores or os.cpu_count() or 1
+    quota = int(cpu * cores * PERIOD_US) if cpu is not None else None
+    dirs = limit_dirs(name, cpu, memory, root)
+    if version(root) == 2:
+        wanted = " ".join(f"+{c}" for c, v in (("cpu", cpu), ("memory", memory)) if v is not None)
+        for parent in (root, root / SUBTREE):
+            parent.mkdir(exist_ok=True)
+            if wanted:
+                (parent / "cgroup.subtree_control").write_text(wanted)
+        dirs[0].mkdir(exist_ok=True)
+        if quota is not None:
+            (dirs[0] / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        if memory is not None:
+            (dirs[0] / "memory.max").write_text(str(memory))
+        return dirs
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        if d.parts[-3] == "cpu":
+            (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (d / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            (d / "memory.limit_in_bytes").write_text(str(memory))
+    return dirs
+
+
+def remove(path: Path) -> bool:
+    """Remove a cgroup directory after killing what is still in it; True when it is gone."""
+    path = Path(path)
+    if not path.exists():
+        return True
+    try:
+        for pid in (path / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        path.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def process_dirs(pid: int, root: Path = ROOT, controllers=("cpu", "cpuacct", "memory", "pids")) -> list[Path]:
+    """The cgroup directories of a process for the given controllers (v1), or its one v2 directory."""
+    dirs = []
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, names, rel = line.split(":", 2)
+        rel = rel.lstrip("/")
+        if names == "" and version(root) == 2:
+            return [root / rel]
+        if set(names.split(",")) & set(controllers):
+            d = root / names / rel
+            if d.exists() and d not in dirs:
+                dirs.append(d)
+    return dirs
+
+
+def counters(dirs: list[Path]) -> tuple[float, int]:
+    """(CPU seconds, resident bytes) of a cgroup given by its directories. Resident = anonymous plus
+    mapped file pages, close to the summed RSS of its processes (shared pages counted once)."""
+    cpu_s, rss = 0.0, 0
+    for d in dirs:
+        if (d / "cpu.stat").exists() and (d / "cgroup.controllers").exists():      # v2
+            stat = _stat(d / "cpu.stat")
+            cpu_s = stat.get("usage_usec", 0) / 1e6
+            mem = _stat(d / "memory.stat") if (d / "memory.stat").exists() else {}
+            rss = mem.get("anon", 0) + mem.get("file_mapped", 0)
+        elif (d / "cpuacct.usage").exists():
+            cpu_s = int((d / "cpuacct.usage").read_text()) / 1e9
+        elif (d / "memory.stat").exists():
+            mem = _stat(d / "memory.stat")
+            rss = mem.get("total_rss", 0) + mem.get("total_mapped_file", 0)
+    return cpu_s, rss
+
+
+def _stat(path: Path) -> dict[str, int]:
+    out = {}
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out

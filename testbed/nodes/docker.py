@@ -1,0 +1,160 @@
+"""The docker kind: a container joined to the emulated links, as Containernet does.
+
+The container starts with `network_mode: none`; its Mininet host is a shell in the container's
+network namespace, so Mininet creates the veth pair there, addresses it and shapes it exactly as
+for a netns host. Processes of the node run in the container's namespaces (network, mount, PID)
+and cgroups, so Docker's CPU and memory limits (`nano_cpus`, `mem_limit`, cgroup v1 or v2) apply
+to them, and removing the container ends them all. The workload code
+is mounted read-only at the same path as on this machine."""
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+from testbed.nodes import cgroups
+from testbed.nodes.base import Node, NodeError, Usage, in_namespaces, netns_counters
+
+REPO = Path(__file__).resolve().parents[2]
+LABEL = "dltestbed"
+STAGE_DIR = "/tmp/dltestbed"
+
+
+def container_name(host_name: str) -> str:
+    return f"dltestbed-{os.getpid()}-{host_name}"
+
+
+class DockerNode(Node):
+    kind = "docker"
+
+    @classmethod
+    def problems(cls, hosts, progress=lambda msg: None):
+        """Docker installed and running (started if need be), every image present; the project's
+        worker image is built here when it is missing (minutes, with progress)."""
+        from testbed.nodes import dockerd, image
+        key = hosts[0].key
+        if not dockerd.docker_installed():
+            return [(f"{key}.kind", "docker nodes need the Docker engine, which is not installed: "
+                     "run scripts/bootstrap.sh (installs Debian's docker.io)")]
+        try:
+            dockerd.ensure_dockerd(progress)
+        except dockerd.DockerUnavailable as err:
+            return [(f"{key}.kind", str(err))]
+        found = []
+        for name in sorted({h.image or image.default_image() for h in hosts}):
+            where = next(h.key for h in hosts if (h.image or image.default_image()) == name)
+            if image.image_present(name):
+                continue
+            if name == image.default_image():
+                why = image.build_problems()
+                if not why:
+                    try:
+                        image.ensure_image(name, progress)
+                        continue
+                    except Exception as err:  # noqa: BLE001 - any build failure refuses the run, with its reason
+                        why = [str(err)]
+                found += [(f"{where}.kind", f"the worker image {name} is missing and cannot be built: {w}")
+                          for w in why]
+            else:
+                found.append((f"{where}.image", f"image {name} is not present on this machine and no registry "
+                              "is reachable: load it with `docker load`, or leave image unset for the "
+                              "project's worker image"))
+        return found
+
+    def prepare(self, progress=lambda msg: None) -> None:
+        from testbed.nodes import dockerd, image
+        self.image = image.ensure_image(self.host.image, progress)
+        name = container_name(self.name)
+        self._registry.add("containers", name)
+        cores = os.cpu_count() or 1
+        limits = {}
+        if self.host.cpu is not None:
+            limits["nano_cpus"] = int(self.host.cpu * cores * 1e9)
+        if self.host.memory is not None:
+            limits["mem_limit"] = self.host.memory
+        self.container = dockerd.client().containers.run(
+            self.image, ["sleep", "infinity"], name=name, hostname=self.name, detach=True,
+            network_mode="none", labels={LABEL: "1", f"{LABEL}.owner": str(os.getpid()),
+                                         f"{LABEL}.host": self.name},
+            volumes={str(REPO): {"bind": str(REPO), "mode": "ro"}}, init=False, **limits)
+        self.container.reload()
+        self.anchor_pid = self.container.attrs["State"]["Pid"]
+        if not self.anchor_pid:
+            raise NodeError(f"container {name} for {self.name} did not start: {self.container.status}")
+        self.cgroup_dirs = cgroups.process_dirs(self.anchor_pid)
+
+    def mininet_host(self):
+        return _container_host_class(), {"container_pid": self.anchor_pid}
+
+    def stop(self) -> None:
+        container = getattr(self, "container", None)
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001 - the registry removes it by name at teardown
+                pass
+
+    @property
+    def python(self) -> str:
+        return "python3"       # found on the image's own PATH (the worker image's is its venv)
+
+    def env(self, extra):
+        """The image's environment (its PATH first of all) plus `extra`."""
+        image_env = dict(item.split("=", 1) for item in self.container.attrs["Config"].get("Env") or [] if "=" in item)
+        return {**super().env({}), **image_env, **extra}
+
+    def stage(self, path: Path) -> str:
+        """Copy a file into the container (docker SDK put_archive); its path there."""
+        data = Path(path).read_bytes()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(f"{STAGE_DIR.lstrip('/')}/{Path(path).name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        self.container.put_archive("/", buf.getvalue())
+        return f"{STAGE_DIR}/{Path(path).name}"
+
+    def _command(self, argv, cwd):
+        # The PID namespace too: TensorFlow reads /proc/self/exe, which the container's /proc only
+        # shows to its own processes. nsenter then forks; GroupPopen signals both.
+        enter = ["nsenter", "--target", str(self.anchor_pid), "--net", "--mount", "--pid", "--"]
+        return in_namespaces(enter, argv, cwd, self.cgroup_dirs)
+
+    @classmethod
+    def usage(cls, nodes) -> dict[str, Usage]:
+        """From each container's cgroup (CPU, anonymous memory) and its namespace's interfaces."""
+        out = {}
+        for n in nodes:
+            try:
+                cpu_s, rss = cgroups.counters(n.cgroup_dirs)
+                tx, rx = netns_counters(n.anchor_pid)
+            except OSError:
+                continue
+            out[n.name] = Usage(cpu_s, rss, tx, rx)
+        return out
+
+
+def _container_host_class():
+    """A Mininet Host whose shell runs in a container's network namespace (but this machine's file
+    system, so Mininet's own ip/tc/ethtool calls work whatever the image holds)."""
+    from mininet.node import Host
+
+    class ContainerHost(Host):
+        def __init__(self, name, container_pid, **params):
+            self.container_pid = container_pid
+            super().__init__(name, **params)
+
+        def startShell(self, mnopts=None):
+            self.inNamespace = False          # do not let mnexec make a new namespace ...
+            try:
+                super().startShell(mnopts)
+            finally:
+                self.inNamespace = True       # ... but treat the node as namespaced for its links
+
+        def _popen(self, cmd, **params):
+            if self.shell is None and cmd[:1] == ["mnexec"]:     # the shell itself
+                cmd = ["nsenter", f"--net=/proc/{self.container_pid}/ns/net", *cmd]
+            return super()._popen(cmd, **params)
+
+    return ContainerHost
