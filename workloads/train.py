@@ -198,7 +198,8 @@ def run_training(job, task_type, task_index, emit) -> None:
         (strategy_name == "allreduce" and task_index == 0 and "chief" not in cluster) or \
         (strategy_name == "allreduce" and task_type == "chief")
     eval_fn = None
-    if job.get("eval") and name == "caption" and chief:
+    wanted = job.get("eval")  # None: on for Flickr8k data (it has a held-out split), else off
+    if (caption is not None if wanted is None else wanted) and name == "caption" and chief:
         eval_fn = make_eval(model, p, caption, seed, job)
 
     emit("start", strategy=strategy_name, model=name, **model_sizes(model),
