@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Command line of the testbed: run, validate, report, cleanup, schema."""
+"""Command line of the testbed: run, validate, report, cleanup, schema, image."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +39,10 @@ def parse_args(argv):
     cl = sub.add_parser("cleanup", help="remove what a killed run left behind (root)")
     cl.add_argument("--force", action="store_true", help="also remove the resources of runs that look alive")
     sub.add_parser("schema", help="print the JSON Schema of experiment files")
+    img = sub.add_parser("image", help="the worker image that docker nodes run (build: root)")
+    img.add_argument("action", choices=["build", "name"], help="build (or reuse) it; or print its name")
+    img.add_argument("--base", metavar="IMAGE", help="build FROM this local image instead of a debootstrap-made Debian")
+    img.add_argument("--force", action="store_true", help="rebuild even when the image exists")
     return parser.parse_args(argv)
 
 
@@ -69,6 +73,7 @@ def cmd_run(args) -> int:
     _need_root("run")
     from testbed.sweep import run_sweep
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # even when started with SIGINT ignored
     out.mkdir(parents=True, exist_ok=True)
     try:
         summary = run_sweep(exp, out, retry_failed=args.retry_failed, quiet=args.quiet, console=console)
@@ -134,11 +139,18 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_image(args) -> int:
+    if args.action == "build":
+        _need_root("image build")
+    from testbed.nodes import image
+    return image.main([args.action] + (["--base", args.base] if args.base else []) + (["--force"] if args.force else []))
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
-            "schema": cmd_schema}[args.command](args)
+            "schema": cmd_schema, "image": cmd_image}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from testbed.roles import Task, cluster_spec, final_tasks
 
-REPO = Path(__file__).resolve().parent.parent
-TRAIN_PY = REPO / "workloads" / "train.py"
+TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
 
 
 @dataclass
@@ -85,12 +84,12 @@ class Training:
 
     def _start(self, task: Task, job_path: Path) -> subprocess.Popen:
         node = self.net.nodes[task.host]
-        cmd = [node.python, "-u", str(TRAIN_PY), "--job", node.stage(job_path), "--task-type", task.task_type,
-               "--task-index", str(task.index), "--host", task.host]
-        env = node.env({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"})
+        cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY}", "--job", node.stage(job_path),
+               "--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
+        env = node.env({"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2"})
         stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", "w")
         stderr = open(self.run_dir / f"{task.log_stem}.log", "w")
-        proc = node.popen(cmd, cwd=str(REPO), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
+        proc = node.popen(cmd, cwd=node.repo, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
         stdout.close()
         stderr.close()
         return proc

@@ -2,7 +2,7 @@
 
 No stage asks which kind a node is. The network calls the bring-up half (`problems`, `prepare`,
 `mininet_host`, `attach`, `stop`); the stages call the use half (`popen`, `run`, `stage`,
-`python`, `env`, `usage`, `limits`)."""
+`python`, `repo`, `env`, `usage`, `limits`)."""
 from __future__ import annotations
 
 import os
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+REPO = Path(__file__).resolve().parents[2]
 # The directories every node's PATH holds, for kinds that do not share this machine's environment.
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -71,6 +72,11 @@ class Node(ABC):
     @abstractmethod
     def python(self) -> str:
         """The interpreter in the node that imports TensorFlow."""
+
+    @property
+    def repo(self) -> str:
+        """Where the project's code (workloads/, testbed/) is in the node: here, the same path."""
+        return str(REPO)
 
     def env(self, extra: dict[str, str]) -> dict[str, str]:
         """Environment for a process in the node."""

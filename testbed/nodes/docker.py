@@ -14,9 +14,7 @@ import tarfile
 from pathlib import Path
 
 from testbed.nodes import cgroups
-from testbed.nodes.base import Node, NodeError, Usage, in_namespaces, netns_counters
-
-REPO = Path(__file__).resolve().parents[2]
+from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
 LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
 
