@@ -63,6 +63,11 @@ def cluster_spec(tasks: list[Task], ips: dict[str, str]) -> dict[str, list[str]]
     return cluster
 
 
+def tf_config(cluster: dict[str, list[str]], task: Task) -> dict:
+    """The TF_CONFIG of one task: the whole cluster (task lists in index order) and the task's place in it."""
+    return {"cluster": cluster, "task": {"type": task.task_type, "index": task.index}}
+
+
 def final_tasks(tasks: list[Task]) -> list[Task]:
     """Tasks whose exit means training is over; the others (ps strategy servers) are ended by us."""
     if any(t.task_type == "chief" for t in tasks):

@@ -63,7 +63,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     bw = link_bandwidth(graph)
     row = dict(experiment=spec.name, run_id=point.run_id, repeat=point.repeat, **point.params,
                hosts=len(graph.hosts), node_kinds="+".join(sorted({h.kind for h in graph.hosts})), bw_bps=bw, bw=format_bandwidth(bw) if bw else "unshaped",
-               strategy=spec.workload.strategy, model=spec.workload.model,
+               strategy=spec.workload.strategy,
+               model=f"script:{spec.workload.script}" if spec.workload.script else spec.workload.model,
                workers=sum(t.task_type in ("worker", "single") for t in tasks),
                servers=sum(t.task_type == "ps" for t in tasks),
                asynchronous=spec.workload.strategy == "ps",
@@ -86,7 +87,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                 if reason:
                     progress(f"WARNING {reason} (checks.fail_run is false: training anyway)")
             with _monitor(net, spec, tasks, point.run_id) as monitor:
-                outcome = Training(net, spec.workload, tasks, folder, progress).run()
+                outcome = Training(net, spec.workload, tasks, folder, progress, spec.script_path()).run()
             if monitor is not None:
                 usage_rows = monitor.rows
                 row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
@@ -143,15 +144,20 @@ def topology_document(graph, tasks) -> dict:
 
 
 def summary_from(events: dict, tasks) -> dict:
-    """Run-level figures from the first final task's start and done events."""
+    """Run-level figures from the first final task's events: the workload's start and done, or for
+    a user's script without the callback, the launcher's script_start and script_done."""
     lead = final_tasks(tasks)[0]
     evs = events.get(lead, [])
-    start = next((e for e in evs if e.get("event") == "start"), {})
-    done = next((e for e in evs if e.get("event") == "done"), {})
+    first = {}
+    for e in evs:
+        first.setdefault(e.get("event"), e)
+    start, done = first.get("start", {}), first.get("done", {})
     return {
         "params": start.get("params"), "gradient_bytes": start.get("gradient_bytes"),
         "global_batch": start.get("global_batch"),
-        "training_time_s": done.get("training_time_s"), "time_per_step_s": done.get("time_per_step_s"),
+        "training_time_s": done.get("training_time_s", first.get("script_done", {}).get("run_s")),
+        "tf_import_s": first.get("script_start", {}).get("tf_import_s"),
+        "time_per_step_s": done.get("time_per_step_s"),
         "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
         "steps": done.get("steps"),
     }

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.roles import Task, cluster_spec, final_tasks
+from testbed.roles import Task, cluster_spec, final_tasks, tf_config
 
 TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
+LAUNCHER_PY = "workloads/script_launcher.py"
 
 
 @dataclass
@@ -64,15 +65,18 @@ def _describe_exit(code: int) -> str:
 class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
-    def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None):
+    def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
+                 script: str | None = None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
         self.progress = progress
+        self.script = script            # the user's own script (absolute path), or None for the built-in
         self.procs: dict[Task, subprocess.Popen] = {}
 
     def run(self) -> Outcome:
         ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
+        self.cluster = cluster_spec(self.tasks, ips)
         job_path = self.run_dir / "job.json"
-        job_path.write_text(json.dumps(job_document(self.workload, cluster_spec(self.tasks, ips)), indent=2))
+        job_path.write_text(json.dumps(job_document(self.workload, self.cluster), indent=2))
         try:
             for task in self.tasks:
                 self.procs[task] = self._start(task, job_path)
@@ -82,14 +86,31 @@ class Training:
         events = {t: read_events(self.run_dir / f"{t.log_stem}.events.jsonl") for t in self.tasks}
         return Outcome(ok, reason, events)
 
+    def _runs_script(self, task: Task) -> bool:
+        """The user's script runs in every task, except that under ps the testbed runs the servers
+        itself unless script_roles says all."""
+        return self.script is not None and (self.workload.strategy != "ps" or self.workload.script_roles == "all"
+                                            or task.task_type == "chief")
+
     def _start(self, task: Task, job_path: Path) -> subprocess.Popen:
         node = self.net.nodes[task.host]
-        cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY}", "--job", node.stage(job_path),
-               "--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
-        env = node.env({"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        identity = ["--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
+        env = {"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2", "DLTESTBED_HOST": task.host}
+        if self._runs_script(task):
+            folder = node.stage(Path(self.script).parent)
+            cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,
+                   f"{folder}/{Path(self.script).name}", *self.workload.args]
+            env.update(TF_USE_LEGACY_KERAS="1", GRPC_FAIL_FAST="use_caller")
+            if self.cluster:
+                env["TF_CONFIG"] = json.dumps(tf_config(self.cluster, task))
+            cwd = folder
+        else:
+            cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY}", "--job", node.stage(job_path), *identity]
+            cwd = node.repo
+        env = node.env({**env, **self.workload.env})
         stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", "w")
         stderr = open(self.run_dir / f"{task.log_stem}.log", "w")
-        proc = node.popen(cmd, cwd=node.repo, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
+        proc = node.popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
         stdout.close()
         stderr.close()
         return proc

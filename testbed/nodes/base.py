@@ -83,7 +83,7 @@ class Node(ABC):
         return {"PATH": STANDARD_PATH, "HOME": "/root", "LANG": "C.UTF-8", **extra}
 
     def stage(self, path: Path) -> str:
-        """Make a local file readable in the node; its path there."""
+        """Make a local file or folder readable in the node; its path there."""
         return str(path)
 
     @abstractmethod

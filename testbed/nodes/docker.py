@@ -103,13 +103,10 @@ class DockerNode(Node):
         return {**super().env({}), **image_env, **extra}
 
     def stage(self, path: Path) -> str:
-        """Copy a file into the container (docker SDK put_archive); its path there."""
-        data = Path(path).read_bytes()
+        """Copy a file or folder into the container (docker SDK put_archive); its path there."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(f"{STAGE_DIR.lstrip('/')}/{Path(path).name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+            tar.add(str(path), arcname=f"{STAGE_DIR.lstrip('/')}/{Path(path).name}")
         self.container.put_archive("/", buf.getvalue())
         return f"{STAGE_DIR}/{Path(path).name}"
 

@@ -7,6 +7,7 @@ input again. Cross-field rules live in `rules.py`; loading in `load.py`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Union
@@ -305,6 +306,14 @@ class Workload(Strict):
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
     data: DataConf = Field(default_factory=DataConf)
+    script: str | None = Field(None, description="your own training script (path relative to this file), run "
+                               "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
+    args: list[str] = Field(default_factory=list, description="command-line arguments of the script")
+    script_roles: Literal["coordinator", "all"] = Field(
+        "coordinator", description="ps: the testbed runs the servers and the script as coordinator; all: the "
+        "script runs in every task")
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict, description="environment of every task (e.g. TF_USE_LEGACY_KERAS: '0')")
 
 
 class Checks(Strict):
@@ -371,6 +380,14 @@ class Experiment(Strict):
         """(file, line) where key_path was set; nearest parent key, else line 1."""
         path = parse_path(key_path) if isinstance(key_path, str) else tuple(key_path)
         return self._source.location(path)
+
+    def script_path(self) -> str | None:
+        """The workload script as an absolute path, relative to the file that named it."""
+        if self.workload.script is None:
+            return None
+        file = self.location(("workload", "script"))[0]
+        base = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else os.getcwd()
+        return os.path.normpath(os.path.join(base, self.workload.script))
 
     def value(self, key_path: str | Path) -> Any:
         """Value at a key path in the JSON form (units as text, e.g. '10mbit')."""

@@ -6,6 +6,7 @@ so a problem caused by a sweep value can be reported at that sweep axis.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from testbed.nodes import DEFAULT_KIND
@@ -185,6 +186,12 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     out = _model_param_problems(w.model, w.model_params)
     if w.strategy == "ps":
         out += _ps_problems(exp, hosts)
+    script = exp.script_path()
+    if script is not None and not os.path.isfile(script):
+        out.append(Problem(("workload", "script"), f"no such file: {script}"))
+    if w.script is None and (w.args or w.script_roles != "coordinator"):
+        key = "args" if w.args else "script_roles"
+        out.append(Problem(("workload", key), f"{key} is for workload.script, which is not set"))
     if w.data.kind == "flickr8k":
         if w.model != "caption":
             out.append(Problem(("workload", "data", "kind"), "flickr8k data is for model caption "

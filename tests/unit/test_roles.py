@@ -63,3 +63,15 @@ def test_a_userspace_ovs_star_beyond_57_ports_is_refused_before_start(tmp_path):
     path.write_text("name: big\ntopology: {template: tree, fanout: 8, hosts: 64, switch: {kind: ovs, datapath: user}}\n")
     spec = load_spec(path)
     assert port_problems(spec.topology, build_graph(spec.topology)) == []
+
+
+def test_tf_config_per_task_lists_the_cluster_in_task_order():
+    from testbed.roles import Task, cluster_spec, tf_config
+    tasks = [Task("h1", "chief", 0, 50501), Task("h2", "ps", 0, 50501), Task("h3", "worker", 0, 50501),
+             Task("h4", "worker", 1, 50501)]
+    cluster = cluster_spec(tasks, {f"h{i}": f"10.0.0.{i}" for i in range(1, 5)})
+    assert tf_config(cluster, tasks[3]) == {
+        "cluster": {"chief": ["10.0.0.1:50501"], "ps": ["10.0.0.2:50501"],
+                    "worker": ["10.0.0.3:50501", "10.0.0.4:50501"]},
+        "task": {"type": "worker", "index": 1}}
+    assert tf_config(cluster, tasks[0])["task"] == {"type": "chief", "index": 0}

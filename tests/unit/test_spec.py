@@ -389,3 +389,17 @@ def test_shipped_smoke_and_star():
         "topologies/smoke.yaml", "topologies/star.yaml", "topologies/examples/custom.yaml",
         "topologies/examples/dumbbell.yaml", "topologies/examples/tree.yaml",
         "topologies/examples/linear.yaml"}
+
+
+def test_workload_script_is_relative_to_the_file_and_must_exist(tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nworkload: {script: train.py, args: [--epochs, '3']}\n")
+    assert load_spec(path).script_path() == str(tmp_path / "train.py")
+    path.write_text("name: s\nworkload:\n  script: nothere.py\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert f"{path}:3: workload.script: no such file: {tmp_path / 'nothere.py'}" in str(err.value)
+    path.write_text("name: s\nworkload:\n  args: [--x]\n")
+    with pytest.raises(SpecError, match="workload.args: args is for workload.script, which is not set"):
+        load_spec(path)

@@ -1,0 +1,56 @@
+"""Runs a user's unmodified training script as one task of the testbed.
+
+    python workloads/script_launcher.py --task-type worker --task-index 0 --host h1 -- SCRIPT [ARGS...]
+
+TF_CONFIG is set by the testbed. The launcher imports TensorFlow first, so its start-up is timed
+apart, then runs the script as `__main__` (as `python SCRIPT ARGS` would) and prints the events
+of docs/contracts.md: `script_start` (tf_import_s), `script_done` (run_s: the script's own time
+after the import) or `error` (its exception or exit code)."""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from workloads.events import Emitter  # noqa: E402  (standard library only)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task-type", required=True)
+    parser.add_argument("--task-index", type=int, required=True)
+    parser.add_argument("--host", required=True)
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    emit = Emitter(args.task_type, args.task_index, args.host)
+    t0 = time.time()
+    import tensorflow  # noqa: F401  - timed apart from the script's own work
+    emit("script_start", script=os.path.basename(args.script), tf_import_s=round(time.time() - t0, 3))
+    sys.argv = [args.script, *args.args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
+    started = time.time()
+    code = 0
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code:
+            emit("error", message=f"the script exited with code {code}" + (f": {exc.code}" if not isinstance(exc.code, int) else ""))
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event with the script's last words
+        traceback.print_exc(file=sys.stderr)
+        emit("error", message=f"{type(exc).__name__}: {exc}")
+        code = 1
+    if code == 0:
+        emit("script_done", run_s=round(time.time() - started, 3))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip gRPC/collective teardown, which can hang (as workloads/train.py does)
+
+
+if __name__ == "__main__":
+    main()
