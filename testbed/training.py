@@ -29,7 +29,7 @@ def job_document(workload, cluster: dict) -> dict:
         "steps_per_epoch": workload.steps_per_epoch, "seed": workload.seed, "cluster": cluster,
         "allreduce": workload.allreduce.model_dump(),
         "ps": {"partition": workload.ps.partition, "steps_per_execution": workload.ps.steps_per_execution},
-        "data": workload.data.model_dump(),
+        "data": workload.data.model_dump(), "eval": workload.eval,
     }
 
 

@@ -306,6 +306,8 @@ class Workload(Strict):
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
     data: DataConf = Field(default_factory=DataConf)
+    eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
+                              "(null: on with flickr8k data)")
     script: str | None = Field(None, description="your own training script (path relative to this file), run "
                                "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
     args: list[str] = Field(default_factory=list, description="command-line arguments of the script")

@@ -205,6 +205,7 @@ def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
             issues += [_axis_issue(source, by_path, combo, path, msg)
                        for path, msg in pydantic_problems(exc, data)]
             continue
+        exp._source = source      # rules may need where a key was set (e.g. paths relative to the file)
         issues += _duplicate_values(exp, combo, by_path, canon, source)
         for problem in experiment_problems(exp):
             issues.append(_problem_issue(source, by_path, combo, problem))
