@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Command line of the testbed: run, validate, report, cleanup, schema, image."""
+"""Command line of the testbed: run, up, exec, validate, report, cleanup, schema, image."""
 from __future__ import annotations
 
 import argparse
@@ -31,6 +31,12 @@ def parse_args(argv):
     run.add_argument("--retry-failed", action="store_true", help="rerun points recorded as failed")
     run.add_argument("--quiet", action="store_true", help="no progress bar or per-run detail (CI logs)")
     run.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    up = sub.add_parser("up", help="bring a topology up (checks included) and keep it until Ctrl-C (root)")
+    up.add_argument("file")
+    _set_args(up)
+    ex = sub.add_parser("exec", help="run a command in a host of the live network: exec HOST -- CMD... (root)")
+    ex.add_argument("host")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD")
     val = sub.add_parser("validate", help="check a file without running it (no root)")
     val.add_argument("files", nargs="+")
     _set_args(val)
@@ -91,6 +97,50 @@ def cmd_run(args) -> int:
     return min(len(summary.failed), 100)
 
 
+def cmd_up(args) -> int:
+    from testbed.spec import SpecError, expand_points, load_spec
+    try:
+        exp = load_spec(args.file, args.overrides)
+        points = expand_points(exp)
+    except SpecError as err:
+        console.print(str(err), highlight=False, markup=False)
+        return 2
+    _need_root("up")
+    from testbed.live import up
+    from testbed.runner import preflight
+    if len(points) > 1:
+        console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def ready(nodes):
+        for name, node in nodes.items():
+            console.print(f"  {name:<8} {node.address:<15} {type(node).kind}", highlight=False)
+        console.print(f"up: {len(nodes)} hosts. From another shell: run_experiment.py exec "
+                      f"{next(iter(nodes))} -- ping -c1 {list(nodes.values())[-1].address}; Ctrl-C tears it down",
+                      highlight=False)
+    try:
+        preflight(exp, points[:1], progress=console.print)
+        up(points[0].spec, progress=lambda msg: console.print(f"  {msg}", highlight=False), ready=ready)
+    except SpecError as err:
+        console.print(str(err), highlight=False, markup=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("torn down")
+    return 0
+
+
+def cmd_exec(args) -> int:
+    _need_root("exec")
+    from testbed.live import LiveError, exec_in
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    try:
+        return exec_in(args.host, argv)
+    except LiveError as err:
+        console.print(f"[red]error[/red]: {err}")
+        return 2
+
+
 def cmd_validate(args) -> int:
     from testbed.spec import validate_file
     bad = 0
@@ -149,7 +199,7 @@ def cmd_image(args) -> int:
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
+    return {"run": cmd_run, "up": cmd_up, "exec": cmd_exec, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
             "schema": cmd_schema, "image": cmd_image}[args.command](args)
 
 

@@ -196,10 +196,24 @@ def cleanup(force: bool = False) -> list[str]:
                 continue
             actions += remove_state(state)
             path.unlink(missing_ok=True)
+    actions += _forget_dead_live_network()
     actions += kill_processes(_pids_matching("workloads/train.py"))
     actions += destroy_labelled_containers(force)
     actions += destroy_tagged_ovs_rows()
     return actions
+
+
+def _forget_dead_live_network() -> list[str]:
+    """The live.json of an `up` that was killed (its network is removed with its state file)."""
+    live = STATE_DIR / "live.json"
+    try:
+        owner = json.loads(live.read_text())["owner_pid"]
+    except (OSError, ValueError, KeyError):
+        return []
+    if _owner_alive(owner):
+        return []
+    live.unlink(missing_ok=True)
+    return [f"forgot the live network of `up` (pid {owner})"]
 
 
 def _pids_matching(marker: str) -> list[int]:

@@ -97,6 +97,10 @@ class Node(ABC):
         self._registry.add("pids", proc.pid)
         return proc
 
+    def exec_prefix(self) -> list[str]:
+        """A local command line that, followed by argv, runs argv in the node (for `exec`)."""
+        return self._command([], "/")
+
     def run(self, argv: list[str], timeout: float = 30.0) -> str:
         """Run argv in the node to completion; stdout and stderr together. NodeError after `timeout`."""
         proc = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
