@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ class State:
     cgroups: list[str] = field(default_factory=list)       # cgroup-tools names (state files of older versions)
     cgroup_dirs: list[str] = field(default_factory=list)
     containers: list[str] = field(default_factory=list)    # docker container names
+    remote: list[dict] = field(default_factory=list)       # real machines: {machine, token|pgid|tc} (nodes/remote.py)
     sysctls: dict[str, str] = field(default_factory=dict)   # name -> value to restore
 
 
@@ -39,17 +41,26 @@ class Registry:
 
     def __init__(self):
         STATE_DIR.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()     # nodes start processes from several threads (checks, benches)
         self.state = State(owner_pid=os.getpid())
         self.path = STATE_DIR / f"run-{os.getpid()}-{time.monotonic_ns()}.json"
         self._save()
 
     def add(self, kind: str, *items) -> None:
-        getattr(self.state, kind).extend(i for i in items if i not in getattr(self.state, kind))
-        self._save()
+        with self._lock:
+            getattr(self.state, kind).extend(i for i in items if i not in getattr(self.state, kind))
+            self._save()
 
     def remember_sysctl(self, name: str, old_value: str) -> None:
-        self.state.sysctls.setdefault(name, old_value)
-        self._save()
+        with self._lock:
+            self.state.sysctls.setdefault(name, old_value)
+            self._save()
+
+    def discard(self, kind: str, *items) -> None:
+        """Forget recorded items their owner has removed already."""
+        with self._lock:
+            setattr(self.state, kind, [i for i in getattr(self.state, kind) if i not in items])
+            self._save()
 
     def _save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -59,8 +70,16 @@ class Registry:
     def release(self) -> list[str]:
         """Remove everything recorded, then the state file itself."""
         actions = remove_state(self.state) + destroy_tagged_ovs_rows()
-        self.path.unlink(missing_ok=True)
+        settle(self.path, self.state)
         return actions
+
+
+def settle(path: Path, state: State) -> None:
+    """After removal: drop the state file, or keep what unreachable machines still hold (for `cleanup`)."""
+    if state.remote:
+        path.write_text(json.dumps(asdict(State(state.owner_pid, remote=state.remote))))
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:
@@ -94,6 +113,10 @@ def _link_exists(name: str) -> bool:
 
 def remove_state(state: State) -> list[str]:
     actions = kill_processes(state.pids) + remove_containers(state.containers)
+    if state.remote:   # reconnect; what a machine that does not answer holds stays in state.remote
+        from testbed.nodes.remote import remove_records
+        done, state.remote = remove_records(state.remote)
+        actions += done
     for br in state.bridges:
         if _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0 and _link_exists(br):
             _run("ip", "link", "del", br)
@@ -195,7 +218,7 @@ def cleanup(force: bool = False) -> list[str]:
                 actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive")
                 continue
             actions += remove_state(state)
-            path.unlink(missing_ok=True)
+            settle(path, state)
     actions += _forget_dead_live_network()
     actions += kill_processes(_pids_matching("workloads/train.py"))
     actions += destroy_labelled_containers(force)

@@ -8,6 +8,7 @@ import fcntl
 import logging
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from testbed import shaping
@@ -104,6 +105,14 @@ def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
     return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress)]
 
 
+def _each(action, nodes) -> None:
+    """Run action on every node, a few at a time (starting containers is mostly waiting on dockerd);
+    the first error is raised once all are done."""
+    with ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(action, node) for node in nodes]:
+            future.result()
+
+
 class Network:
     """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node."""
 
@@ -136,8 +145,7 @@ class Network:
                     self._net.stop()
                 except Exception as err:  # noqa: BLE001 - the registry below removes the rest
                     log.warning("mininet stop failed: %s", err)
-            for node in self.nodes.values():
-                node.stop()
+            _each(lambda node: node.stop(), self.nodes.values())
             if self._registry is not None:
                 for action in self._registry.release():
                     log.debug("teardown: %s", action)
@@ -146,30 +154,42 @@ class Network:
             self._lock.__exit__()
 
     def _start(self) -> None:
+        self.nodes = {h.name: node_class(h.kind)(h, self._registry) for h in self.graph.hosts}
+        _each(lambda node: node.prepare(self.progress), self.nodes.values())
+        hosts = {name: node.mininet_host() for name, node in self.nodes.items()}
+        real = {name for name, mn_host in hosts.items() if mn_host is None}   # machines with their own network
+        self._links = [e for e in self.graph.links if not {e.a, e.b} & real]
+        for e in self.graph.links:
+            for name in sorted({e.a, e.b} & real):
+                self.nodes[name].shape(e.params, self.topology.qdisc)
+        if len(real) < len(hosts):
+            self._start_mininet(hosts)
+
+    def _start_mininet(self, hosts: dict) -> None:
+        """Switches, links and the emulated nodes (those with a Mininet host) on Mininet."""
         from mininet.log import setLogLevel
         from mininet.net import Mininet
         setLogLevel("error")
         kind = self.topology.switch.kind
         self._check_free_names()
         switch_cls = self._switch_class(kind)
-        self.nodes = {h.name: node_class(h.kind)(h, self._registry) for h in self.graph.hosts}
-        for node in self.nodes.values():
-            node.prepare(self.progress)
         self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
                             autoStaticArp=False, waitConnected=False)
         for h in self.graph.hosts:
-            cls, params = self.nodes[h.name].mininet_host()
-            self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
+            if hosts[h.name] is not None:
+                cls, params = hosts[h.name]
+                self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
         for s in self.graph.switches:
             self._registry.add("bridges" if kind == "ovs" else "linux_bridges", s.name)
             self._net.addSwitch(s.name, cls=switch_cls, dpid=f"{s.dpid:016x}")
-        for e in self.graph.links:
+        for e in self._links:
             self._net.addLink(e.a, e.b)
         self._registry.add("interfaces", *self._root_interfaces())
         self._net.build()
         self._registry.add("pids", *(n.pid for n in self._net.hosts + self._net.switches if n.pid))
         for name, node in self.nodes.items():
-            node.attach(self._net.get(name))
+            if hosts[name] is not None:
+                node.attach(self._net.get(name))
         if kind == "linuxbridge":
             self._allow_bridged_traffic()
         self._net.start()
@@ -198,7 +218,7 @@ class Network:
         switches = {s.name for s in self.graph.switches}
         names = []
         port = {s: 0 for s in switches}
-        for e in self.graph.links:
+        for e in self._links:
             for end in (e.a, e.b):
                 if end in switches:
                     port[end] += 1
@@ -236,7 +256,7 @@ class Network:
 
     def _apply_shaping(self) -> None:
         switches = {s.name for s in self.graph.switches}
-        for edge in self.graph.links:
+        for edge in self._links:
             for intf in self._link_ends(edge):
                 if self.topology.shaping == "ovs":
                     if intf.node.name in switches and edge.params.bw is not None:
