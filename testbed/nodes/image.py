@@ -1,0 +1,687 @@
+"""The worker image that docker nodes run: built here, from Debian packages and PyPI only.
+
+No image registry is needed. The base is a Debian bookworm minbase root filesystem made with
+`debootstrap` from the mirror apt already uses, imported into Docker through the SDK (or, for users
+whose registry works, any image they already have: `--base IMAGE`). A build container from that base
+then makes a venv with the pinned packages of `image/requirements.txt` (pip reaches the same index as
+the host: its pip config, certificates and cache are handed in) and is committed as
+`dltestbed-worker:<hash>`, the hash of everything that goes into the image, so a changed recipe or pin
+is a new tag and an unchanged one is reused. The workload code is not in the image: it is bind-mounted
+at run time.
+
+Cached outside the repository, in /var/cache/dltestbed ($DLTB_CACHE): the root filesystem tarball
+(rootfs-bookworm-<hash>.tar), every downloaded wheel (wheels/: pip's own HTTP cache keeps nothing
+when an index sends no caching headers) and the last build's log (build-<hash>.log).
+
+    python -m testbed.nodes.image build [--base IMAGE] [--force]
+"""
+from __future__ import annotations
+
+import argparse
+import configparser
+import hashlib
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+from urllib.parse import unquote, urlparse
+
+from testbed.nodes import dockerd
+from testbed.nodes.dockerd import DockerUnavailable
+
+IMAGE_REPO = "dltestbed-worker"
+BASE_REPO = "dltestbed-base"
+LABEL = "dltestbed"
+DEBIAN_SUITE = "bookworm"
+# what the image runs besides Python: the link checks (iperf3, ping), addresses and routes
+# (iproute2), process tools (procps, coreutils); python3-venv brings ensurepip for the venv
+DEBIAN_PACKAGES = ("python3", "python3-venv", "ca-certificates", "iperf3", "iproute2", "iputils-ping",
+                   "procps", "coreutils")
+VENV = "/opt/dltestbed/venv"
+IMAGE_PYTHON = f"{VENV}/bin/python"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+IMAGE_ENV = (f"PATH={VENV}/bin:{SYSTEM_PATH}", "TF_USE_LEGACY_KERAS=1", "LANG=C.UTF-8")
+REQUIREMENTS = Path(__file__).with_suffix("") / "requirements.txt"
+CACHE_DIR = Path(os.environ.get("DLTB_CACHE", "/var/cache/dltestbed"))
+WHEELHOUSE = CACHE_DIR / "wheels"  # every wheel the builds downloaded, so none is downloaded twice
+STATE_DIR = dockerd.STATE_DIR
+LOCK_FILE = STATE_DIR / "image-build.lock"
+APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+MIRROR_ENV = "DLTB_DEBIAN_MIRROR"
+BUILD_TIMEOUT_S = 3600
+
+# Inside the build container everything handed in lives under a tmpfs on /tmp, so the committed
+# image keeps no trace of it (not even an empty mount point).
+BUILD_DIR = "/tmp/dltestbed-build"
+RECIPE_DIR = f"{BUILD_DIR}/recipe"
+PIP_CACHE_IN = f"{BUILD_DIR}/pip-cache"
+WHEELS_IN = f"{BUILD_DIR}/wheels"
+HOST_DIR = f"{BUILD_DIR}/host"
+
+# Runs in the build container (POSIX sh, any base image). The base made here already has every
+# Debian package; a user's base gets the missing ones from its own apt sources, if it has apt.
+BUILD_SCRIPT = r"""set -eu
+start=$(date +%s)
+say() { echo "==> $* ($(( $(date +%s) - start )) s)"; }
+. {recipe}/pip-env.sh
+missing=""
+for tool in python3 iperf3 ip ping ps; do
+  command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$missing python3-venv"
+if [ -n "$missing" ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "the base image lacks$missing and has no apt-get to install it" >&2
+    exit 3
+  fi
+  say "installing Debian packages (missing:$missing)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends {packages} >/dev/null
+  rm -rf /var/lib/apt/lists/*
+fi
+say "creating the venv {venv} with $(python3 --version)"
+python3 -m venv {venv}
+say "installing $(grep -c '==' {recipe}/requirements.txt) pinned Python packages"
+install() {
+  {venv}/bin/python -m pip install --no-deps --no-index --find-links {wheels} --no-input \
+    --progress-bar off -r {recipe}/requirements.txt
+}
+if ! install; then
+  say "downloading the wheels that the wheelhouse lacks"
+  {venv}/bin/python -m pip download --no-deps --no-input --progress-bar off -d {wheels} \
+    -r {recipe}/requirements.txt
+  install
+fi
+say "checking that the workloads' imports load"
+TF_USE_LEGACY_KERAS=1 {venv}/bin/python -c 'import tensorflow, tf_keras, numpy, nltk; print("tensorflow", tensorflow.__version__)'
+rm -rf /root/.cache /root/.keras
+say "python packages ready"
+"""
+for _key, _value in (("recipe", RECIPE_DIR), ("wheels", WHEELS_IN), ("venv", VENV),
+                     ("packages", " ".join(DEBIAN_PACKAGES))):
+    BUILD_SCRIPT = BUILD_SCRIPT.replace("{" + _key + "}", _value)
+del _key, _value
+
+# pip settings that would send the install somewhere other than the venv
+_PIP_ENV_DROPPED = {"PIP_CONFIG_FILE", "PIP_CACHE_DIR", "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER",
+                    "PIP_REQUIRE_VIRTUALENV", "PIP_BREAK_SYSTEM_PACKAGES"}
+PIP_CONFIG_FILES = ("/etc/xdg/pip/pip.conf", "/etc/pip.conf", "~/.pip/pip.conf", "~/.config/pip/pip.conf")
+
+Progress = Callable[[str], None]
+
+
+# ---------------------------------------------------------------- names and hashes
+
+def _digest(parts: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def image_hash(requirements: str, suite: str = DEBIAN_SUITE, packages: Iterable[str] = DEBIAN_PACKAGES,
+               script: str = BUILD_SCRIPT, env: Iterable[str] = IMAGE_ENV, base: str | None = None) -> str:
+    """12 hex digits naming one set of build inputs; `base` is the base image's name and id, if any."""
+    return _digest(["worker", suite, " ".join(packages), script, " ".join(env), requirements,
+                    base or "debootstrap"])
+
+
+def rootfs_hash(suite: str = DEBIAN_SUITE, packages: Iterable[str] = DEBIAN_PACKAGES,
+                arch: str | None = None) -> str:
+    return _digest(["rootfs", suite, " ".join(packages), arch or platform.machine(), _ROOTFS_RECIPE])
+
+
+def default_image() -> str:
+    return f"{IMAGE_REPO}:{image_hash(REQUIREMENTS.read_text())}"
+
+
+def _base_tag(base: str, base_id: str) -> str:
+    return f"{IMAGE_REPO}:{image_hash(REQUIREMENTS.read_text(), base=f'{base} {base_id}')}"
+
+
+# Docker's reference grammar (distribution/reference): [domain/]path[:tag][@digest]
+_HOSTPART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"{_HOSTPART}(?:\.{_HOSTPART})*(?::[0-9]+)?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+
+
+def reference_problem(name: str) -> str | None:
+    """None when `name` is a valid docker image reference, else a message saying what is wrong."""
+    def bad(why: str) -> str:
+        return (f"image {name!r} is not a valid docker image reference "
+                f"([registry/]repository[:tag][@digest]): {why}")
+    if not isinstance(name, str) or not name:
+        return bad("it is empty")
+    if any(c.isspace() for c in name):
+        return bad("it contains white space")
+    rest, digest = name, None
+    if "@" in rest:
+        rest, digest = rest.split("@", 1)
+        if not re.fullmatch(_DIGEST, digest):
+            return bad(f"digest {digest!r} is not ALGORITHM:HEX (e.g. sha256: and 64 hex digits)")
+    tag = None
+    last = rest.rsplit("/", 1)[-1]
+    if ":" in last:
+        rest, tag = rest.rsplit(":", 1)
+        if not re.fullmatch(_TAG, tag):
+            return bad(f"tag {tag!r} must be 1-128 letters, digits, '_', '.' or '-', not starting with '.' or '-'")
+    if not rest:
+        return bad("the repository name is missing")
+    parts = rest.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if not re.fullmatch(_DOMAIN, parts[0]):
+            return bad(f"registry {parts[0]!r} is not a host name with an optional :port")
+        parts = parts[1:]
+    for part in parts:
+        if not part:
+            return bad("the repository has an empty path component ('//' or a trailing '/')")
+        if not re.fullmatch(_COMPONENT, part):
+            if part.lower() != part and re.fullmatch(_COMPONENT, part.lower()):
+                return bad(f"repository names must be lowercase ({part!r})")
+            return bad(f"{part!r} must be lowercase letters and digits, separated by '.', '_', '__' or '-'")
+    if len(rest) > 255:
+        return bad("the repository name is longer than 255 characters")
+    return None
+
+
+# ---------------------------------------------------------------- the host: mirror, tools, pip
+
+def _deb822_stanzas(text: str) -> list[dict[str, str]]:
+    stanzas, current, key = [], {}, None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            if current:
+                stanzas.append(current)
+            current, key = {}, None
+        elif line[0] in " \t" and key:
+            current[key] += " " + line.strip()
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            key = key.strip().lower()
+            current[key] = value.strip()
+    if current:
+        stanzas.append(current)
+    return stanzas
+
+
+def _usable(uri: str) -> bool:
+    return urlparse(uri).scheme in ("http", "https", "ftp", "file")
+
+
+def debian_mirror(suite: str = DEBIAN_SUITE, sources: Iterable[Path] = APT_SOURCES) -> str | None:
+    """The first archive URI that apt's sources use for `suite` (main), or None.
+
+    `sources` are files or folders (a folder: its *.list and *.sources, in name order)."""
+    files: list[Path] = []
+    for src in sources:
+        src = Path(src)
+        if src.is_dir():
+            files += sorted(p for p in src.iterdir() if p.suffix in (".list", ".sources"))
+        elif src.is_file():
+            files.append(src)
+    for path in files:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if path.suffix == ".sources":
+            for st in _deb822_stanzas(text):
+                if st.get("enabled", "yes").lower() == "no":
+                    continue
+                if "deb" not in st.get("types", "").split() or suite not in st.get("suites", "").split():
+                    continue
+                if "main" not in st.get("components", "main").split():
+                    continue
+                for uri in st.get("uris", "").split():
+                    if _usable(uri):
+                        return uri
+        else:
+            for line in text.splitlines():
+                words = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
+                if len(words) >= 3 and words[0] == "deb" and words[2] == suite and _usable(words[1]):
+                    if len(words) == 3 or "main" in words[3:]:
+                        return words[1]
+    return None
+
+
+def find_mirror() -> str | None:
+    return os.environ.get(MIRROR_ENV) or debian_mirror()
+
+
+def build_problems(base: str | None = None, which: Callable[[str], str | None] = shutil.which,
+                   sources: Iterable[Path] = APT_SOURCES) -> list[str]:
+    """Why building the worker image cannot work on this machine, each with what to do."""
+    problems = []
+    if not dockerd.docker_installed():
+        problems.append(dockerd.NOT_INSTALLED)
+    if os.geteuid() != 0:
+        problems.append("building the worker image needs root (it starts the Docker engine and runs "
+                        "debootstrap): run it as root")
+    if base is not None:
+        problem = reference_problem(base)
+        if problem:
+            problems.append(problem)
+        return problems
+    also = "; or build FROM an image you already have: run_experiment.py image build --base IMAGE"
+    if which("debootstrap") is None:
+        problems.append("the worker image's root filesystem is made with debootstrap, which is not installed: "
+                        "run scripts/bootstrap.sh or apt-get install debootstrap" + also)
+    if which("tar") is None:
+        problems.append("tar is not installed: apt-get install tar" + also)
+    if not (os.environ.get(MIRROR_ENV) or debian_mirror(sources=sources)):
+        problems.append(f"no Debian mirror for {DEBIAN_SUITE} is named in /etc/apt/sources.list or "
+                        f"/etc/apt/sources.list.d/: set {MIRROR_ENV}=http://deb.debian.org/debian (or a "
+                        f"mirror you reach)" + also)
+    if not DEBIAN_KEYRING.exists():
+        problems.append(f"{DEBIAN_KEYRING} is missing (debootstrap checks Debian's signatures with it): "
+                        "apt-get install debian-archive-keyring" + also)
+    return problems
+
+
+def _host_pip_files(env: dict[str, str]) -> list[Path]:
+    files = [Path(os.path.expanduser(p)) for p in PIP_CONFIG_FILES]
+    if env.get("XDG_CONFIG_HOME"):
+        files.append(Path(env["XDG_CONFIG_HOME"]) / "pip" / "pip.conf")
+    if env.get("PIP_CONFIG_FILE") and env["PIP_CONFIG_FILE"] != os.devnull:
+        files.append(Path(env["PIP_CONFIG_FILE"]))
+    return [f for f in files if f.is_file()]
+
+
+def host_pip_settings(env: dict[str, str] | None = None, files: Iterable[Path] | None = None
+                      ) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The host's pip configuration, made usable inside the build container.
+
+    Returns (pip.conf text, PIP_* variables, mounts {host path: container path}). Local paths in
+    either (find-links folders, file:// indexes, certificate files) are mounted read-only under
+    HOST_DIR and rewritten to point there; a file:// index folder is mounted with its parent, since
+    a PEP 503 index usually links to files beside it ("../../files/x.whl")."""
+    env = dict(os.environ if env is None else env)
+    parser = configparser.RawConfigParser()
+    parser.optionxform = str
+    parser.read([str(f) for f in (_host_pip_files(env) if files is None else files)])
+    mounts: dict[str, str] = {}
+
+    def rewrite(value: str) -> str:
+        out = []
+        for token in value.split():
+            is_url = token.startswith("file://")
+            path = unquote(urlparse(token).path) if is_url else token
+            if not path.startswith("/") or not os.path.exists(path):
+                out.append(token)
+                continue
+            path = os.path.normpath(path)
+            parent = os.path.dirname(path)
+            source = parent if is_url and os.path.isdir(path) and parent != "/" else path
+            mounts[source] = HOST_DIR + source
+            inner = HOST_DIR + path
+            out.append("file://" + inner if is_url else inner)
+        return " ".join(out) if value.strip() else value
+
+    merged = configparser.RawConfigParser()
+    merged.optionxform = str
+    for section in parser.sections():
+        merged.add_section(section)
+        for key, value in parser.items(section):
+            if key.replace("_", "-") in ("cache-dir", "target", "prefix", "root", "user", "require-virtualenv"):
+                continue
+            merged.set(section, key, rewrite(value))
+    variables = {k: rewrite(v) for k, v in sorted(env.items())
+                 if k.startswith("PIP_") and k not in _PIP_ENV_DROPPED}
+    lines = []
+    for section in merged.sections():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {v}" for k, v in merged.items(section)]
+    return "\n".join(lines) + "\n" if lines else "", variables, mounts
+
+
+def host_pip_cache(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("PIP_CACHE_DIR"):
+        return Path(env["PIP_CACHE_DIR"])
+    return Path(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "pip"
+
+
+# ---------------------------------------------------------------- Docker images
+
+def _labels(role: str, inputs: str, **more: str) -> dict[str, str]:
+    return {LABEL: "1", f"{LABEL}.role": role, f"{LABEL}.inputs": inputs,
+            **{f"{LABEL}.{k}": v for k, v in more.items()}}
+
+
+def _get_image(cli, name: str):
+    import docker.errors
+    try:
+        return cli.images.get(name)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def image_present(name: str) -> bool:
+    cli = dockerd.client()
+    try:
+        return _get_image(cli, name) is not None
+    finally:
+        cli.close()
+
+
+def _elapsed(t0: float) -> str:
+    return f"{time.monotonic() - t0:.0f} s"
+
+
+def _size_mb(image) -> float:
+    return image.attrs.get("Size", 0) / 1e6
+
+
+def _unmount_below(path: Path) -> None:
+    """Unmount whatever an interrupted debootstrap left mounted inside `path` (proc, sys...)."""
+    try:
+        mounts = [line.split()[1].replace("\\040", " ") for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    prefix = str(path.resolve()) + "/"
+    for mnt in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mnt], stdin=subprocess.DEVNULL, capture_output=True)
+
+
+def _remove_tree(path: Path) -> None:
+    if path.exists():
+        _unmount_below(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# Applied to the debootstrap tree before it is packed: what an image never needs.
+_ROOTFS_RECIPE = "slim: apt archives and lists, man, info, docs but copyright; v1"
+
+
+def _slim(root: Path) -> None:
+    for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for p in (root / sub).glob("*"):
+            if p.is_file() and p.name != "lock":
+                p.unlink()
+    for sub in ("usr/share/man", "usr/share/info"):
+        for p in (root / sub).glob("*"):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for pkg in (root / "usr/share/doc").glob("*"):
+        if pkg.is_dir() and not pkg.is_symlink():
+            for p in pkg.iterdir():
+                if p.name != "copyright":
+                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+def _debootstrap(tarball: Path, progress: Progress) -> None:
+    mirror = find_mirror()
+    work = Path(tempfile.mkdtemp(prefix="rootfs-tmp-", dir=CACHE_DIR))
+    root, log = work / "root", work / "debootstrap.out"
+    t0 = time.monotonic()
+    progress(f"debootstrap {DEBIAN_SUITE} (minbase + {', '.join(DEBIAN_PACKAGES)}) from {mirror}: "
+             "about a minute")
+    try:
+        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}"]
+        if DEBIAN_KEYRING.exists():
+            cmd.append(f"--keyring={DEBIAN_KEYRING}")
+        cmd += [DEBIAN_SUITE, str(root), mirror]
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
+        with open(log, "wb") as out:
+            code = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                  env=env).returncode
+        if code != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+            raise DockerUnavailable(f"debootstrap failed (exit {code}) with {mirror}:\n{tail}")
+        _slim(root)
+        progress(f"root filesystem ready ({_elapsed(t0)}); packing {tarball}")
+        partial = tarball.with_suffix(".partial")
+        subprocess.run(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-cf", str(partial), "."],
+                       stdin=subprocess.DEVNULL, check=True, capture_output=True)
+        os.replace(partial, tarball)
+    finally:
+        _remove_tree(work)
+        tarball.with_suffix(".partial").unlink(missing_ok=True)
+
+
+def _ensure_base(cli, progress: Progress, force: bool) -> str:
+    """The debootstrap-made base image (cached as a tarball and as an image), built if needed."""
+    key = rootfs_hash()
+    ref = f"{BASE_REPO}:{key}"
+    old = _get_image(cli, ref)
+    if old is not None and not force:
+        progress(f"base image {ref} is present")
+        return ref
+    tarball = CACHE_DIR / f"rootfs-{DEBIAN_SUITE}-{key}.tar"
+    if force or not tarball.exists():
+        _debootstrap(tarball, progress)
+    t0 = time.monotonic()
+    progress(f"importing {tarball.name} as {ref}")
+    changes = [f"LABEL {k}={v}" for k, v in _labels("base", key, base="debootstrap").items()]
+    changes += [f"ENV PATH={SYSTEM_PATH}", 'CMD ["/bin/bash"]']
+    out = cli.api.import_image(src=str(tarball), repository=BASE_REPO, tag=key, changes=changes)
+    image = _get_image(cli, ref)
+    if image is None:
+        raise DockerUnavailable(f"importing {tarball} as {ref} failed: {str(out)[-500:]}")
+    if old is not None and old.id != image.id:
+        _remove_quietly(cli, old.id)
+    progress(f"base image {ref} imported ({_elapsed(t0)}, {_size_mb(image):.0f} MB)")
+    return ref
+
+
+def _remove_quietly(cli, image_id: str) -> bool:
+    import docker.errors
+    try:
+        cli.images.remove(image_id, noprune=False)
+        return True
+    except docker.errors.APIError:
+        return False  # still used by a container (or an image built on it): it stays
+
+
+def _remove_build_containers(cli) -> None:
+    """Build containers left by a build that was killed (we hold the build lock: none is running)."""
+    for c in cli.containers.list(all=True, filters={"label": f"{LABEL}.role=build"}):
+        c.remove(force=True)
+    for leftover in CACHE_DIR.glob("build-tmp-*"):
+        _remove_tree(leftover)
+    for leftover in CACHE_DIR.glob("rootfs-tmp-*"):
+        _remove_tree(leftover)
+
+
+def _write_recipe(recipe: Path) -> dict[str, str]:
+    """Write what the build container reads; return the extra mounts {host path: container path}."""
+    conf, variables, mounts = host_pip_settings()
+    exports = dict(variables)
+    if conf:
+        (recipe / "pip.conf").write_text(conf)
+        exports["PIP_CONFIG_FILE"] = f"{RECIPE_DIR}/pip.conf"
+    exports.update(PIP_CACHE_DIR=PIP_CACHE_IN, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_ROOT_USER_ACTION="ignore")
+    (recipe / "pip-env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in exports.items()))
+    (recipe / "requirements.txt").write_text(REQUIREMENTS.read_text())
+    (recipe / "build.sh").write_text(BUILD_SCRIPT)
+    return mounts
+
+
+def _install_python(cli, base_ref: str, tag: str, labels: dict[str, str], progress: Progress) -> None:
+    repo, _, inputs = tag.rpartition(":")
+    recipe = Path(tempfile.mkdtemp(prefix="build-tmp-", dir=CACHE_DIR))
+    log_path = CACHE_DIR / f"build-{inputs}.log"
+    container = None
+    t0 = time.monotonic()
+    try:
+        mounts = _write_recipe(recipe)
+        from docker.types import Mount
+        cache = host_pip_cache()
+        for folder in (cache, WHEELHOUSE):
+            folder.mkdir(parents=True, exist_ok=True)
+        # Mounts, not volumes=: those would also declare VOLUMEs that the commit keeps
+        binds = [Mount(RECIPE_DIR, str(recipe), type="bind", read_only=True),
+                 Mount(PIP_CACHE_IN, str(cache), type="bind"),
+                 Mount(WHEELS_IN, str(WHEELHOUSE), type="bind")]
+        binds += [Mount(dst, src, type="bind", read_only=True) for src, dst in mounts.items()]
+        progress(f"installing the pinned Python packages in a build container from {base_ref} "
+                 f"(wheels kept in {WHEELHOUSE}; log {log_path}): a few minutes the first time")
+        container = cli.containers.run(
+            base_ref, entrypoint=["/bin/sh", f"{RECIPE_DIR}/build.sh"], command=[], detach=True,
+            network_mode="host", mounts=binds, tmpfs={"/tmp": "rw,exec"}, user="0",
+            labels=_labels("build", inputs), name=f"dltestbed-build-{inputs}-{os.getpid()}")
+        with open(log_path, "wb") as log:
+            pending = b""
+            for chunk in container.logs(stream=True, follow=True):
+                log.write(chunk)
+                log.flush()
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"==> "):
+                        progress(line[4:].decode(errors="replace"))
+        code = container.wait(timeout=BUILD_TIMEOUT_S).get("StatusCode", -1)
+        if code != 0:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+            raise DockerUnavailable(f"building {tag} failed (exit {code}); the end of {log_path}:\n{tail}")
+        progress(f"committing {tag}")
+        container.commit(repository=repo, tag=inputs, conf={
+            "Labels": labels, "Env": list(IMAGE_ENV), "Entrypoint": [],
+            "Cmd": ["/bin/bash"], "WorkingDir": "/"})
+        progress(f"python packages installed and committed ({_elapsed(t0)})")
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass
+        _remove_tree(recipe)
+
+
+def _prune_superseded(cli, keep: str, keep_base: str, progress: Progress) -> None:
+    """Remove the default worker and base images of earlier inputs (unless a container uses them)."""
+    for role, current in (("worker", keep), ("base", keep_base)):
+        filters = {"label": [f"{LABEL}.role={role}", f"{LABEL}.base=debootstrap"]}
+        for old in cli.images.list(filters=filters):
+            if current not in old.tags:
+                names = ", ".join(old.tags) or old.short_id
+                if _remove_quietly(cli, old.id):
+                    progress(f"removed the superseded {role} image {names}")
+    for tarball in CACHE_DIR.glob("rootfs-*.tar"):
+        if tarball.name != f"rootfs-{DEBIAN_SUITE}-{keep_base.rsplit(':', 1)[1]}.tar":
+            tarball.unlink(missing_ok=True)
+    for log in CACHE_DIR.glob("build-*.log"):
+        if log.name != f"build-{keep.rsplit(':', 1)[1]}.log" and not _tag_exists(cli, log.stem[len("build-"):]):
+            log.unlink(missing_ok=True)
+
+
+def _tag_exists(cli, inputs: str) -> bool:
+    return _get_image(cli, f"{IMAGE_REPO}:{inputs}") is not None
+
+
+def build_image(base: str | None = None, progress: Progress = lambda msg: None, force: bool = False) -> str:
+    """Build the worker image (or reuse it when its tag exists and not `force`); returns its tag."""
+    if not dockerd.docker_installed():
+        raise DockerUnavailable(dockerd.NOT_INSTALLED)
+    if base is not None and reference_problem(base):
+        raise ValueError(reference_problem(base))
+    cli = dockerd.client(timeout=900, progress=progress)
+    try:
+        if base is None:
+            tag = default_image()
+        else:
+            found = _get_image(cli, base)
+            if found is None:
+                raise DockerUnavailable(_missing_message(base, "build FROM it"))
+            tag = _base_tag(base, found.id)
+        if not force and _get_image(cli, tag) is not None:
+            return tag
+        problems = build_problems(base)
+        if problems:
+            raise DockerUnavailable("cannot build the worker image:\n  - " + "\n  - ".join(problems))
+        def waiting() -> None:
+            progress("waiting for another build of the worker image to end")
+        with dockerd.file_lock(LOCK_FILE, waiting):  # a concurrent build of the same tag waits, then reuses it
+            old = _get_image(cli, tag)
+            if old is not None and not force:
+                return tag
+            t0 = time.monotonic()
+            progress(f"building the worker image {tag}")
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            _remove_build_containers(cli)
+            base_ref = _ensure_base(cli, progress, force) if base is None else base
+            labels = _labels("worker", tag.rsplit(":", 1)[1], base=base_ref if base else "debootstrap")
+            _install_python(cli, base_ref, tag, labels, progress)
+            if old is not None:
+                _remove_quietly(cli, old.id)
+            if base is None:
+                _prune_superseded(cli, tag, base_ref, progress)
+            image = _get_image(cli, tag)
+            progress(f"worker image {tag} built in {_elapsed(t0)} ({_size_mb(image):.0f} MB)")
+            return tag
+    finally:
+        cli.close()
+
+
+def _missing_message(name: str, purpose: str) -> str:
+    return (f"image {name!r} is not present in the local Docker engine, and the testbed never pulls "
+            f"from a registry: `docker pull` it where a registry is reachable, or `docker load -i FILE` "
+            f"it, before you {purpose}; or leave `image:` unset to use the project's worker image "
+            f"(built here: run_experiment.py image build)")
+
+
+def ensure_image(name: str | None, progress: Progress = lambda msg: None) -> str:
+    """The image to run docker nodes from: the project's worker image (built on first use) or
+    a user's image, which must already be in the local engine."""
+    if name is None or name == default_image():
+        return build_image(progress=progress)
+    problem = reference_problem(name)
+    if problem:
+        raise ValueError(problem)
+    if not image_present(name):
+        raise DockerUnavailable(_missing_message(name, "use it"))
+    return name
+
+
+# ---------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.nodes.image",
+                                     description="Build the worker image that docker nodes run.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build (or reuse) the worker image; prints its tag")
+    build.add_argument("--base", metavar="IMAGE", help="build FROM this local image instead of a "
+                       "debootstrap-made Debian bookworm")
+    build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
+    sub.add_parser("name", help="print the default worker image's name (no Docker needed)")
+    args = parser.parse_args(argv)
+    if args.command == "name":
+        print(default_image())
+        return 0
+
+    def say(msg: str) -> None:
+        print(f"[image] {msg}", file=sys.stderr, flush=True)
+
+    t0 = time.monotonic()
+    try:
+        tag = build_image(args.base, progress=say, force=args.force)
+        cli = dockerd.client()
+        try:
+            image = cli.images.get(tag)
+        finally:
+            cli.close()
+    except (DockerUnavailable, ValueError) as exc:
+        say(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    print(tag)
+    say(f"{tag}: {time.monotonic() - t0:.0f} s, {_size_mb(image):.0f} MB, python {IMAGE_PYTHON}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
