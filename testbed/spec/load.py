@@ -18,11 +18,24 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # ---- YAML with line numbers -------------------------------------------------------------------
 
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000      # YAML nodes after aliases are expanded: far above any real experiment file
+
+
 def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
-    """Data plus a Source mapping every key path to its line; syntax errors -> SpecError."""
+    """Data plus a Source mapping every key path to its line; syntax errors -> SpecError.
+
+    Bounded: files over MAX_FILE_BYTES and alias expansions over MAX_NODES (a "billion laughs"
+    file) are refused before anything walks them."""
+    if len(text) > MAX_FILE_BYTES:
+        raise SpecError([SpecIssue(file, 1, "", f"the file is {len(text):,} bytes; experiment files are "
+                                   f"limited to {MAX_FILE_BYTES:,}")])
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_NODES:
+            raise SpecError([SpecIssue(file, 1, "", f"aliases expand to more than {MAX_NODES:,} YAML nodes; "
+                                       "write the values out or use fewer nested aliases")])
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -40,6 +53,16 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
     if duplicates:
         raise SpecError(duplicates)
     return data, source
+
+
+def _expanded_size(node: yaml.Node, memo: dict) -> int:
+    """Number of nodes once every alias is expanded, counted without expanding (memo per node)."""
+    if id(node) not in memo:
+        memo[id(node)] = 0            # a recursive alias counts once
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+        memo[id(node)] = min(1 + sum(_expanded_size(c, memo) for c in children), MAX_NODES + 1)
+    return memo[id(node)]
 
 
 def _walk(node: yaml.Node, path: tuple, source: Source, duplicates: list) -> None:

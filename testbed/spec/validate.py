@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from testbed.spec.rules import Problem, experiment_problems, topology_problems
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"
+MAX_POINTS = 10_000     # run points of one file: validation checks each, and each is minutes of training
 
 
 # ---- overrides and with_values (one code path) ------------------------------------------------
@@ -173,6 +175,11 @@ def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
         else:
             seen[path] = key
             axes.append(Axis(str(key), path, values))
+    points = math.prod(len(a.values) for a in axes) * (raw.get("repeats") if isinstance(raw.get("repeats"), int) else 1)
+    if points > MAX_POINTS:
+        issues.append(_issue(source, ("sweep",), f"the sweep has {points:,} run points; at most {MAX_POINTS:,} "
+                             "(split it into several files)"))
+        axes = []
     return axes, issues
 
 
