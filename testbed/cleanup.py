@@ -118,9 +118,13 @@ def remove_state(state: State) -> list[str]:
         done, state.remote = remove_records(state.remote)
         actions += done
     for br in state.bridges:
-        if _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0 and _link_exists(br):
-            _run("ip", "link", "del", br)
-        actions.append(f"deleted OVS bridge {br}")
+        # With Open vSwitch down (or restarted) del-br cannot reach the bridge, but the userspace
+        # datapath's tap device stays in the kernel: remove the device either way.
+        deleted = _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0
+        if _link_exists(br):
+            deleted = _run("ip", "link", "del", br).returncode == 0
+        if deleted:
+            actions.append(f"deleted OVS bridge {br}")
     for br in state.linux_bridges:
         if _link_exists(br):
             _run("ip", "link", "set", br, "down")

@@ -228,8 +228,11 @@ class Network:
     def _check_free_names(self) -> None:
         taken = [s.name for s in self.graph.switches if Path(f"/sys/class/net/{s.name}").exists()]
         if taken:
-            raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine: a crashed "
-                               "run or another tool left them; run `run_experiment.py cleanup` or rename switches")
+            raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine. If a crashed "
+                               "testbed run left them, `run_experiment.py cleanup` removes them; if cleanup "
+                               "does not, another tool made them: remove them with "
+                               + " and ".join(f"`ip link del {name}`" for name in taken)
+                               + " if they are not in use, or name the switches differently (template custom)")
 
     def _allow_bridged_traffic(self) -> None:
         """With dockerd running, bridged frames pass iptables' FORWARD chain (policy DROP)."""

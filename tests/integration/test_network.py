@@ -131,3 +131,22 @@ def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
     with Network(build_graph(spec.topology), spec.topology) as net:
         assert ovs_running()
         assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])
+
+
+def test_teardown_with_open_vswitch_stopped_leaves_no_tap_and_the_next_run_works(tmp_path, root, no_leftovers):
+    """The userspace datapath's tap device (s1) outlives ovs-vswitchd: teardown removes it anyway,
+    and the bridge row left in the OVS database is removed by `cleanup` once OVS runs again."""
+    import subprocess
+    from pathlib import Path
+    from testbed.cleanup import cleanup
+    from testbed.network import OVS_CTL
+    spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
+    try:
+        with Network(build_graph(spec.topology), spec.topology):
+            subprocess.run([OVS_CTL, "stop"], capture_output=True, check=True)
+        assert not Path("/sys/class/net/s1").exists(), "the tap device must not outlive the run"
+    finally:
+        subprocess.run([OVS_CTL, "start", "--system-id=random"], capture_output=True)
+    cleanup()
+    with Network(build_graph(spec.topology), spec.topology) as net:
+        assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])
