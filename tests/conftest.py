@@ -23,3 +23,26 @@ def no_leftovers():
 @pytest.fixture(scope="session")
 def root():
     assert os.geteuid() == 0, "integration tests drive Mininet, OVS and tc: run them as root (./testbed.sh test)"
+
+
+@pytest.fixture(autouse=True)
+def reap_stuck_runs(request):
+    """After an integration test, a testbed run it started and left alive (a stuck or ignored
+    signal) is killed and cleaned up, so it cannot hold the network lock for the tests after it."""
+    yield
+    if "integration" not in request.keywords:
+        return
+    import psutil
+    stuck = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "run_experiment.py" in " ".join(proc.cmdline()):
+                stuck.append(proc)
+                proc.kill()
+        except psutil.Error:
+            pass
+    if stuck:
+        psutil.wait_procs(stuck, timeout=10)
+        from testbed.cleanup import cleanup
+        cleanup()
+        pytest.fail(f"the test left {len(stuck)} testbed run(s) alive; killed and cleaned up", pytrace=False)
