@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-MARKERS = ("mininet:", "workloads/train.py", "iperf3")
+MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent")
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 

@@ -1,0 +1,65 @@
+"""dltestbed remote agent: runs ON a remote machine with the node's python (nothing to install there),
+sent as `python -c SOURCE COMMAND ...`; the standard library only.
+
+    sample TOKEN INTERFACE INTERVAL   one JSON line per INTERVAL seconds: cumulative CPU seconds and
+                                      resident memory of the run's processes, bytes sent and received
+                                      on INTERFACE
+    end TOKEN                         SIGKILL every process of the run; prints how many there were
+
+The run's processes are those whose environment holds DLTESTBED_RUN=TOKEN (the node sets it on every
+process it starts, and children inherit it), so a reused pid never points at a stranger."""
+import json
+import os
+import signal
+import sys
+import time
+
+
+def run_pids(token):
+    entry = b"DLTESTBED_RUN=" + token.encode()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open("/proc/%s/environ" % name, "rb") as fh:
+                    if entry in fh.read().split(b"\0"):
+                        yield int(name)
+            except OSError:
+                pass
+
+
+def counters(token, interface):
+    cpu = rss = 0
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    for pid in run_pids(token):
+        try:
+            with open("/proc/%d/stat" % pid) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()   # after the command name, which may hold blanks
+        except OSError:
+            continue
+        cpu += (int(fields[11]) + int(fields[12])) / tick     # utime + stime (fields 14 and 15 of stat)
+        rss += int(fields[21]) * page                         # rss in pages (field 24)
+    net = {}
+    for way in ("tx", "rx"):
+        with open("/sys/class/net/%s/statistics/%s_bytes" % (interface, way)) as fh:
+            net[way + "_bytes"] = int(fh.read())
+    return dict(cpu_s=round(cpu, 3), rss_bytes=rss, **net)
+
+
+def main(argv):
+    if argv[0] == "sample":
+        while True:
+            print(json.dumps(counters(argv[1], argv[2])), flush=True)
+            time.sleep(float(argv[3]))
+    elif argv[0] == "end":
+        ended = 0
+        for pid in run_pids(argv[1]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                ended += 1
+            except OSError:
+                pass
+        print(ended)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
