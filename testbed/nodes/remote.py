@@ -20,6 +20,7 @@ import secrets
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -470,12 +471,18 @@ class RemoteNode(Node):
             sftp.put(str(path), there)
         return there
 
-    def _command(self, argv, cwd):
-        """The ssh(1) command line that runs argv there (for a person at a terminal)."""
+    def exec_prefix(self) -> list[str]:
+        """ssh(1) to the machine; the argv that follows the prefix is quoted word by word for its shell
+        (ssh itself would join the words with blanks)."""
         t = self.target
-        return ["ssh", "-p", str(t.port), "-o", f"UserKnownHostsFile={t.known_hosts}", "-o", "BatchMode=yes",
-                *(["-i", t.key_file] if t.key_file else []), f"{t.user}@{t.address}", "--",
-                command_line(argv, cwd, self.env({}))]
+        ssh = ["ssh", "-p", str(t.port), "-o", f"UserKnownHostsFile={t.known_hosts}", "-o", "BatchMode=yes",
+               *(["-i", t.key_file] if t.key_file else []), f"{t.user}@{t.address}"]
+        quote = ("import os, shlex, sys; n = int(sys.argv[1]); "
+                 "os.execvp('ssh', sys.argv[2:2 + n] + ['--', shlex.join(sys.argv[2 + n:])])")
+        return [sys.executable, "-c", quote, str(len(ssh)), *ssh]
+
+    def _command(self, argv, cwd):
+        return [*self.exec_prefix(), "sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", cwd, *argv]
 
     def popen(self, argv, cwd: str = "/", stdin=None, env=None, **kwargs) -> RemotePopen:
         """Start argv there in a process group of its own, with the node's token; recorded for cleanup."""
