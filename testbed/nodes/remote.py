@@ -35,7 +35,7 @@ logging.getLogger("paramiko").setLevel(logging.CRITICAL)   # its tracebacks; con
 TOKEN_VAR = "DLTESTBED_RUN"
 AGENT = (Path(__file__).with_name("remote_agent.py")).read_text()
 SAMPLE_INTERVAL = 0.25          # seconds between the sampler's lines; the monitor takes the latest
-CODE = ("workloads",)           # what the workload imports of this project (train.py needs no more)
+CODE = ("testbed/__init__.py", "testbed/callback.py")   # with workloads/: what tasks and users' scripts import
 # Run argv (after "sh" cwd NAME=VALUE...) in cwd, in a new process group whose id is printed first;
 # the line's exit status is the command's (128+N when signal N ended it). A background job of a
 # non-interactive shell is no group leader, so setsid makes the group without forking.
@@ -464,11 +464,16 @@ class RemoteNode(Node):
         return {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **extra}
 
     def stage(self, path: Path) -> str:
-        """Copy a local file (e.g. job.json) into the workdir's stage/; its path there."""
-        there = posixpath.join(self.workdir, "stage", Path(path).name)
+        """Copy a local file (e.g. job.json) or folder (a user's script) into the workdir's stage/;
+        its path there."""
+        path = Path(path)
+        there = posixpath.join(self.workdir, "stage", path.name)
         with self.conn.sftp() as sftp:
-            _mkdirs(sftp, posixpath.dirname(there))
-            sftp.put(str(path), there)
+            if path.is_dir():
+                copy_tree(sftp, path, there)
+            else:
+                _mkdirs(sftp, posixpath.dirname(there))
+                sftp.put(str(path), there)
         return there
 
     def exec_prefix(self) -> list[str]:
@@ -514,25 +519,33 @@ def _mkdirs(sftp, path: str) -> str:
     return sftp.normalize(path)
 
 
+def copy_tree(sftp, folder: Path, there: str, files=None) -> int:
+    """Copy the files under a local folder (or just `files` of it) to the same places under `there`,
+    skipping __pycache__ and files of the same size and mtime there; how many were copied."""
+    copied, made = 0, {_mkdirs(sftp, there)}
+    for local in sorted(files or (f for f in folder.rglob("*") if f.is_file())):
+        if "__pycache__" in local.parts:
+            continue
+        remote = posixpath.join(there, local.relative_to(folder).as_posix())
+        if posixpath.dirname(remote) not in made:
+            made.add(_mkdirs(sftp, posixpath.dirname(remote)))
+        st = local.stat()
+        try:
+            old = sftp.stat(remote)
+            same = old.st_size == st.st_size and int(old.st_mtime) == int(st.st_mtime)
+        except OSError:
+            same = False
+        if not same:
+            sftp.put(str(local), remote)
+            sftp.utime(remote, (int(st.st_atime), int(st.st_mtime)))
+            copied += 1
+    return copied
+
+
 def sync_code(sftp, workdir: str) -> tuple[str, int]:
-    """Copy the workload code into workdir, skipping files of the same size and mtime there;
-    (the workdir's absolute path, how many files were copied)."""
-    root, copied = _mkdirs(sftp, workdir), 0
-    for top in CODE:
-        for local in sorted((REPO / top).rglob("*.py")):
-            remote = posixpath.join(root, local.relative_to(REPO).as_posix())
-            _mkdirs(sftp, posixpath.dirname(remote))
-            st = local.stat()
-            try:
-                there = sftp.stat(remote)
-                same = there.st_size == st.st_size and int(there.st_mtime) == int(st.st_mtime)
-            except OSError:
-                same = False
-            if not same:
-                sftp.put(str(local), remote)
-                sftp.utime(remote, (int(st.st_atime), int(st.st_mtime)))
-                copied += 1
-    return root, copied
+    """The project's code a task needs into workdir (only what changed); (its absolute path, files copied)."""
+    root = _mkdirs(sftp, workdir)
+    return root, copy_tree(sftp, REPO, root, [*(REPO / "workloads").rglob("*.py"), *(REPO / f for f in CODE)])
 
 
 # ---- cleanup after a crash ----------------------------------------------------------------------
