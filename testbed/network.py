@@ -257,23 +257,38 @@ class Network:
         link = self._net.linksBetween(self._net.get(edge.a), self._net.get(edge.b))[0]
         return (link.intf1, link.intf2)
 
+    def link_ends(self, a: str, b: str) -> list[tuple[str, object]]:
+        """The link between a and b while it runs: (interface name, the Node holding it) per end; None
+        for a switch's end, which lives in this machine's root namespace (faults act on them)."""
+        built = self._net is not None and {a, b} <= set(self._net.nameToNode)
+        links = self._net.linksBetween(self._net.get(a), self._net.get(b)) if built else []
+        if not links:
+            raise NetworkError(f"no emulated link between {a} and {b} (a real machine's link is its own)")
+        return [(intf.name, self.nodes.get(intf.node.name)) for intf in (links[0].intf1, links[0].intf2)]
+
     def _apply_shaping(self) -> None:
         switches = {s.name for s in self.graph.switches}
+        qos = []
         for edge in self._links:
             for intf in self._link_ends(edge):
                 if self.topology.shaping == "ovs":
                     if intf.node.name in switches and edge.params.bw is not None:
-                        self._ovs_qos(intf.name, edge.params.bw)
+                        qos.append((intf.name, edge.params.bw))
                 else:
                     for args in shaping.tc_commands(intf.name, edge.params, self.topology.qdisc):
                         self._tc(intf, args)
+        for port, rate in qos:
+            self._run_checked(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], f"OVS QoS on {port}")
+        # Only once every port has its QoS: OVS rewrites a port's classes when it reconfigures the bridge.
+        for port, rate in qos:
+            self._run_checked(["tc", *shaping.ovs_root_class_command(port, rate)], f"OVS QoS root class on {port}")
 
     def _tc(self, intf, args: list[str]) -> None:
         out = intf.node.cmd(" ".join(["tc", *args, "2>&1; echo rc=$?"]))
         if not out.strip().endswith("rc=0"):
             raise NetworkError(f"tc {' '.join(args)} failed on {intf.name}: {out.strip()}")
 
-    def _ovs_qos(self, port: str, rate: int) -> None:
-        proc = subprocess.run(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], capture_output=True, text=True)
+    def _run_checked(self, cmd: list[str], what: str) -> None:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise NetworkError(f"OVS QoS on {port} failed: {proc.stderr.strip()}")
+            raise NetworkError(f"{what} failed: {proc.stderr.strip()}")

@@ -73,12 +73,24 @@ def tc_commands(intf: str, params, qdisc: str = "htb") -> list[list[str]]:
 
 
 def ovs_qos_command(port: str, rate_bps: int) -> list[str]:
-    """ovs-vsctl arguments for the thesis's per-port linux-htb QoS with one queue (figure 16)."""
+    """ovs-vsctl arguments for the thesis's per-port linux-htb QoS with one queue (figure 16).
+
+    The queue's burst (bits) is set for the rate as on the tc path: OVS's default is one timer
+    tick plus one frame (about 1.5 kB), which held 1 Gbit/s to about half its rate here."""
     r = str(rate_bps)
     return ["--", "set", "Port", port, "qos=@q",
             "--", "--id=@q", "create", "qos", "type=linux-htb", f"other-config:max-rate={r}",
             "queues:0=@q0", QOS_TAG,
-            "--", "--id=@q0", "create", "queue", f"other-config:max-rate={r}", QOS_TAG]
+            "--", "--id=@q0", "create", "queue", f"other-config:min-rate={r}", f"other-config:max-rate={r}",
+            f"other-config:burst={htb_burst(rate_bps) * 8}", QOS_TAG]
+
+
+def ovs_root_class_command(port: str, rate_bps: int) -> list[str]:
+    """tc arguments that give OVS's linux-htb root class (1:fffe, whose burst OVS does not expose)
+    the same burst as its queue, so it does not cap the queue either."""
+    rate, burst = f"{rate_bps}bit", str(htb_burst(rate_bps))
+    return ["class", "change", "dev", port, "parent", "1:", "classid", "1:fffe", "htb", "rate", rate,
+            "ceil", rate, "burst", burst, "cburst", burst]
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,6 +1,6 @@
 """tc and OVS command builders, checked without root."""
 from testbed.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
-                             tc_commands)
+                             ovs_root_class_command, tc_commands)
 from testbed.spec.models import LinkParams
 
 
@@ -59,8 +59,15 @@ def test_ovs_qos_matches_the_thesis_recipe_and_is_tagged():
     text = " ".join(args)
     assert "set Port s1-eth1 qos=@q" in text
     assert "create qos type=linux-htb other-config:max-rate=10000000 queues:0=@q0" in text
-    assert "create queue other-config:max-rate=10000000" in text
+    assert "create queue other-config:min-rate=10000000 other-config:max-rate=10000000" in text
+    assert f"other-config:burst={htb_burst(10_000_000) * 8}" in text, "burst in bits, sized as on the tc path"
     assert text.count("external_ids:dltestbed=1") == 2
+
+
+def test_ovs_root_class_gets_the_same_burst():
+    assert ovs_root_class_command("s1-eth1", 1_000_000_000) == [
+        "class", "change", "dev", "s1-eth1", "parent", "1:", "classid", "1:fffe", "htb", "rate", "1000000000bit",
+        "ceil", "1000000000bit", "burst", "250000", "cburst", "250000"]
 
 
 def test_tcp_ceiling_is_payload_per_frame():
