@@ -75,8 +75,9 @@ class Registry:
 
 
 def settle(path: Path, state: State) -> None:
-    """After removal: drop the state file, or keep what unreachable machines still hold (for `cleanup`)."""
-    if state.remote:
+    """After removal: drop the state file, or keep what unreachable machines still hold (for `cleanup`);
+    a file another cleanup has dropped meanwhile stays dropped."""
+    if state.remote and path.exists():
         path.write_text(json.dumps(asdict(State(state.owner_pid, remote=state.remote))))
     else:
         path.unlink(missing_ok=True)
@@ -223,6 +224,8 @@ def cleanup(force: bool = False) -> list[str]:
                 continue
             actions += remove_state(state)
             settle(path, state)
+            if state.remote:
+                actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
     actions += _forget_dead_live_network()
     actions += kill_processes(_pids_matching("workloads/train.py"))
     actions += destroy_labelled_containers(force)
