@@ -178,8 +178,10 @@ class Connection:
             chan.exec_command(shlex.join(map(str, argv)))
             out = b"".join(iter(lambda: chan.recv(65536), b""))
             return chan.recv_exit_status(), out.decode(errors="replace")
-        except Exception as err:  # noqa: BLE001 - a timeout, or the connection is gone
-            raise NodeError(f"{self.target.label} did not answer ({argv[0]}): {err or type(err).__name__}") from None
+        except TimeoutError:
+            raise NodeError(f"{self.target.label}: {argv[0]} said nothing for {timeout:g} s") from None
+        except Exception as err:  # noqa: BLE001 - the connection is gone
+            raise NodeError(f"{self.target.label} did not answer ({argv[0]}): {str(err) or type(err).__name__}") from None
 
     def close(self) -> None:
         self.client.close()
@@ -225,7 +227,7 @@ class RemotePopen:
             self._chan.set_combine_stderr(stderr == subprocess.STDOUT)
             self._chan.exec_command(line)
         except Exception as err:  # noqa: BLE001 - e.g. the connection is gone
-            raise NodeError(f"{conn.target.label}: could not start {argv[0]}: {err or type(err).__name__}") from None
+            raise NodeError(f"{conn.target.label}: could not start {argv[0]}: {str(err) or type(err).__name__}") from None
         self.pid = self._read_pgid()
         self._pumps = [threading.Thread(target=self._pump, args=(self._chan.recv, self._out), daemon=True)]
         if stderr != subprocess.STDOUT:
@@ -353,7 +355,7 @@ def _probe(host) -> tuple[tuple[str, str], ...]:
     except NodeError as err:
         return ((f"{host.key}.remote.address", f"{host.name}: {err}"),)
     try:
-        found = machine_problems(lambda argv: conn.exec(argv, timeout=120), host.remote)
+        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote)   # (importing TF is slow)
     except NodeError as err:
         found = [("address", str(err))]
     finally:
