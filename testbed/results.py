@@ -13,7 +13,7 @@ RUNS_COLUMNS = [
     "gradient_bytes", "global_batch", "workers", "servers", "asynchronous", "status", "reason",
     "started_at", "wall_time_s", "training_time_s", "tf_import_s", "time_per_step_s", "samples_per_s", "final_loss",
     "steps", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
-    "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms",
+    "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms", "restarts", "time_lost_s",
 ]
 CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps", "measured_bps", "ratio",
                   "rtt_ms", "passed", "detail"]
@@ -21,7 +21,10 @@ STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "
                  "loss", "samples_per_s", "t"]
 USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"]
 EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
+FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",
+                  "applied_t", "undone_step", "undone_t", "outcome", "extra_s", "steps_replayed"]
 TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS, "usage": USAGE_COLUMNS,
+          "faults": FAULTS_COLUMNS,
           "evals": EVALS_COLUMNS}
 
 

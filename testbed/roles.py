@@ -73,3 +73,12 @@ def final_tasks(tasks: list[Task]) -> list[Task]:
     if any(t.task_type == "chief" for t in tasks):
         return [t for t in tasks if t.task_type == "chief"]
     return list(tasks)
+
+
+def restart_group(tasks: list[Task], lost: Task, strategy: str) -> list[Task]:
+    """The tasks to start again when `lost` ended early: under ps a lost worker alone (the coordinator
+    retries its steps elsewhere and takes it back); otherwise every task, since all-reduce peers, a
+    coordinator and its servers fail together and restart from the last backup together."""
+    if strategy == "ps" and lost.task_type == "worker":
+        return [lost]
+    return list(tasks)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed import results, shaping
+from testbed import faults, results, shaping
 from testbed.checks import failure_reason, run_checks
 from testbed.hosthealth import describe, healthy, timer_overshoot
 from testbed.monitor import Monitor, summarize
@@ -27,7 +27,8 @@ def preflight(exp, points, progress=lambda msg: None) -> None:
     for point in points:
         spec = point.spec
         graph = build_graph(spec.topology)
-        problems = (shaping.capability_problems(spec.topology, graph) + port_problems(spec.topology, graph)
+        problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
+                    + port_problems(spec.topology, graph)
                     + node_problems(graph, progress))
         try:
             assign_tasks(spec.workload, [h.name for h in graph.hosts])
@@ -70,7 +71,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                asynchronous=spec.workload.strategy == "ps",
                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     started = time.monotonic()
-    check_rows, step_rows, usage_rows, eval_rows = [], [], [], []
+    check_rows, step_rows, usage_rows, eval_rows, fault_rows = [], [], [], [], []
     try:
         with Network(graph, spec.topology, progress) as net:
             for note in net.notes:
@@ -87,13 +88,19 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                 if reason:
                     progress(f"WARNING {reason} (checks.fail_run is false: training anyway)")
             with _monitor(net, spec, tasks, point.run_id) as monitor:
-                outcome = Training(net, spec.workload, tasks, folder, progress, spec.script_path()).run()
+                applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
+                                         folder / "faults.json", progress) if spec.faults else None
+                outcome = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier).run()
             if monitor is not None:
                 usage_rows = monitor.rows
                 row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
             step_rows = step_rows_from(outcome.events, spec.name, point.run_id)
             eval_rows = eval_rows_from(outcome.events, spec.name, point.run_id)
             row.update(summary_from(outcome.events, tasks))
+            lead = final_tasks(tasks)[0]
+            row.update(faults.recovery_columns(outcome.events.get(lead, []), len(outcome.restarts)))
+            if applier is not None:
+                fault_rows = faults.fault_rows(applier.records, outcome.events, lead, spec.name, point.run_id)
             if not outcome.ok:
                 raise RunFailed(outcome.reason)
         row.update(status="ok", reason="")
@@ -107,6 +114,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     results.replace_run_rows(exp_dir, "steps", point.run_id, step_rows)
     results.replace_run_rows(exp_dir, "usage", point.run_id, usage_rows)
     results.replace_run_rows(exp_dir, "evals", point.run_id, eval_rows)
+    if spec.faults or (exp_dir / "faults.csv").exists():
+        results.replace_run_rows(exp_dir, "faults", point.run_id, fault_rows)
     results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
     return row
 

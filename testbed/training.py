@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.roles import Task, cluster_spec, final_tasks, tf_config
+from testbed.roles import Task, cluster_spec, final_tasks, restart_group, tf_config
 
 TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
 LAUNCHER_PY = "workloads/script_launcher.py"
@@ -19,6 +19,7 @@ class Outcome:
     ok: bool
     reason: str | None
     events: dict[Task, list[dict]] = field(default_factory=dict)
+    restarts: list[dict] = field(default_factory=list)    # Training.restart: t, tasks, reason
 
 
 def job_document(workload, cluster: dict) -> dict:
@@ -66,25 +67,45 @@ class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
-                 script: str | None = None):
+                 script: str | None = None, faults=None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
+        self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
         self.procs: dict[Task, subprocess.Popen] = {}
+        self.restarts: list[dict] = []
 
     def run(self) -> Outcome:
         ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
         self.cluster = cluster_spec(self.tasks, ips)
-        job_path = self.run_dir / "job.json"
-        job_path.write_text(json.dumps(job_document(self.workload, self.cluster), indent=2))
+        job, self.backup_dir = job_document(self.workload, self.cluster), None
+        if self.workload.recovery == "backup":
+            try:
+                self.backup_dir = self._backup_dir()
+                job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": self.workload.backup_every_steps}
+            except NotImplementedError as err:
+                return Outcome(False, f"workload.recovery backup needs a folder every task can write: {err}")
+        self.job_path = self.run_dir / "job.json"
+        self.job_path.write_text(json.dumps(job, indent=2))
         try:
             for task in self.tasks:
-                self.procs[task] = self._start(task, job_path)
+                self.procs[task] = self._start(task, self.job_path)
             ok, reason = self._supervise()
         finally:
+            if self.faults is not None:
+                self.faults.close(self)
             self.stop_all()
         events = {t: read_events(self.run_dir / f"{t.log_stem}.events.jsonl") for t in self.tasks}
-        return Outcome(ok, reason, events)
+        return Outcome(ok, reason, events, self.restarts)
+
+    def _backup_dir(self) -> str:
+        """The run folder's backup/ as the tasks' nodes see it (one path: they share one job file)."""
+        local = self.run_dir / "backup"
+        local.mkdir(exist_ok=True)
+        seen = {self.net.nodes[t.host].shared_dir(local) for t in self.tasks}
+        if len(seen) > 1:
+            raise NotImplementedError(f"the nodes see it at different paths ({', '.join(sorted(seen))})")
+        return seen.pop()
 
     def _runs_script(self, task: Task) -> bool:
         """The user's script runs in every task, except that under ps the testbed runs the servers
@@ -92,7 +113,7 @@ class Training:
         return self.script is not None and (self.workload.strategy != "ps" or self.workload.script_roles == "all"
                                             or task.task_type == "chief")
 
-    def _start(self, task: Task, job_path: Path) -> subprocess.Popen:
+    def _start(self, task: Task, job_path: Path, mode: str = "w") -> subprocess.Popen:
         node = self.net.nodes[task.host]
         identity = ["--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
         env = {"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2", "DLTESTBED_HOST": task.host}
@@ -101,6 +122,8 @@ class Training:
             cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,
                    f"{folder}/{Path(self.script).name}", *self.workload.args]
             env.update(TF_USE_LEGACY_KERAS="1", GRPC_FAIL_FAST="use_caller")
+            if self.backup_dir:        # for the script's own BackupAndRestore
+                env["DLTESTBED_BACKUP_DIR"] = self.backup_dir
             if self.cluster:
                 env["TF_CONFIG"] = json.dumps(tf_config(self.cluster, task))
             cwd = folder
@@ -108,8 +131,8 @@ class Training:
             cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY}", "--job", node.stage(job_path), *identity]
             cwd = node.repo
         env = node.env({**env, **self.workload.env})
-        stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", "w")
-        stderr = open(self.run_dir / f"{task.log_stem}.log", "w")
+        stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", mode)
+        stderr = open(self.run_dir / f"{task.log_stem}.log", mode)
         proc = node.popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env)
         stdout.close()
         stderr.close()
@@ -117,6 +140,7 @@ class Training:
 
     def _supervise(self) -> tuple[bool, str | None]:
         finals = set(final_tasks(self.tasks))
+        lead = final_tasks(self.tasks)[0]
         deadline = time.monotonic() + self.workload.timeout
         seen_epochs = 0
         while True:
@@ -125,25 +149,63 @@ class Training:
             broken = sorted(((t, c) for t, c in ended if c != 0 or t not in finals), key=lambda tc: tc[1] >= 0)
             if broken:
                 task, code = broken[0]
-                return False, f"{task.label} {_describe_exit(code)}: {_last_words(task, self.run_dir)}"
+                cause = self.faults.cause(task) if self.faults is not None else None
+                reason = (f"{task.label} {_describe_exit(code)}{f' ({cause})' if cause else ''}: "
+                          f"{_last_words(task, self.run_dir)}")
+                if not self._recover(task, reason):
+                    return False, reason + (f" (after {len(self.restarts)} restart(s))" if self.restarts else "")
+                continue
             if all(self.procs[t].poll() == 0 for t in finals):
                 return True, None
             if time.monotonic() > deadline:
                 waiting = ", ".join(t.label for t in finals if self.procs[t].poll() is None)
                 return False, f"timed out after {self.workload.timeout:g} s waiting for {waiting}"
-            seen_epochs = self._report_progress(seen_epochs)
-            time.sleep(0.2)
+            events = read_events(self.run_dir / f"{lead.log_stem}.events.jsonl")
+            seen_epochs = self._report_progress(events, seen_epochs)
+            problem = self.faults.tick(self, events) if self.faults is not None else None
+            if problem:
+                return False, problem
+            time.sleep(0.2 if self.faults is None else 0.05)      # faults: act within a step or two
 
-    def _report_progress(self, seen: int) -> int:
-        first = final_tasks(self.tasks)[0]
-        epochs = [e for e in read_events(self.run_dir / f"{first.log_stem}.events.jsonl") if e.get("event") == "epoch"]
+    def _report_progress(self, events: list[dict], seen: int) -> int:
+        epochs = [e for e in events if e.get("event") == "epoch"]
         for e in epochs[seen:]:
             self.progress(f"epoch {e.get('epoch')}: {e.get('time_s', 0):.2f} s, loss {e.get('loss', float('nan')):.4f}")
         return len(epochs)
 
+    def _recover(self, lost: Task, reason: str) -> bool:
+        """With workload.recovery backup and restarts left: start the tasks that must go again."""
+        if self.workload.recovery != "backup" or len(self.restarts) >= self.workload.max_restarts:
+            return False
+        group = restart_group(self.tasks, lost, self.workload.strategy)
+        self.progress(f"{reason[:200]}; restarting {', '.join(t.label for t in group)} from the last backup")
+        self.restart(group, reason)
+        return True
+
+    def restart(self, tasks: list[Task], reason: str = "") -> None:
+        """Stop `tasks` (SIGTERM, a grace period, SIGKILL) and start each again with the same identity
+        (type, index, host, port) and job, appending to its log and events; counted in `restarts`.
+        The built-in workload resumes from the last backup when the job has recovery on."""
+        self._stop([self.procs[t] for t in tasks])
+        for task in tasks:
+            self.procs[task] = self._start(task, self.job_path, mode="a")
+        self.restarts.append({"t": time.time(), "tasks": [t.label for t in tasks], "reason": reason})
+
+    def signal(self, task: Task, sig: str) -> bool:
+        """Send a signal (e.g. 'SIGSTOP') to a task's process group; False when it is not running."""
+        proc = self.procs.get(task)
+        if proc is None or proc.poll() is not None:
+            return False
+        proc.send_signal(getattr(signal, sig))
+        return True
+
     def stop_all(self) -> None:
         """SIGTERM, a grace period, then SIGKILL for every task still alive."""
-        alive = [p for p in self.procs.values() if p.poll() is None]
+        self._stop(list(self.procs.values()))
+
+    @staticmethod
+    def _stop(procs) -> None:
+        alive = [p for p in procs if p.poll() is None]
         for p in alive:
             p.terminate()
         end = time.monotonic() + 3

@@ -168,7 +168,8 @@ def _callback_class():
                 self.emit("start", strategy=name, model=self.model.name, **model_sizes(self.model),
                           global_batch=self.global_batch, workers=self.replicas, servers=servers,
                           epochs=self.params.get("epochs"), steps_per_epoch=self.params.get("steps"))
-            self.steps = self.queued = self.emitted = 0
+            self.steps = self.queued = self.emitted = self.ran = 0
+            self.resumed = None            # set at the first batch: where this fit starts
             self.eval_s, self.final_loss = 0.0, None
             self.t0 = self.last = time.time()
             if self.asynchronous:
@@ -180,8 +181,17 @@ def _callback_class():
             self.epoch_n = epoch + 1
             self.epoch_steps = 0
 
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.resumed is None:       # a fit restored from a backup (BackupAndRestore) starts later
+                per_epoch = self.params.get("steps") or 0
+                self.resumed = (self.epoch_n - 1) * per_epoch + batch
+                self.steps, self.epoch_steps = self.resumed, batch
+                if self.resumed:
+                    self.emit("resume", epoch=self.epoch_n, step=self.resumed)
+
         def on_train_batch_end(self, batch, logs=None):
             done = batch + 1  # Keras passes the last batch index of the execution
+            self.ran += done - self.epoch_steps
             self.steps += done - self.epoch_steps
             self.epoch_steps = done
             if self.asynchronous:
@@ -217,8 +227,8 @@ def _callback_class():
                 self.poller.join(timeout=30)
                 self._drain()
             self.emit("done", training_time_s=total,
-                      time_per_step_s=total / self.steps if self.steps else None,
-                      samples_per_s=self._samples_per_s(self.steps, total),
+                      time_per_step_s=total / self.ran if self.ran else None,
+                      samples_per_s=self._samples_per_s(self.ran, total),
                       final_loss=self.final_loss, steps=self.steps,
                       asynchronous=bool(self.asynchronous))
 

@@ -210,7 +210,18 @@ def run_training(job, task_type, task_index, emit) -> None:
     timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=emit,
                              asynchronous=strategy_name == "ps")
     model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
-              callbacks=[timing], verbose=0)
+              callbacks=backup_callbacks(job) + [timing], verbose=0)
+
+
+def backup_callbacks(job) -> list:
+    """tf_keras' BackupAndRestore when the job asks for recovery: a task started again resumes from the
+    last backup. Under ps, tf_keras backs up at epoch ends only (it skips per-batch saves there)."""
+    recovery = job.get("recovery")
+    if not recovery:
+        return []
+    import tf_keras as keras
+    every = "epoch" if job["strategy"] == "ps" else int(recovery["every_steps"])
+    return [keras.callbacks.BackupAndRestore(recovery["backup_dir"], save_freq=every)]
 
 
 def make_eval(model, p, caption, seed, job):

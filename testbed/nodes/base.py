@@ -101,8 +101,9 @@ class Node(ABC):
         """A local command line that, followed by argv, runs argv in the node (for `exec`)."""
         return self._command([], "/")
 
-    def run(self, argv: list[str], timeout: float = 30.0) -> str:
-        """Run argv in the node to completion; stdout and stderr together. NodeError after `timeout`."""
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = False) -> str:
+        """Run argv in the node to completion; stdout and stderr together. NodeError after `timeout`,
+        and with `check` when argv exits non-zero."""
         proc = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=self.env({}), stdin=subprocess.DEVNULL)
         try:
@@ -111,7 +112,20 @@ class Node(ABC):
             proc.kill()
             proc.communicate()
             raise NodeError(f"{self.name}: {' '.join(argv[:3])} did not finish within {timeout:g} s") from None
+        if check and proc.returncode != 0:
+            raise NodeError(f"{self.name}: {' '.join(argv)} failed (exit {proc.returncode}): {out.strip()[-300:]}")
         return out
+
+    def set_cpu(self, fraction: float | None) -> None:
+        """Change the CPU limit while the node runs (a fraction of the whole machine; None: no limit),
+        for its processes now and later."""
+        raise NotImplementedError(f"{self.kind} nodes cannot change their CPU limit while running")
+
+    def shared_dir(self, path: Path) -> str:
+        """A local folder the node's processes can write and every node of the run reads the same
+        (tf_keras' backups); its path there."""
+        raise NotImplementedError(f"{self.kind} nodes do not share a writable folder with this machine")
+
 
     @classmethod
     @abstractmethod

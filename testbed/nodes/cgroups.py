@@ -28,8 +28,6 @@ def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = RO
 def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
                  cores: int | None = None) -> list[Path]:
     """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine."""
-    cores = cores or os.cpu_count() or 1
-    quota = int(cpu * cores * PERIOD_US) if cpu is not None else None
     dirs = limit_dirs(name, cpu, memory, root)
     if version(root) == 2:
         wanted = " ".join(f"+{c}" for c, v in (("cpu", cpu), ("memory", memory)) if v is not None)
@@ -38,19 +36,52 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
             if wanted:
                 (parent / "cgroup.subtree_control").write_text(wanted)
         dirs[0].mkdir(exist_ok=True)
-        if quota is not None:
-            (dirs[0] / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        if cpu is not None:
+            set_cpu(name, cpu, root, cores)
         if memory is not None:
             (dirs[0] / "memory.max").write_text(str(memory))
         return dirs
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
         if d.parts[-3] == "cpu":
-            (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (d / "cpu.cfs_quota_us").write_text(str(quota))
+            set_cpu(name, cpu, root, cores)
         else:
             (d / "memory.limit_in_bytes").write_text(str(memory))
     return dirs
+
+
+def cpu_dir(name: str, root: Path = ROOT) -> Path:
+    """The directory holding a host's CPU limit."""
+    return root / SUBTREE / name if version(root) == 2 else root / "cpu" / SUBTREE / name
+
+
+def set_cpu(name: str, cpu: float | None, root: Path = ROOT, cores: int | None = None) -> Path:
+    """Create the host's CPU cgroup if need be and set its limit, now (None: no limit); its directory."""
+    cores = cores or os.cpu_count() or 1
+    d = cpu_dir(name, root)
+    quota = int(cpu * cores * PERIOD_US) if cpu is not None else None
+    if version(root) == 2:
+        for parent in (root, root / SUBTREE):
+            parent.mkdir(exist_ok=True)
+            control = parent / "cgroup.subtree_control"
+            if "cpu" not in (control.read_text() if control.exists() else "").replace("+", "").split():
+                control.write_text("+cpu")
+        d.mkdir(exist_ok=True)
+        (d / "cpu.max").write_text(f"{quota if quota is not None else 'max'} {PERIOD_US}")
+    else:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (d / "cpu.cfs_quota_us").write_text(str(quota if quota is not None else -1))
+    return d
+
+
+def join(path: Path, pids) -> None:
+    """Move running processes into a cgroup (their threads go with them); gone ones are skipped."""
+    for pid in pids:
+        try:
+            (Path(path) / "cgroup.procs").write_text(str(pid))
+        except ProcessLookupError:
+            pass
 
 
 def remove(path: Path) -> bool:

@@ -93,6 +93,15 @@ class DockerNode(Node):
             except Exception:  # noqa: BLE001 - the registry removes it by name at teardown
                 pass
 
+    def set_cpu(self, fraction):
+        """Docker's own limit, updated in place (the Engine API's NanoCpus; all cores for None)."""
+        cores = os.cpu_count() or 1
+        api = self.container.client.api
+        reply = api.post(f"{api.base_url}/v{api.api_version}/containers/{self.container.id}/update",
+                         json={"NanoCpus": int((fraction or 1.0) * cores * 1e9)})
+        if reply.status_code != 200:
+            raise NodeError(f"{self.name}: docker update of the CPU limit failed: {reply.text.strip()}")
+
     @property
     def python(self) -> str:
         return "python3"       # found on the image's own PATH (the worker image's is its venv)

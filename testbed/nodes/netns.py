@@ -29,6 +29,20 @@ class NetnsNode(Node):
             self._registry.add("cgroup_dirs", *map(str, cgroups.limit_dirs(self.name, self.host.cpu, self.host.memory)))
             self.cgroup_dirs = cgroups.apply_limits(self.name, self.host.cpu, self.host.memory)
 
+    def set_cpu(self, fraction):
+        """Rewrite the host's CPU quota; a host started without one gets its cgroup now, with every
+        process of its namespace moved in (and later ones joining it)."""
+        where = cgroups.cpu_dir(self.name)
+        self._registry.add("cgroup_dirs", str(where))
+        cgroups.set_cpu(self.name, fraction)
+        if where not in self.cgroup_dirs:
+            inode = _netns_inode(self.anchor_pid)
+            cgroups.join(where, [p.pid for p in psutil.process_iter() if _same_netns(p.pid, inode)])
+            self.cgroup_dirs = [*self.cgroup_dirs, where]
+
+    def shared_dir(self, path):
+        return str(path)           # this machine's file system
+
     @property
     def python(self) -> str:
         return sys.executable      # the venv's interpreter (not resolved: that would lose the venv)
@@ -66,3 +80,10 @@ class NetnsNode(Node):
 
 def _netns_inode(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def _same_netns(pid: int, inode: int) -> bool:
+    try:
+        return _netns_inode(pid) == inode
+    except OSError:
+        return False

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Fie
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.spec.units as units
+from testbed.faults import ACTIONS, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
@@ -316,6 +317,42 @@ class Workload(Strict):
         "script runs in every task")
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
         default_factory=dict, description="environment of every task (e.g. TF_USE_LEGACY_KERAS: '0')")
+    recovery: Literal["none", "backup"] = Field(
+        "none", description="backup: tf_keras BackupAndRestore into the run folder; a task that is killed or "
+        "crashes is started again (max_restarts) and training resumes from the last backup")
+    backup_every_steps: Count = Field(5, description="recovery backup: steps between backups (ps: every epoch)")
+    max_restarts: Annotated[int, Field(ge=0)] = Field(1, description="recovery backup: restarts per run")
+
+
+def _text_of(parse, pattern: str, example: str):
+    """A string checked (and normalised) by `parse` at load time, kept as written for dumps."""
+    def check(value: object) -> str:
+        parse(value)
+        return " ".join(value.split())
+    return Annotated[str, BeforeValidator(check),
+                     WithJsonSchema({"type": "string", "pattern": pattern, "examples": [example]})]
+
+
+Trigger = _text_of(parse_trigger, r"^\s*((step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "step 20")
+TaskName = _text_of(parse_task, r"^\s*(single|worker|chief|ps)(\s+[0-9]+)?\s*$", "worker 1")
+
+
+class Fault(Strict):
+    """A fault during training: at a trigger, an action on a link, a task or a host, undone after
+    duration (and at the end of the run, whatever happened)."""
+
+    at: Trigger = Field(description="'step N' (after the N-th step), 'epoch N' (when it begins) or a time "
+                        "after training starts, e.g. 15s")
+    action: Literal[tuple(ACTIONS)] = Field(description="; ".join(f"{k}: {a.doc}" for k, a in ACTIONS.items()))
+    link: Annotated[list[NodeName], Field(min_length=2, max_length=2)] | None = Field(
+        None, description="the link's two ends, e.g. [h3, s1]")
+    task: TaskName | None = Field(None, description="a training task, e.g. 'worker 1'")
+    host: NodeName | None = None
+    bw: Bandwidth | None = Field(None, description="set_bw: the new rate")
+    delay: Time | None = Field(None, description="set_delay: netem delay")
+    loss: Percent | None = Field(None, description="set_loss: netem loss")
+    cpu: Annotated[float, Field(gt=0, le=1)] | None = Field(None, description="set_cpu: fraction of the machine")
+    duration: PositiveTime | None = Field(None, description="undo the fault after this long")
 
 
 class Checks(Strict):
@@ -375,6 +412,7 @@ class Experiment(Strict):
     workload: Workload = Field(default_factory=Workload)
     checks: Checks = Field(default_factory=Checks)
     monitor: Monitor = Field(default_factory=Monitor)
+    faults: list[Fault] = Field(default_factory=list, description="faults during training, in any order")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     _source: Source = PrivateAttr(default_factory=Source)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from testbed.faults import ACTIONS, parse_trigger
+from testbed.graph import build_graph
 from testbed.nodes import DEFAULT_KIND
+from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
@@ -26,7 +29,10 @@ class Problem:
 def experiment_problems(exp: Experiment) -> list[Problem]:
     """Every cross-field problem of one resolved point."""
     shape = _shape_problems(exp.topology)
-    return shape or topology_problems(exp.topology) + workload_problems(exp)
+    if shape:
+        return shape
+    topology = topology_problems(exp.topology)
+    return topology + workload_problems(exp) + ([] if topology else fault_problems(exp))
 
 
 def topology_problems(topo: Topology) -> list[Problem]:
@@ -239,3 +245,77 @@ def _placement_problems(placement: dict, servers: int, hosts: list[str], related
                 out.append(Problem(base + (role, i), f"no host {name!r} in this topology"
                                    f"{suggest(name, hosts)}", related))
     return out
+
+
+FAULT_VALUES = ("bw", "delay", "loss", "cpu")
+
+
+def fault_problems(exp: Experiment) -> list[Problem]:
+    """Each fault: the target and value its action takes and no other, a link, host or task that
+    exists, a trigger before the end of training, a duration only where the action can be undone."""
+    if not exp.faults:
+        return []
+    graph = build_graph(exp.topology)          # names and links only
+    hosts = [h.name for h in graph.hosts]
+    try:
+        tasks = [f"{t.task_type} {t.index}" for t in assign_tasks(exp.workload, hosts)]
+    except PlacementError:
+        tasks = None                  # reported by the workload rules
+    out = []
+    for i, fault in enumerate(exp.faults):
+        at, action = ("faults", i), ACTIONS[fault.action]
+        given = [k for k in ("link", "task", "host") if getattr(fault, k) is not None]
+        used = [k for k in given if k in action.targets]
+        out += [Problem(at + (k,), f"{k} is not used by {fault.action} (it acts on a "
+                        f"{' or a '.join(action.targets)})") for k in given if k not in action.targets]
+        if not used:
+            out.append(Problem(at + ("action",), f"{fault.action} needs a {' or a '.join(action.targets)}"))
+        elif len(used) > 1:
+            out.append(Problem(at + (used[1],), f"{fault.action} takes a {used[0]} or a {used[1]}, not both"))
+        for key in FAULT_VALUES:
+            if key == action.value and getattr(fault, key) is None:
+                out.append(Problem(at + ("action",), f"{fault.action} needs {key} (the new value)"))
+            elif key != action.value and getattr(fault, key) is not None:
+                out.append(Problem(at + (key,), f"{key} is not used by {fault.action}"))
+        if action.duration == "no" and fault.duration is not None:
+            out.append(Problem(at + ("duration",), f"{fault.action} has no duration: there is nothing to undo"))
+        elif action.duration == "required" and fault.duration is None:
+            out.append(Problem(at + ("action",), f"{fault.action} needs a duration (e.g. duration: 3s)"))
+        out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload)
+    return out
+
+
+def _fault_target_problems(at: tuple, fault, graph, hosts: list[str], tasks: list[str] | None) -> list[Problem]:
+    names = hosts + [s.name for s in graph.switches]
+    related = ("topology",)
+    if fault.link is not None:
+        unknown = [(j, n) for j, n in enumerate(fault.link) if n not in names]
+        if unknown:
+            return [Problem(at + ("link", j), f"no node {n!r} in this topology{suggest(n, names)}", related)
+                    for j, n in unknown]
+        a, b = fault.link
+        if {a, b} not in [{e.a, e.b} for e in graph.links]:
+            return [Problem(at + ("link",), f"no link between {a} and {b} ({a} links to "
+                            f"{', '.join(graph.neighbours(a)) or 'nothing'})", related)]
+    if fault.host is not None and fault.host not in hosts:
+        return [Problem(at + ("host",), f"no host {fault.host!r} in this topology{suggest(fault.host, hosts)}",
+                        related)]
+    if fault.task is not None and tasks is not None and " ".join(fault.task.split()) not in tasks:
+        return [Problem(at + ("task",), f"no task {fault.task!r} in this run (tasks: {', '.join(tasks)})",
+                        ("workload.strategy", "topology.hosts"))]
+    return []
+
+
+def _trigger_problems(at: tuple, fault, w) -> list[Problem]:
+    trigger, total = parse_trigger(fault.at), w.epochs * w.steps_per_epoch
+    related = ("workload.epochs", "workload.steps_per_epoch")
+    if trigger.kind == "step" and trigger.value > total:
+        return [Problem(at + ("at",), f"step {trigger.value:g} is past the end of training ({total} steps: "
+                        f"{w.epochs} epoch(s) of {w.steps_per_epoch})", related)]
+    if trigger.kind == "epoch" and trigger.value > w.epochs:
+        return [Problem(at + ("at",), f"epoch {trigger.value:g} is past the end of training "
+                        f"({w.epochs} epoch(s))", related)]
+    if trigger.kind == "time" and trigger.value >= w.timeout:
+        return [Problem(at + ("at",), f"{fault.at} is past workload.timeout ({w.timeout:g} s)",
+                        ("workload.timeout",))]
+    return []

@@ -12,7 +12,7 @@ from testbed.spec.models import Experiment
 from testbed.spec.validate import axis_combinations, with_values
 
 _SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
-          "workload.model": ""}
+          "workload.model": "", "faults": ""}
 
 
 @dataclass(frozen=True)
@@ -45,5 +45,7 @@ def run_id(params: dict[str, Any], repeat: int) -> str:
 
 def _label(path: str, value: Any) -> str:
     prefix = _SHORT.get(path, path.rsplit(".", 1)[-1].split("[")[0])
+    if isinstance(value, list) and all(isinstance(v, dict) and "action" in v for v in value):
+        value = "+".join(v["action"] for v in value) or "nofaults"     # a list of faults: their actions
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return re.sub(r"[^A-Za-z0-9_.]+", "_", f"{prefix}{text}")[:24].strip("_") or "x"

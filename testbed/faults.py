@@ -1,0 +1,414 @@
+"""Faults during training: triggers, the action table, the operations each action issues (pure), the
+applier the training loop calls, and what each fault cost (pure).
+
+A fault of the experiment file (`faults:`) is applied when its trigger is reached on the lead task
+(the coordinator or worker 0): `step N` once the N-th step has ended, `epoch N` when the N-th epoch
+begins, `15s` that long after training started. An action is one row of ACTIONS: what it targets,
+the key that carries its new value, whether it takes a duration, and the operations that apply and
+undo it. Operations are plain data (`Op`): a command in a node or in this machine's namespace, a
+signal to a task's process group, a node's new CPU limit. The applier carries them out through the
+node interface, the network and the training's processes."""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from testbed import shaping
+from testbed.roles import Task
+
+# ---- triggers ----------------------------------------------------------------------------------
+
+_TRIGGER = re.compile(r"^(step|epoch)\s+(\d+)$")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    kind: str        # step | epoch | time
+    value: float     # step or epoch number, or seconds after training started
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.value:g}" if self.kind != "time" else f"{self.value:g}s"
+
+    def step(self, steps_per_epoch: int) -> int | None:
+        """The lead's step count at which it fires (epoch N begins after N-1 epochs); None: a time."""
+        if self.kind == "time":
+            return None
+        return int(self.value) if self.kind == "step" else (int(self.value) - 1) * steps_per_epoch
+
+    def reached(self, step: int | None, elapsed: float | None, steps_per_epoch: int) -> bool:
+        """step: the lead's last step (None before its first); elapsed: seconds since training started."""
+        if elapsed is None:
+            return False
+        target = self.step(steps_per_epoch)
+        return elapsed >= self.value if target is None else (step or 0) >= target
+
+
+def parse_trigger(text) -> Trigger:
+    """'step 20', 'epoch 2' (both from 1) or a time after training starts such as '15s' or '1m'."""
+    from testbed.spec.units import parse_time     # spec imports this module: import at call time
+    hint = "a trigger is 'step N', 'epoch N' or a time after training starts such as 15s"
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a trigger: {hint}")
+    words = " ".join(text.lower().split())
+    match = _TRIGGER.match(words)
+    if match:
+        if int(match.group(2)) < 1:
+            raise ValueError(f"{text!r}: steps and epochs count from 1")
+        return Trigger(match.group(1), int(match.group(2)))
+    try:
+        seconds = parse_time(words)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a trigger: {hint}") from None
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: a time trigger must be after training starts (> 0)")
+    return Trigger("time", seconds)
+
+
+def parse_task(text) -> tuple[str, int]:
+    """'worker 1' -> ('worker', 1); a bare type is index 0."""
+    match = re.fullmatch(r"(single|worker|chief|ps)(?:\s+(\d+))?", " ".join(str(text).split()))
+    if not match:
+        raise ValueError(f"{text!r} is not a task: write its type and index, e.g. 'worker 1' "
+                         "(types: single, worker, chief, ps)")
+    return match.group(1), int(match.group(2) or 0)
+
+
+# ---- operations ----------------------------------------------------------------------------------
+
+class Op(NamedTuple):
+    """One thing an action does. kind cmd: argv run in host `where` (None: this machine's root
+    namespace, where switch ports live); signal: `arg` (a signal name) to task `where`; cpu: host
+    `where` gets CPU limit `arg` (None: unlimited). check False: a failure is expected and ignored."""
+    kind: str
+    where: object
+    arg: object
+    check: bool = True
+
+
+@dataclass
+class Context:
+    """What planning needs of the running network: each faulted link's ends (interface, host holding
+    it or None for the root namespace) and configured parameters, the shaping, tasks, hosts' CPU."""
+    ends: dict = field(default_factory=dict)        # frozenset({a, b}) -> [(interface, host | None)]
+    params: dict = field(default_factory=dict)      # frozenset({a, b}) -> LinkParams
+    shaping: str = "tc"
+    qdisc: str = "htb"
+    tasks: list = field(default_factory=list)       # roles.Task
+    cpu: dict = field(default_factory=dict)         # host -> configured CPU fraction or None
+
+
+def link_key(fault) -> frozenset:
+    return frozenset(fault.link)
+
+
+def _ip_link(ctx: Context, fault, state: str) -> list[Op]:
+    return [Op("cmd", holder, ("ip", "link", "set", "dev", intf, state)) for intf, holder in ctx.ends[link_key(fault)]]
+
+
+def _shape(ctx: Context, fault, params) -> list[Op]:
+    """Shape both ends of the fault's link as `params` say, as the network did at bring-up: OVS QoS on
+    switch ports, or tc on both ends after removing what is there (HTB cannot change a root in place)."""
+    ops = []
+    for intf, holder in ctx.ends[link_key(fault)]:
+        if ctx.shaping == "ovs":
+            if holder is None:
+                argv = (("ovs-vsctl", *shaping.ovs_qos_command(intf, params.bw)) if params.bw is not None
+                        else ("ovs-vsctl", "clear", "Port", intf, "qos"))
+                ops.append(Op("cmd", None, argv))
+            continue
+        ops.append(Op("cmd", holder, ("tc", "qdisc", "del", "dev", intf, "root"), check=False))
+        ops += [Op("cmd", holder, ("tc", *args)) for args in shaping.tc_commands(intf, params, ctx.qdisc)]
+    return ops
+
+
+def _set_link(key: str):
+    def apply(ctx, fault):
+        params = ctx.params[link_key(fault)]
+        return _shape(ctx, fault, params.model_copy(update={key: getattr(fault, key)}))
+    return apply
+
+
+def _restore_link(ctx, fault):
+    return _shape(ctx, fault, ctx.params[link_key(fault)])
+
+
+def target_tasks(ctx: Context, fault) -> list[Task]:
+    """The task a fault names, or every task on the host it names."""
+    if fault.task is not None:
+        kind, index = parse_task(fault.task)
+        return [t for t in ctx.tasks if (t.task_type, t.index) == (kind, index)]
+    return [t for t in ctx.tasks if t.host == fault.host]
+
+
+def _signal(name: str):
+    return lambda ctx, fault: [Op("signal", t, name) for t in target_tasks(ctx, fault)]
+
+
+@dataclass(frozen=True)
+class Action:
+    targets: tuple[str, ...]       # the keys that may name its target (exactly one is given)
+    value: str | None              # the key carrying its new value
+    duration: str                  # no | optional | required
+    apply: Callable[[Context, object], list[Op]]
+    undo: Callable[[Context, object], list[Op]] | None
+    netem: bool = False            # needs the netem qdisc
+    doc: str = ""
+
+
+ACTIONS: dict[str, Action] = {
+    "link_down": Action(("link",), None, "optional", lambda c, f: _ip_link(c, f, "down"),
+                        lambda c, f: _ip_link(c, f, "up"), doc="both ends of the link down (undo: up)"),
+    "link_up": Action(("link",), None, "no", lambda c, f: _ip_link(c, f, "up"), None,
+                      doc="both ends of the link up"),
+    "set_bw": Action(("link",), "bw", "optional", _set_link("bw"), _restore_link,
+                     doc="the link's rate (undo: the configured shaping)"),
+    "set_delay": Action(("link",), "delay", "optional", _set_link("delay"), _restore_link, netem=True,
+                        doc="netem delay on the link"),
+    "set_loss": Action(("link",), "loss", "optional", _set_link("loss"), _restore_link, netem=True,
+                       doc="netem loss on the link"),
+    "kill": Action(("task",), None, "no", _signal("SIGKILL"), None, doc="SIGKILL to the task's processes"),
+    "pause": Action(("task", "host"), None, "required", _signal("SIGSTOP"), _signal("SIGCONT"),
+                    doc="SIGSTOP to the task (or every task on the host), SIGCONT after the duration"),
+    "set_cpu": Action(("host",), "cpu", "optional", lambda c, f: [Op("cpu", f.host, f.cpu)],
+                      lambda c, f: [Op("cpu", f.host, c.cpu.get(f.host))],
+                      doc="the host's CPU limit (fraction of the machine; undo: the configured one)"),
+}
+
+
+def target_text(fault) -> str:
+    """'h2-s1' (a link), 'worker 1' (a task) or 'h2' (a host)."""
+    target = next((getattr(fault, k) for k in ACTIONS[fault.action].targets if getattr(fault, k) is not None), "")
+    return "-".join(target) if isinstance(target, (list, tuple)) else str(target)
+
+
+def describe(fault) -> str:
+    """'link_down h2-s1 for 3s at step 10'."""
+    action = ACTIONS[fault.action]
+    value = f" to {_text(action.value, getattr(fault, action.value))}" if action.value else ""
+    lasting = f" for {fault.duration:g}s" if fault.duration else ""
+    return f"{fault.action} {target_text(fault)}{value}{lasting} at {fault.at}"
+
+
+def _text(key: str, value) -> str:
+    from testbed.spec import units
+    fmt = {"bw": units.format_bandwidth, "delay": units.format_time, "loss": units.format_percent}
+    return fmt[key](value) if key in fmt else f"{value:g}"
+
+
+def capability_problems(exp) -> list[tuple[str, str]]:
+    """(key, message) for faults this machine or this shaping cannot apply (before anything starts)."""
+    out = []
+    for i, fault in enumerate(exp.faults):
+        if not ACTIONS[fault.action].netem:
+            continue
+        if exp.topology.shaping == "ovs":
+            out.append((f"faults[{i}].action", f"{fault.action} needs netem on tc-shaped links; OVS QoS "
+                        "shapes bandwidth only (set topology.shaping: tc)"))
+        elif not shaping.kernel_has_qdisc("netem"):
+            out.append((f"faults[{i}].action", f"{fault.action} needs the netem qdisc, which this kernel "
+                        "lacks (CONFIG_NET_SCH_NETEM is not set); delay and loss cannot be emulated on this "
+                        "machine. Remove the fault or run on a kernel with netem"))
+    return out
+
+
+# ---- the applier -------------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """One fault of the run and what became of it (a faults.csv row)."""
+    index: int
+    fault: object
+    applied_step: int | None = None
+    applied_t: float | None = None
+    undone_step: int | None = None
+    undone_t: float | None = None
+    outcome: str = "not reached"
+
+    @property
+    def active(self) -> bool:
+        return self.applied_t is not None and self.undone_t is None and ACTIONS[self.fault.action].undo is not None
+
+
+class Applier:
+    """Applies a run's faults when their triggers are reached and undoes them after their duration
+    (and all of them at `close`, whatever happened); `tick` is called by the training loop."""
+
+    def __init__(self, faults, net, tasks, steps_per_epoch: int, journal: Path, progress=lambda msg: None):
+        self.net, self.spe, self.journal, self.progress = net, steps_per_epoch, journal, progress
+        self.records = [Record(i, f) for i, f in enumerate(faults)]
+        self.triggers = [parse_trigger(f.at) for f in faults]
+        self.ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, tasks=list(tasks),
+                           cpu={name: node.limits["cpu"] for name, node in net.nodes.items()})
+        for f in faults:
+            if f.link is not None:
+                edge = next(e for e in net.graph.links if {e.a, e.b} == set(f.link))
+                self.ctx.params[link_key(f)] = edge.params
+                self.ctx.ends[link_key(f)] = [(intf, node.name if node else None)
+                                              for intf, node in net.link_ends(edge.a, edge.b)]
+        self.step, self._blamed = None, set()
+        self._write()
+
+    def tick(self, training, lead_events: list[dict]) -> str | None:
+        """Apply what is due, undo what has lasted its duration; a reason when a fault cannot be applied."""
+        self.step = next((e["step"] for e in reversed(lead_events) if e.get("event") == "step"), None)
+        start = next((e["t"] for e in lead_events if e.get("event") == "start"), None)
+        elapsed = None if start is None else time.time() - start
+        for rec, trigger in zip(self.records, self.triggers):
+            if rec.applied_t is None and trigger.reached(self.step, elapsed, self.spe):
+                problem = self._apply(training, rec)
+                if problem:
+                    return problem
+            elif rec.active and rec.fault.duration and time.time() - rec.applied_t >= rec.fault.duration:
+                self._undo(training, rec)
+        return None
+
+    def close(self, training) -> None:
+        """Undo every fault still in force (last applied first); never raises."""
+        for rec in sorted((r for r in self.records if r.active), key=lambda r: -r.applied_t):
+            self._undo(training, rec)
+
+    def cause(self, task: Task) -> str | None:
+        """The applied fault that ended this task, if one did (each kill explains one end)."""
+        for rec in self.records:
+            if rec.applied_t is not None and rec.fault.action == "kill" and rec.index not in self._blamed \
+                    and task in target_tasks(self.ctx, rec.fault):
+                self._blamed.add(rec.index)
+                return f"fault #{rec.index + 1}: {describe(rec.fault)}"
+        return None
+
+    def _apply(self, training, rec: Record) -> str | None:
+        rec.applied_step, rec.applied_t = self.step, time.time()
+        try:
+            self._run(training, ACTIONS[rec.fault.action].apply(self.ctx, rec.fault))
+            rec.outcome = "ok"
+            self.progress(f"fault #{rec.index + 1} applied at step {self.step}: {describe(rec.fault)}")
+            return None
+        except Exception as err:  # noqa: BLE001 - recorded, and the run fails with it
+            rec.outcome = f"failed: {err}"
+            self._undo(training, rec)      # whatever part of it took effect
+            return f"fault #{rec.index + 1} ({describe(rec.fault)}) could not be applied: {err}"
+        finally:
+            self._write()
+
+    def _undo(self, training, rec: Record) -> None:
+        undo = ACTIONS[rec.fault.action].undo
+        if undo is None:
+            return
+        rec.undone_step, rec.undone_t = self.step, time.time()
+        try:
+            self._run(training, undo(self.ctx, rec.fault))
+            self.progress(f"fault #{rec.index + 1} undone at step {self.step}")
+        except Exception as err:  # noqa: BLE001 - teardown goes on; the row says so
+            rec.outcome += f"; undo failed: {err}"
+        self._write()
+
+    def _run(self, training, ops: list[Op]) -> None:
+        for op in ops:
+            if op.kind == "signal":
+                if not training.signal(op.where, op.arg) and op.check:
+                    raise RuntimeError(f"{op.where.label} is not running")
+            elif op.kind == "cpu":
+                self.net.nodes[op.where].set_cpu(op.arg)
+            elif op.where is not None:
+                self.net.nodes[op.where].run(list(op.arg), timeout=30, check=op.check)
+            else:
+                proc = subprocess.run(list(op.arg), capture_output=True, text=True, timeout=30)
+                if proc.returncode != 0 and op.check:
+                    raise RuntimeError(f"{' '.join(op.arg)} failed: {(proc.stderr or proc.stdout).strip()[:300]}")
+
+    def _write(self) -> None:
+        """The journal (runs/<id>/faults.json): readable even after an interrupted run."""
+        from testbed.results import write_json
+        write_json(self.journal, [dict(fault=describe(r.fault), applied_step=r.applied_step,
+                                       applied_t=r.applied_t, undone_step=r.undone_step, undone_t=r.undone_t,
+                                       outcome=r.outcome) for r in self.records])
+
+
+# ---- what the faults cost (pure) ----------------------------------------------------------------
+
+def attempts(events: list[dict]) -> list[list[dict]]:
+    """A task's events split where it started again (each `start` begins an attempt)."""
+    out: list[list[dict]] = []
+    for e in events:
+        if e.get("event") == "start" or not out:
+            out.append([])
+        out[-1].append(e)
+    return out
+
+
+def _steps(events) -> list[dict]:
+    return [e for e in events if e.get("event") == "step" and e.get("t") is not None]
+
+
+def restart_costs(lead_events: list[dict]) -> list[dict]:
+    """Per restart of the lead: when it was lost (t of its last step), the first step beyond that one
+    after the restart, the steps replayed, and the seconds lost (that gap less one median step)."""
+    parts = attempts(lead_events)
+    runs = [_steps(a) for a in parts]
+    median = statistics.median(e["time_s"] for r in runs for e in r) if any(runs) else 0.0
+    out, reached = [], None
+    for before, after, restarted in zip(runs, runs[1:], parts[1:]):
+        reached = before[-1] if before else reached
+        if reached is None or not after:
+            continue
+        beyond = next((e for e in after if e["step"] > reached["step"]), after[-1])
+        out.append(dict(lost_t=reached["t"], restarted_t=restarted[0]["t"], step=reached["step"],
+                        replayed=max(0, reached["step"] - after[0]["step"] + 1),
+                        time_lost_s=round(max(0.0, beyond["t"] - reached["t"] - median), 3)))
+    return out
+
+
+def fault_rows(records: list[Record], events: dict, lead: Task, experiment: str, run_id: str) -> list[dict]:
+    """faults.csv rows: the plan, when each fault was applied and undone, its outcome and its cost.
+    extra_s: what the lead's steps overlapping the fault's window took beyond its median step (a
+    killed task's window lasts until it is back; when the lead itself had to start again: the time
+    lost to that); steps_replayed: steps run twice because training resumed from a backup."""
+    lead_events = events.get(lead, [])
+    steps = _steps(lead_events)
+    median = statistics.median(e["time_s"] for e in steps) if steps else 0.0
+    costs = restart_costs(lead_events)
+    rows = []
+    for rec in records:
+        f, extra, replayed = rec.fault, None, 0
+        if rec.applied_t is not None:
+            end = rec.undone_t or _back(rec, events) or rec.applied_t
+            restart = next((c for c in costs if c["restarted_t"] > rec.applied_t), None)
+            if restart is not None and f.action == "kill":
+                extra, replayed = restart["time_lost_s"], restart["replayed"]
+            else:
+                hit = [e for e in steps if e["t"] >= rec.applied_t and e["t"] - e["time_s"] <= end]
+                extra = round(sum(max(0.0, e["time_s"] - median) for e in hit), 3)
+        rows.append(dict(experiment=experiment, run_id=run_id, fault=rec.index + 1, action=f.action,
+                         target=target_text(f), at=f.at, duration_s=f.duration,
+                         applied_step=rec.applied_step, applied_t=rec.applied_t, undone_step=rec.undone_step,
+                         undone_t=rec.undone_t, outcome=rec.outcome, extra_s=extra, steps_replayed=replayed))
+    return rows
+
+
+def _back(rec: Record, events: dict) -> float | None:
+    """When a killed task was running again (its first start or server event after the kill)."""
+    if rec.fault.action != "kill":
+        return None
+    kind, index = parse_task(rec.fault.task)
+    evs = next((evs for t, evs in events.items() if (t.task_type, t.index) == (kind, index)), [])
+    return next((e["t"] for e in evs if e.get("event") in ("start", "server") and e.get("t", 0) > rec.applied_t), None)
+
+
+def recovery_columns(lead_events: list[dict], restarts: int) -> dict:
+    """runs.csv's restarts and time_lost_s, and (after a restart) the training time from the first
+    attempt's start to the end, with the per-step figures that follow from it."""
+    out = {"restarts": restarts, "time_lost_s": round(sum(c["time_lost_s"] for c in restart_costs(lead_events)), 3)}
+    start = next((e for e in lead_events if e.get("event") == "start"), None)
+    done = next((e for e in lead_events if e.get("event") == "done"), None)
+    if restarts and start and done and done.get("steps"):
+        total = done["t"] - start["t"]
+        out.update(training_time_s=round(total, 3), time_per_step_s=total / done["steps"])
+        if done.get("samples_per_s") and done.get("time_per_step_s"):
+            out["samples_per_s"] = done["samples_per_s"] * done["time_per_step_s"] / out["time_per_step_s"]
+    return out

@@ -1,0 +1,244 @@
+"""Faults: triggers, validation with lines, the operations each action issues, costs, restarts."""
+import pytest
+
+from spec_helpers import issues, load
+from testbed import faults
+from testbed.faults import Context, Op, Record, parse_trigger
+from testbed.nodes import cgroups
+from testbed.roles import Task, restart_group
+from testbed.spec import LinkParams, expand_points
+
+BASE = """
+name: f
+topology: {hosts: 2, link: {bw: 10mbit}}
+workload: {epochs: 2, steps_per_epoch: 10}
+faults:
+"""
+
+
+# ---- triggers ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, kind, value, step", [
+    ("step 20", "step", 20, 20), ("  Epoch   2 ", "epoch", 2, 10), ("epoch 1", "epoch", 1, 0),
+    ("15s", "time", 15.0, None), ("1m", "time", 60.0, None), ("500ms", "time", 0.5, None)])
+def test_trigger_parsing(text, kind, value, step):
+    trigger = parse_trigger(text)
+    assert (trigger.kind, trigger.value, trigger.step(10)) == (kind, value, step)
+
+
+@pytest.mark.parametrize("text", ["step", "step -1", "step 0", "12", "soon", "0s", 12, None])
+def test_bad_triggers_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_trigger(text)
+
+
+def test_trigger_reached_by_step_or_time():
+    assert not parse_trigger("step 5").reached(4, 1.0, 10)
+    assert parse_trigger("step 5").reached(5, 1.0, 10)
+    assert parse_trigger("epoch 2").reached(10, 9.0, 10) and not parse_trigger("epoch 2").reached(9, 9.0, 10)
+    assert parse_trigger("epoch 1").reached(None, 0.0, 10)           # as soon as training starts
+    assert not parse_trigger("epoch 1").reached(None, None, 10)      # not before
+    assert parse_trigger("3s").reached(None, 3.1, 10) and not parse_trigger("3s").reached(99, 2.9, 10)
+
+
+def test_task_names():
+    assert faults.parse_task("worker  1") == ("worker", 1)
+    assert faults.parse_task("chief") == ("chief", 0)
+    with pytest.raises(ValueError):
+        faults.parse_task("wrker 1")
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+def test_faults_load_and_dump(tmp_path):
+    exp = load(tmp_path, BASE + "  - {at: step 3, action: set_bw, link: [s1, h2], bw: 5mbit, duration: 2s}\n")
+    fault = exp.faults[0]
+    assert (fault.at, fault.bw, fault.duration, fault.link) == ("step 3", 5_000_000, 2.0, ["s1", "h2"])
+    assert exp.model_dump(mode="json")["faults"][0]["bw"] == "5mbit"
+    assert faults.describe(fault) == "set_bw s1-h2 to 5mbit for 2s at step 3"
+
+
+@pytest.mark.parametrize("fault, line_key, words", [
+    ("{at: step 3, action: link_down, link: [h3, s1]}", "faults[0].link[0]", "no node 'h3'"),
+    ("{at: step 3, action: link_down, link: [h1, h2]}", "faults[0].link", "no link between h1 and h2"),
+    ("{at: step 3, action: set_cpu, host: h9, cpu: 0.2}", "faults[0].host", "no host 'h9'"),
+    ("{at: step 3, action: kill, task: worker 2}", "faults[0].task", "tasks: worker 0, worker 1"),
+    ("{at: step 21, action: kill, task: worker 1}", "faults[0].at", "past the end of training (20 steps"),
+    ("{at: epoch 3, action: kill, task: worker 1}", "faults[0].at", "past the end of training (2 epoch"),
+    ("{at: 11m, action: kill, task: worker 1}", "faults[0].at", "past workload.timeout"),
+    ("{at: step 3, action: kill, task: worker 1, duration: 3s}", "faults[0].duration", "kill has no duration"),
+    ("{at: step 3, action: link_up, link: [h1, s1], duration: 3s}", "faults[0].duration", "nothing to undo"),
+    ("{at: step 3, action: pause, task: worker 1}", "faults[0].action", "pause needs a duration"),
+    ("{at: step 3, action: set_bw, link: [h1, s1]}", "faults[0].action", "set_bw needs bw"),
+    ("{at: step 3, action: set_cpu, host: h1, cpu: 0.5, bw: 1mbit}", "faults[0].bw", "bw is not used by set_cpu"),
+    ("{at: step 3, action: kill, host: h1}", "faults[0].host", "host is not used by kill"),
+    ("{at: step 3, action: pause, task: worker 1, host: h1, duration: 1s}", "faults[0].host", "not both"),
+    ("{at: 12, action: kill, task: worker 1}", "faults[0].at", "is not a trigger"),
+    ("{at: step 3, action: kil, task: worker 1}", "faults[0].action", "did you mean 'kill'?"),
+    ("{at: step 3, action: kill, task: wrker 1}", "faults[0].task", "is not a task"),
+])
+def test_fault_errors_name_file_line_and_key(tmp_path, fault, line_key, words):
+    found = issues(tmp_path, BASE + f"  - {fault}\n")
+    match = [i for i in found if i.key == line_key]
+    assert match and words in match[0].message, "\n".join(map(str, found))
+    assert match[0].line == 5 and str(match[0]).startswith(f"{tmp_path / 'exp.yaml'}:5: {line_key}: ")
+
+
+def test_faults_can_be_set_and_swept(tmp_path):
+    text = BASE + "  - {at: step 3, action: pause, task: worker 1, duration: 1s}\n"
+    exp = load(tmp_path, text, overrides=["faults[0].duration=4s", "faults[0].at=step 7"])
+    assert (exp.faults[0].duration, exp.faults[0].at) == (4.0, "step 7")
+    swept = load(tmp_path, text + "sweep:\n  faults[0].duration: [1s, 2s]\n  workload.recovery: [none, backup]\n")
+    points = expand_points(swept)
+    assert sorted((p.spec.faults[0].duration, p.spec.workload.recovery) for p in points) == [
+        (1.0, "backup"), (1.0, "none"), (2.0, "backup"), (2.0, "none")]
+    bad = issues(tmp_path, text + "sweep:\n  faults[0].at: [step 5, step 50]\n")
+    assert any("step 50 is past the end of training" in i.message and i.line == 7 for i in bad), bad
+
+
+def test_netem_faults_are_refused_before_start_on_this_kernel(tmp_path, monkeypatch):
+    exp = load(tmp_path, BASE + "  - {at: step 3, action: set_delay, link: [h1, s1], delay: 10ms}\n")
+    monkeypatch.setattr(faults.shaping, "kernel_has_qdisc", lambda kind: kind != "netem")
+    [(key, message)] = faults.capability_problems(exp)
+    assert key == "faults[0].action" and "CONFIG_NET_SCH_NETEM" in message
+
+
+# ---- the operations each action issues ----------------------------------------------------------
+
+class F:
+    """A fault as the planner reads it."""
+    def __init__(self, action, at="step 1", link=None, task=None, host=None, bw=None, delay=None, loss=None,
+                 cpu=None, duration=None):
+        self.__dict__.update(locals())
+
+
+TASKS = [Task("h1", "worker", 0, 50501), Task("h2", "worker", 1, 50501), Task("h2", "ps", 0, 50502)]
+LINK = frozenset({"h2", "s1"})
+
+
+def ctx(shaping="tc", params=LinkParams(bw="10mbit")):
+    return Context(ends={LINK: [("h2-eth0", "h2"), ("s1-eth2", None)]}, params={LINK: params}, shaping=shaping,
+                   tasks=TASKS, cpu={"h1": None, "h2": 0.5})
+
+
+def plan(fault, context=None):
+    context = context or ctx()
+    action = faults.ACTIONS[fault.action]
+    return action.apply(context, fault), action.undo(context, fault) if action.undo else None
+
+
+def test_link_down_and_up_commands():
+    down, up = plan(F("link_down", link=["h2", "s1"]))
+    assert down == [Op("cmd", "h2", ("ip", "link", "set", "dev", "h2-eth0", "down")),
+                    Op("cmd", None, ("ip", "link", "set", "dev", "s1-eth2", "down"))]
+    assert up == [op._replace(arg=op.arg[:-1] + ("up",)) for op in down]
+    assert plan(F("link_up", link=["h2", "s1"]))[1] is None
+
+
+def test_set_bw_reshapes_both_ends_and_restores_the_configured_rate():
+    apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000))
+    assert [op.where for op in apply] == ["h2"] * 3 + [None] * 3
+    # HTB cannot change its root in place: the old qdisc goes first (absent is fine), then rate and class
+    assert apply[0] == Op("cmd", "h2", ("tc", "qdisc", "del", "dev", "h2-eth0", "root"), check=False)
+    assert apply[1].arg[:5] == ("tc", "qdisc", "replace", "dev", "h2-eth0")
+    assert apply[2].arg[:2] == ("tc", "class") and "2000000bit" in apply[2].arg
+    assert "10000000bit" in undo[2].arg and "10000000bit" in undo[5].arg
+    assert [op.check for op in undo] == [False, True, True] * 2
+
+
+def test_set_bw_on_an_unshaped_link_removes_the_shaping_again():
+    apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(params=LinkParams()))
+    assert len(apply) == 6
+    assert [op.arg for op in undo] == [("tc", "qdisc", "del", "dev", "h2-eth0", "root"),
+                                       ("tc", "qdisc", "del", "dev", "s1-eth2", "root")]
+
+
+def test_set_bw_with_ovs_shaping_sets_the_switch_port_qos():
+    apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(shaping="ovs"))
+    assert len(apply) == 1 and apply[0].where is None and apply[0].arg[0] == "ovs-vsctl"
+    assert "other-config:max-rate=2000000" in apply[0].arg
+    assert "other-config:max-rate=10000000" in undo[0].arg
+    unshaped = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(shaping="ovs", params=LinkParams()))[1]
+    assert unshaped == [Op("cmd", None, ("ovs-vsctl", "clear", "Port", "s1-eth2", "qos"))]
+
+
+def test_set_delay_and_loss_add_netem_under_the_rate():
+    apply, _ = plan(F("set_delay", link=["h2", "s1"], delay=0.02))
+    assert apply[3].arg[-4:] == ("10:", "netem", "delay", "20000us") and "parent" in apply[3].arg
+    apply, _ = plan(F("set_loss", link=["h2", "s1"], loss=1.5))
+    assert apply[3].arg[-3:] == ("netem", "loss", "1.5%")
+
+
+def test_task_actions_signal_process_groups():
+    assert plan(F("kill", task="worker 1")) == ([Op("signal", TASKS[1], "SIGKILL")], None)
+    stop, cont = plan(F("pause", task="worker 0", duration=3))
+    assert stop == [Op("signal", TASKS[0], "SIGSTOP")] and cont == [Op("signal", TASKS[0], "SIGCONT")]
+    stop, _ = plan(F("pause", host="h2", duration=3))
+    assert stop == [Op("signal", TASKS[1], "SIGSTOP"), Op("signal", TASKS[2], "SIGSTOP")]
+
+
+def test_set_cpu_and_its_undo_to_the_configured_limit():
+    assert plan(F("set_cpu", host="h2", cpu=0.1)) == ([Op("cpu", "h2", 0.1)], [Op("cpu", "h2", 0.5)])
+    assert plan(F("set_cpu", host="h1", cpu=0.1))[1] == [Op("cpu", "h1", None)]
+
+
+def test_every_action_has_a_row_that_validation_understands():
+    for name, action in faults.ACTIONS.items():
+        assert action.targets and set(action.targets) <= {"link", "task", "host"}, name
+        assert action.duration in ("no", "optional", "required"), name
+        assert (action.undo is None) == (action.duration == "no"), name
+
+
+# ---- cgroups at run time, restarts, costs -------------------------------------------------------
+
+def test_set_cpu_rewrites_the_quota_v1_and_v2(tmp_path):
+    v1 = tmp_path / "v1"
+    d = cgroups.set_cpu("h1", 0.25, root=v1, cores=2)
+    assert d == v1 / "cpu/dltestbed/h1" and (d / "cpu.cfs_quota_us").read_text() == "50000"
+    cgroups.set_cpu("h1", None, root=v1, cores=2)
+    assert (d / "cpu.cfs_quota_us").read_text() == "-1"
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    (v2 / "cgroup.subtree_control").write_text("+memory")
+    d = cgroups.set_cpu("h1", 0.5, root=v2, cores=4)
+    assert (d / "cpu.max").read_text() == "200000 100000"
+    assert (v2 / "dltestbed" / "cgroup.subtree_control").read_text() == "+cpu"
+    assert cgroups.set_cpu("h1", None, root=v2, cores=4) == d and (d / "cpu.max").read_text() == "max 100000"
+
+
+def test_restart_group():
+    chief, ps, w0, w1 = Task("h1", "chief", 0, 1), Task("h2", "ps", 0, 1), Task("h3", "worker", 0, 1), \
+        Task("h4", "worker", 1, 1)
+    assert restart_group([chief, ps, w0, w1], w1, "ps") == [w1]
+    assert restart_group([chief, ps, w0, w1], ps, "ps") == [chief, ps, w0, w1]
+    assert restart_group([w0, w1], w1, "allreduce") == [w0, w1]
+
+
+def step(n, t, time_s=1.0):
+    return {"event": "step", "step": n, "t": t, "time_s": time_s}
+
+
+def test_costs_of_a_restart_and_of_a_window():
+    # steps 1..6 one second each; killed at t=6.5; back at t=20 from the backup at step 4
+    first = [{"event": "start", "t": 0.0}] + [step(n, float(n)) for n in range(1, 7)]
+    second = [{"event": "start", "t": 15.0}, {"event": "resume", "step": 4, "t": 19.0}] + \
+             [step(n, 15.0 + n) for n in range(5, 11)]
+    events = first + second + [{"event": "done", "t": 25.5, "steps": 10, "time_per_step_s": 1.0,
+                                "samples_per_s": 32.0}]
+    [cost] = faults.restart_costs(events)
+    assert cost["replayed"] == 2 and cost["time_lost_s"] == pytest.approx(22 - 6 - 1)   # step 7 at t=22
+    cols = faults.recovery_columns(events, restarts=1)
+    assert cols["restarts"] == 1 and cols["training_time_s"] == 25.5
+    assert cols["time_per_step_s"] == 2.55 and cols["samples_per_s"] == pytest.approx(32 / 2.55)
+    lead = Task("h1", "worker", 0, 1)
+    kill = Record(0, F("kill", task="worker 1"), applied_step=6, applied_t=6.5, outcome="ok")
+    [row] = faults.fault_rows([kill], {lead: events}, lead, "e", "r")
+    assert (row["extra_s"], row["steps_replayed"], row["target"]) == (15.0, 2, "worker 1")
+    # a 3 s pause over steps 3..4 of a run without restarts: those steps took 2.5 s longer each
+    steady = [{"event": "start", "t": 0.0}, step(1, 1.0), step(2, 2.0), step(3, 5.5, 3.5), step(4, 6.5),
+              step(5, 7.5)]
+    pause = Record(0, F("pause", task="worker 1", duration=3), applied_t=2.1, undone_t=5.1, outcome="ok")
+    [row] = faults.fault_rows([pause], {lead: steady}, lead, "e", "r")
+    assert (row["extra_s"], row["steps_replayed"], row["duration_s"]) == (2.5, 0, 3)
+    assert faults.recovery_columns(steady, 0) == {"restarts": 0, "time_lost_s": 0}
