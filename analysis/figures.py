@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from analysis import costmodel, tables
 from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
@@ -312,6 +313,51 @@ def bleu(exp, outdir: Path):
     return path, b
 
 
+# 10 -----------------------------------------------------------------------------------------
+TIMELINE_RUNS = 8       # panels of the timeline figure at most
+SHADES = ["#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]     # fault windows, in the order of a run's faults
+
+
+def timeline(exp, outdir: Path):
+    """Time per step against step for each run with faults (one panel per run, one line per task),
+    each fault's window shaded from the step it hit to the step that ended after its undo, labelled;
+    a fault with no duration is a line. Steps run again after a restart are drawn dashed."""
+    f = exp.faults[exp.faults["applied_step"].notna()]
+    if f.empty:
+        raise FigureSkipped("no fault was applied (faults.csv is missing or empty)")
+    run_ids = list(dict.fromkeys(f["run_id"]))[:TIMELINE_RUNS]
+    steps = exp.steps[(exp.steps["kind"] == "step") & exp.steps["run_id"].isin(run_ids)].sort_values("t")
+    if steps.empty:
+        raise FigureSkipped("the runs with faults have no step rows in steps.csv")
+    drawn = []
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(len(run_ids), 1, figsize=(10, 3.4 * len(run_ids)), squeeze=False,
+                                 layout="constrained")
+        for ax, run_id in zip(axes[:, 0], run_ids):
+            tasks = steps[steps["run_id"] == run_id].groupby(["role", "task_index"])
+            for colour, ((role, index), rows) in enumerate(tasks):
+                attempt = (rows["step"].diff() <= 0).cumsum()      # a step not above the last: started again
+                for n, part in rows.groupby(attempt):
+                    ax.plot(part["step"], part["time_s"], marker=".", ls="--" if n else "-", color=f"C{colour}",
+                            label=f"{role} {index}" + (f", after restart {n}" if n else ""))
+                    drawn.append(part.assign(attempt=n))
+            for k, row in enumerate(f[f["run_id"] == run_id].itertuples()):
+                lo = row.applied_step + 0.5
+                label = f"#{row.fault} {row.action} {row.target}"
+                if pd.notna(row.undone_step):
+                    ax.axvspan(lo, row.undone_step + 1.5, color=SHADES[k % len(SHADES)], alpha=0.2, label=label)
+                else:
+                    ax.axvline(lo, color="black", ls=":", lw=1.5, label=label)
+            log_if_wide(ax, steps.loc[steps["run_id"] == run_id, "time_s"])
+            ax.set_ylabel("time per step (s)")
+            ax.set_title(f"run {run_id}")
+            legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        axes[-1, 0].set_xlabel("step")
+        fig.suptitle("Faults during training: time per step, fault windows shaded", fontsize=13)
+        path = save(fig, outdir / "timeline.png")
+    return path, pd.concat(drawn, ignore_index=True)
+
+
 # name -> (function, caption); the report shows them in this order.
 FIGURES = {
     "training_time": (training_time, "Training time vs number of nodes, one line per bandwidth "
@@ -333,4 +379,7 @@ FIGURES = {
                    "thesis figures 15 and 18)."),
     "bleu": (bleu, "BLEU-1 to BLEU-4 of the caption model on the held-out images after each "
              "epoch, one panel per node count (reproduces thesis figure 14)."),
+    "timeline": (timeline, "Faults during training: time per step against step for each run with "
+                 "faults, every task a line, fault windows shaded and labelled (the straggler "
+                 "experiment: the slowest node makes everyone wait)."),
 }

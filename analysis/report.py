@@ -40,6 +40,8 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         "cost_model": costmodel.comparison(exp.runs, alpha) if not np.isnan(alpha)
         else pd.DataFrame(),
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
+        **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
+            "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),
     }
 
 
@@ -87,7 +89,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     s = t["summary"]
     s = s[s["strategy"] != "single"]
     if s.empty:
-        return _trend_bleu(t) or ["No successful runs, so no trend can be stated."]
+        return _trend_bleu(t) + _trend_faults(t) or ["No successful runs, so no trend can be stated."]
     nodes, gaps = _trend_nodes(s)
     bws, falls_all = _trend_bw(s)
     out = nodes + bws
@@ -125,7 +127,62 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     for strat, rows in net.groupby("strategy"):
         out.append(f"{strat}: bytes sent per worker per step are {rows['ratio_to_theory'].median():.3g}"
                    f"× the theoretical minimum (median over {len(rows)} runs).")
-    return out + _trend_bleu(t)
+    return out + _trend_bleu(t) + _trend_faults(t)
+
+
+def _trend_faults(t: dict[str, pd.DataFrame]) -> list[str]:
+    """Each fault's cost, each recovered run's restarts, and whether a straggler made everyone wait."""
+    f, out = t.get("faults", pd.DataFrame()), []
+    if f.empty:
+        return out
+    for r in f.itertuples():
+        what = f"Fault #{r.fault} ({r.action} {r.target} at {r.at}, run {r.run_id})"
+        if pd.isna(r.applied_step):
+            out.append(f"{what} was not applied: {r.outcome}.")
+            continue
+        undone = f", undone after step {int(r.undone_step)}" if pd.notna(r.undone_step) else ""
+        out.append(f"{what} hit after step {int(r.applied_step)}{undone}: it cost {r.extra_s:.3g} s beyond the "
+                   f"median step and {int(r.steps_replayed)} step(s) replayed (outcome: {r.outcome}).")
+    for run_id, rows in f[f["restarts"].fillna(0) > 0].groupby("run_id"):
+        out.append(f"Run {run_id} restarted {int(rows['restarts'].iloc[0])} time(s) from its last backup and "
+                   f"lost {rows['time_lost_s'].iloc[0]:.3g} s to it.")
+    w = t["fault_windows"]
+    for (run_id, fault), rows in w.groupby(["run_id", "fault"]):
+        if len(rows) < 2:
+            continue
+        each = "; ".join(f"{r.role} {r.task_index} on {r.host} {r.median_before_s:.3g} s → {r.median_during_s:.3g} s"
+                         for r in rows.itertuples())
+        verdict = ("every task slowed, not only the one the fault hit: in synchronous training everyone waits "
+                   "for the slowest" if (rows["slowdown"] > 1.5).all() else "not every task slowed")
+        out.append(f"While fault #{fault} ({rows['action'].iloc[0]} {rows['target'].iloc[0]}, run {run_id}) was "
+                   f"in force, the median step went from before to during: {each}: {verdict}.")
+    return out
+
+
+def model_params(model: costmodel.CostModel) -> pd.DataFrame:
+    """The fitted parameters per strategy (README, 'Cost model and predictions')."""
+    rows = [dict(strategy="all", parameter=k, value=getattr(model, k), fitted_on_runs=np.nan,
+                 from_defaults=False) for k in ("cores", "u", "rho", "rtt_s")]
+    for name, f in model.fits.items():
+        rows += [dict(strategy=name, parameter=k, value=v, fitted_on_runs=f.n_runs,
+                      from_defaults=k in f.defaulted) for k, v in f.params.items()]
+    return pd.DataFrame(rows)
+
+
+def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
+    """The model's accuracy, in sample and on held-out runs, per strategy."""
+    acc = t.get("cost_model_accuracy", pd.DataFrame())
+    out = []
+    for strat, rows in acc.groupby("strategy", sort=False) if len(acc) else ():
+        parts = []
+        for r in rows.itertuples():
+            what = ("fitted on every run" if r.split == "in-sample" else
+                    "on the runs with the most workers, predicted from a fit on the others")
+            parts.append(f"{r.median_abs_rel_error:.1%} {what} (max {r.max_abs_rel_error:.1%}, "
+                         f"{int(r.runs)} runs)")
+        out.append(f"The cost model ({strat}) predicts the time per step with median |relative "
+                   f"error| " + "; ".join(parts) + ".")
+    return out
 
 
 def _trend_bleu(t: dict[str, pd.DataFrame]) -> list[str]:

@@ -36,6 +36,9 @@ STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "
 USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes",
                  "tx_bytes", "rx_bytes"]
 EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
+FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",
+                  "applied_t", "undone_step", "undone_t", "outcome", "extra_s", "steps_replayed"]
+
 
 OPTIONAL_TABLES = {"checks.csv": CHECKS_COLUMNS, "steps.csv": STEPS_COLUMNS,
                    "usage.csv": USAGE_COLUMNS}
@@ -49,6 +52,8 @@ _NUMERIC = {
     "steps.csv": ["task_index", "epoch", "step", "time_s", "loss", "samples_per_s", "t"],
     "usage.csv": ["t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"],
     "evals.csv": ["epoch", "value"],
+    "faults.csv": ["fault", "duration_s", "applied_step", "applied_t", "undone_step", "undone_t", "extra_s",
+                   "steps_replayed"],
 }
 
 # Keys that identify one configuration; repeats of a configuration are averaged.
@@ -66,6 +71,7 @@ class Experiment:
     usage: pd.DataFrame
     missing: list[str] = field(default_factory=list)  # optional files that were absent
     evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVALS_COLUMNS))
+    faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FAULTS_COLUMNS))
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -98,7 +104,8 @@ def load_experiment(exp_dir) -> Experiment:
     names = runs["experiment"].dropna().unique()
     name = str(names[0]) if len(names) else exp_dir.name
     return Experiment(exp_dir, name, runs, tables["checks.csv"], tables["steps.csv"],
-                      tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS))
+                      tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS),
+                      read_table(exp_dir / "faults.csv", FAULTS_COLUMNS))
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -251,3 +258,37 @@ def iperf_checks(checks: pd.DataFrame) -> pd.DataFrame:
     df = checks[(checks["tool"] == "iperf3") & checks["configured_bps"].notna()
                 & checks["measured_bps"].notna()]
     return df[cols].reset_index(drop=True)
+
+
+def fault_costs(faults: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per fault: where it was applied and undone, its outcome and its cost (faults.csv), with
+    its run's status, restarts and time lost (runs.csv)."""
+    cols = ["run_id", "fault", "action", "target", "at", "applied_step", "undone_step", "outcome", "extra_s",
+            "steps_replayed", "status", "restarts", "time_lost_s"]
+    if faults.empty:
+        return pd.DataFrame(columns=cols)
+    extra = [c for c in ("status", "restarts", "time_lost_s") if c in runs]
+    out = faults.merge(runs[["run_id", *extra]], on="run_id", how="left")
+    return out.reindex(columns=cols).reset_index(drop=True)
+
+
+def fault_windows(faults: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per fault and task with step rows: its median step before the fault and while the fault was in
+    force (until undone, else to the end of the run), and their ratio. In synchronous all-reduce a
+    straggler slows every worker: the ratio rises on all of them, not only on the slowed host."""
+    cols = ["run_id", "fault", "action", "target", "role", "task_index", "host", "steps_before",
+            "median_before_s", "steps_during", "median_during_s", "slowdown"]
+    rows = []
+    steps = steps[steps["kind"] == "step"]
+    lasting = faults["applied_t"].notna() & ~faults["action"].isin(["kill", "link_up"])   # no window
+    for f in faults[lasting].itertuples():
+        end = f.undone_t if pd.notna(f.undone_t) else np.inf
+        for (role, index, host), s in steps[steps["run_id"] == f.run_id].groupby(["role", "task_index", "host"]):
+            before = s[(s["t"] < f.applied_t) & (s["step"] > 1)]        # step 1 builds the graph
+            during = s[(s["t"] >= f.applied_t) & (s["t"] - s["time_s"] <= end)]
+            if before.empty or during.empty:
+                continue
+            b, d = before["time_s"].median(), during["time_s"].median()
+            rows.append([f.run_id, f.fault, f.action, f.target, role, index, host, len(before), b, len(during), d,
+                         d / b if b > 0 else np.nan])
+    return pd.DataFrame(rows, columns=cols)
