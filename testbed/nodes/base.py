@@ -126,7 +126,6 @@ class Node(ABC):
         (tf_keras' backups); its path there."""
         raise NotImplementedError(f"{self.kind} nodes do not share a writable folder with this machine")
 
-
     @classmethod
     @abstractmethod
     def usage(cls, nodes: list["Node"]) -> dict[str, Usage]:
