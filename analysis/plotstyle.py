@@ -86,8 +86,37 @@ def style(strategy):
     return STRATEGY_STYLE.get(strategy, ("D", "-."))
 
 
+def plain_number(value, _pos=None) -> str:
+    """Tick label of a log axis as a plain number: 0.02, 0.5, 3, 1000, 2e+05."""
+    if value <= 0:
+        return ""
+    return f"{value:g}" if 1e-4 <= value < 1e5 else f"{value:.0e}"
+
+
+def readable_log_ticks(fig) -> None:
+    """Every log axis of `fig` gets plain-number labels on major ticks only (matplotlib labels
+    minor ticks of a log axis spanning less than a decade as '2x10^-2', and they overlap), with
+    majors at 1, 2, 5 x 10^n (or 1..9 x 10^n on a narrow axis, or 10^n on a wide one).
+    Explicit ticks (set_xticks) keep their places and only get plain labels."""
+    from matplotlib import ticker
+    fig.canvas.draw()   # settle the limits the labels depend on
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log":
+                continue
+            lo, hi = sorted(axis.get_view_interval())
+            if not isinstance(axis.get_major_locator(), ticker.FixedLocator) and lo > 0:
+                decades = np.log10(hi / lo)
+                subs = ((1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades > 1.2 else
+                        (1.0, 2.0, 3.0, 5.0) if decades > 0.5 else tuple(np.arange(1.0, 10.0)))
+                axis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+            axis.set_major_formatter(ticker.FuncFormatter(plain_number))
+            axis.set_minor_formatter(ticker.NullFormatter())
+
+
 def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
+    readable_log_ticks(fig)
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -1,0 +1,52 @@
+"""Readable log axes: plain numbers on major ticks only, never overlapping (the cost figure's
+'2x10^3x10^-2' of overlapping minor labels)."""
+import matplotlib
+import pytest
+
+from analysis.plotstyle import readable_log_ticks, save
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.mark.parametrize("lo,hi", [(0.02, 0.09), (0.03, 0.045), (0.02, 0.6), (0.001, 500)])
+def test_log_axes_get_plain_non_overlapping_labels(tmp_path, lo, hi):
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.scatter([lo, hi], [lo, hi])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    readable_log_ticks(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        labels = [t for t in axis.get_majorticklabels() + axis.get_minorticklabels()
+                  if t.get_text() and lim[0] <= (t.get_position()[0] if axis is ax.xaxis
+                                                 else t.get_position()[1]) <= lim[1]]
+        assert len(labels) >= 2
+        assert not any("times" in t.get_text() or "^" in t.get_text() for t in labels)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), [t.get_text() for t in labels]
+    plt.close(fig)
+
+
+def test_save_makes_log_axes_readable(tmp_path):
+    from matplotlib import ticker
+    fig, ax = plt.subplots()
+    ax.plot([0.02, 0.09], [1, 2])
+    ax.set_xscale("log")
+    save(fig, tmp_path / "f.png")
+    assert isinstance(ax.xaxis.get_major_formatter(), ticker.FuncFormatter)
+    assert isinstance(ax.xaxis.get_minor_formatter(), ticker.NullFormatter)
+
+
+def test_readable_log_ticks_keeps_explicit_ticks():
+    fig, ax = plt.subplots()
+    ax.plot([1, 1024], [1, 2])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 4, 16, 64, 256, 1024])
+    readable_log_ticks(fig)
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16", "64", "256", "1024"]
+    plt.close(fig)
