@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Command line of the testbed: run, up, exec, validate, report, cleanup, schema, image."""
+"""Command line of the testbed: run, up, exec, validate, report, predict, cleanup, schema, image."""
 from __future__ import annotations
 
 import argparse
@@ -42,6 +42,9 @@ def parse_args(argv):
     _set_args(val)
     rep = sub.add_parser("report", help="tables, figures and report.html from stored results (no root)")
     rep.add_argument("dir")
+    sub.add_parser("predict", add_help=False, help="what-if from the cost model fitted on results: time per "
+                   "step, speedup and the better strategy for any nodes, bandwidths, CPU (no root; "
+                   "predict --help)")
     cl = sub.add_parser("cleanup", help="remove what a killed run left behind (root)")
     cl.add_argument("--force", action="store_true", help="also remove the resources of runs that look alive")
     sub.add_parser("schema", help="print the JSON Schema of experiment files")
@@ -197,7 +200,11 @@ def cmd_image(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["predict"]:   # its own parser (analysis/predict.py), imported only when used
+        from analysis.predict import main as predict
+        return predict(argv[1:])
+    args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     return {"run": cmd_run, "up": cmd_up, "exec": cmd_exec, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
             "schema": cmd_schema, "image": cmd_image}[args.command](args)

@@ -1,31 +1,83 @@
-"""Alpha-beta cost model of the communication in one training step.
+"""Cost model of one training step, fitted per strategy on a sweep, validated on held-out points.
 
-Symbols: N workers, k parameter servers, S = gradient_bytes * 8 (bits), B = configured link
-bandwidth (bits/s), alpha = per-message latency (s).
+Symbols: N workers, k parameter servers, S = gradient_bytes * 8 (bits), B = the path bandwidth
+*as the checks measured it* (the narrowest iperf3 goodput of the run, bit/s; a run without
+checks: configured x rho, rho = the median measured/configured ratio of the fitted results, 0.956
+by default), r = the ping RTT (s), P = cores of the machine the tasks share, u = cores a lone
+worker keeps busy (usage.csv of the 1-worker runs), steps = steps of the run.
 
-* Ring all-reduce (reduce-scatter + all-gather, 2(N-1) rounds of S/N each)::
+Compute. Every worker wants u cores; host i may use at most cpu_i * P (topology.host cpu, a
+fraction of the whole machine). On one machine the P cores are shared max-min fairly among the
+workers (water-filling), so worker i gets a_i cores and computes ``s_i = u / a_i`` times slower
+than a lone worker (s_i >= 1). A synchronous step waits for the slowest worker: s = max_i s_i.
+On separate machines (``shared=False``, predictions) a_i = min(u, cpu_i * P).
 
-      t_ring = 2(N-1)/N * S/B + 2(N-1) * alpha
+Steady step (the median step of the lead task in steps.csv):
 
-* Parameter server: every worker pushes its gradient (S) and pulls the parameters (S);
-  the variables are split over the k servers, so each server link carries N*S/k one way
-  for the push and N*S/k the other way for the pull, one after the other::
+* all-reduce (ring: reduce-scatter + all-gather, 2(N-1) rounds of S/N each)::
 
-      t_ps = 2 * S * N / (k * B) + 2 * alpha
+      t = c*s + gamma * 2(N-1)/N * S/B + 2(N-1) * (alpha + r/2)
 
-One node (N = 1) or strategy 'single' communicates nothing: t = 0.
+* parameter server (TF2, asynchronous: a coordinator step is one worker's closure, which pulls
+  the S bits of parameters and pushes S bits of gradients; the busiest server link carries S/k'
+  of every closure each way, k' = the servers the largest variable is sharded over)::
 
-Measured communication per step = time_per_step_s - compute, where compute is the mean
-1-node time per step of the same model. ``fit_alpha`` fits alpha by least squares on that.
+      tau_j = c*s_j + gamma * 2*S/B + 2*alpha + r        one closure on worker j
+      A     = 1 / sum_j(1/tau_j)                         workers in parallel
+      C     = gamma * S/(k'*B)                           the busiest server link
+      t     = (A^p + C^p + d^p)^(1/p)                    three stages in a pipeline; d = the
+                                                         coordinator's own time per step
+
+Warm-up: the first step traces the function and sets up the cluster, and each epoch boundary
+drains the pipeline; it is what a run spends beyond steps x steady step, E = training_time -
+steps*t::
+
+      E = w*s + v*(N-1) + beta*S/B            (S/B only where there is traffic: not 1-worker all-reduce)
+
+Time per step as runs.csv records it: ``T = t + E/steps``.
+
+c is scaled by S x batch per worker relative to the fitted runs' (compute grows with the
+parameters times the samples), so a prediction for another size of model scales. The parameters
+(c, gamma, alpha, w, v, beta; ps also d, p) are fitted per strategy by Levenberg-Marquardt on
+log(predicted/measured) of the steady steps and warm-ups (a run without step rows: of T), with a
+soft-L1 loss (a noisy run counts less) and a weak pull towards rough defaults, so a parameter
+the data cannot identify keeps its default (listed as such). ``holdout`` fits on the points with
+fewer workers and predicts the largest worker count.
 """
 from __future__ import annotations
 
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import yaml
 
+from analysis import tables
 from analysis.tables import ok_runs
 
+TCP_CEILING = 1448 / 1514        # TCP goodput over an HTB-shaped link, of the configured rate
+STRATEGIES = ("allreduce", "ps")
+MIN_SHARD_BYTES = 256 << 10      # ps.partition: true shards a variable into pieces of >= 256 KiB
+PARAMS = {
+    "allreduce": ("c", "gamma", "alpha", "w", "v", "beta"),
+    "ps": ("c", "gamma", "alpha", "d", "p", "w", "v", "beta"),
+}
+# Rough values: fitted on two default sweeps (all-reduce) and a ps sweep (1-3 workers, 1-2 servers,
+# 10/50/200 Mbit/s) on the 2-core development VM, 2026-11-22. A parameter the fitted results
+# cannot identify keeps its value from here, and `strategy: auto` without results uses them all.
+DEFAULTS = {
+    "allreduce": dict(c=0.002, gamma=1.1, alpha=0.0063, w=0.48, v=0.27, beta=4.0),
+    "ps": dict(c=0.0056, gamma=1.0, alpha=0.0026, d=0.013, p=2.8, w=0.67, v=0.13, beta=9.5),
+}
+DEFAULT_REFERENCE = dict(cores=2.0, u=1.0, rho=TCP_CEILING, rtt_s=3e-4, steps=20,
+                         work=203560 * 8 * 32.0)   # S * batch per worker of the default sweep
 
+
+# -- terms -----------------------------------------------------------------------------------
 def ring_allreduce_time(n, s_bits, b_bps, alpha):
     """2(N-1)/N * S/B + 2(N-1)*alpha; 0 when N <= 1."""
     n = np.asarray(n, dtype=float)
@@ -34,74 +86,589 @@ def ring_allreduce_time(n, s_bits, b_bps, alpha):
     return np.where(n > 1, t, 0.0)
 
 
-def parameter_server_time(n, k, s_bits, b_bps, alpha):
-    """2*S*N/(k*B) + 2*alpha; 0 when there are no workers."""
-    n = np.asarray(n, dtype=float)
+def ps_closure_comm(s_bits, b_bps, alpha):
+    """Communication of one parameter-server closure on its worker: pull S, push S, two calls."""
+    return 2 * np.asarray(s_bits, float) / np.asarray(b_bps, float) + 2 * alpha
+
+
+def ps_server_time(k, s_bits, b_bps):
+    """Per closure, on the busiest server link (one way): S/(k*B); k < 1 or NaN counts as 1."""
     k = np.maximum(np.nan_to_num(np.asarray(k, dtype=float), nan=1.0), 1.0)
-    t = 2 * np.asarray(s_bits, float) * n / (k * np.asarray(b_bps, float)) + 2 * alpha
-    return np.where(n > 0, t, 0.0)
+    return np.asarray(s_bits, float) / (k * np.asarray(b_bps, float))
 
 
-def _terms(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per run: (bandwidth term in s, coefficient of alpha), so t = bw_term + coef*alpha."""
-    n = runs["workers"].fillna(runs["hosts"]).to_numpy(float)
-    k = runs["servers"].to_numpy(float)
-    s = runs["gradient_bytes"].to_numpy(float) * 8
-    b = runs["bw_bps"].to_numpy(float)
-    strat = runs["strategy"].astype(str).to_numpy()
-    is_ps = strat == "ps"
-    bw_term = np.where(is_ps, parameter_server_time(n, k, s, b, 0.0),
-                       ring_allreduce_time(n, s, b, 0.0))
-    coef = np.where(is_ps, np.where(n > 0, 2.0, 0.0), np.where(n > 1, 2 * (n - 1), 0.0))
-    single = (strat == "single") | (runs["hosts"].to_numpy(float) <= 1)
-    return np.where(single, 0.0, bw_term), np.where(single, 0.0, coef)
+def pnorm(values, p: float) -> float:
+    """(sum v^p)^(1/p): the sum for p = 1, the largest for p -> infinity."""
+    v = np.asarray(values, dtype=float)
+    top = float(v.max())
+    if top <= 0:
+        return 0.0
+    return top * float(np.sum((v / top) ** p)) ** (1.0 / p)
 
 
-def predict(runs_df: pd.DataFrame, alpha: float) -> pd.Series:
-    """Predicted communication time per step (s) for each row of a runs table."""
-    bw_term, coef = _terms(runs_df)
-    return pd.Series(bw_term + coef * alpha, index=runs_df.index, name="predicted_comm_s")
+def fair_shares(demands, cores: float) -> np.ndarray:
+    """Max-min fair split of `cores` among tasks wanting `demands` cores (water-filling)."""
+    d = np.asarray(demands, dtype=float)
+    alloc = np.zeros_like(d)
+    left, todo = float(cores), list(np.argsort(d, kind="stable"))
+    while todo:
+        share = left / len(todo)
+        i = todo[0]
+        if d[i] <= share:
+            alloc[i] = d[i]
+            left -= d[i]
+            todo.pop(0)
+        else:
+            alloc[todo] = share
+            break
+    return alloc
 
 
-def compute_term(runs_df: pd.DataFrame) -> pd.Series:
-    """Per row: mean 1-node time per step of the same model (ok runs), NaN if none."""
-    ok = ok_runs(runs_df)
-    one = ok[ok["hosts"] == 1].groupby("model")["time_per_step_s"].mean()
-    return runs_df["model"].map(one).rename("compute_s")
+def slowdowns(n: int, u: float, cores: float, fractions=None, shared: bool = True) -> np.ndarray:
+    """Per worker: how many times slower than a lone worker (u cores) it computes.
+
+    fractions: each worker's host cpu limit as a fraction of a machine of `cores` cores (None or
+    NaN: no limit), cycled if shorter than n. shared: every worker on one machine of `cores`."""
+    n = max(int(n), 1)
+    f = _fractions(fractions, n)
+    demand = np.minimum(u, f * cores)
+    alloc = fair_shares(demand, cores) if shared else demand
+    return u / np.maximum(alloc, 1e-9)
 
 
-def fit_alpha(runs_df: pd.DataFrame) -> float:
-    """Least-squares alpha (>= 0) over ok multi-node runs: measured comm = bw_term + coef*alpha.
-
-    Returns NaN when no run can be used (no 1-node baseline or no multi-node run).
-    """
-    ok = ok_runs(runs_df)
-    measured = ok["time_per_step_s"] - compute_term(ok)
-    bw_term, coef = _terms(ok)
-    use = (coef > 0) & measured.notna().to_numpy() & np.isfinite(bw_term)
-    if not use.any():
-        return float("nan")
-    y = measured.to_numpy(float)[use] - bw_term[use]
-    c = coef[use]
-    return max(0.0, float(np.dot(c, y) / np.dot(c, c)))
+def _fractions(fractions, n: int) -> np.ndarray:
+    if fractions is None or (isinstance(fractions, float) and math.isnan(fractions)):
+        return np.ones(n)
+    f = np.atleast_1d(np.asarray(fractions, dtype=float))
+    if f.size == 0:
+        return np.ones(n)
+    return np.resize(np.where(np.isnan(f), 1.0, f), n)
 
 
-def comparison(runs_df: pd.DataFrame, alpha: float | None = None) -> pd.DataFrame:
-    """Measured vs predicted time per step for every ok run, with relative errors.
+def ps_shards(servers: int, partition, s_bytes: float) -> int:
+    """Servers the largest variable is spread over: none without partitioning (the built-in
+    models have one variable holding nearly all parameters); with ``ps.partition: true``
+    (TensorFlow's MinSizePartitioner, 256 KiB pieces) min(k, S // 256 KiB); 'fixed': k."""
+    k = max(int(servers or 1), 1)
+    if partition in (True, "true", "True", "min_size"):
+        return int(min(k, max(1, s_bytes // MIN_SHARD_BYTES)))
+    if partition == "fixed":
+        return k
+    return 1
 
-    predicted_step_s = compute_s + predicted_comm_s; rel_error = (pred - meas) / meas.
-    """
-    ok = ok_runs(runs_df)
-    if alpha is None:
-        alpha = fit_alpha(runs_df)
-    alpha_used = 0.0 if np.isnan(alpha) else alpha
-    out = ok.reindex(columns=["run_id", "model", "strategy", "hosts", "workers", "servers",
-                              "bw_bps", "bw", "gradient_bytes"])
-    out["measured_step_s"] = ok["time_per_step_s"]
-    out["compute_s"] = compute_term(runs_df).loc[ok.index]
-    out["measured_comm_s"] = out["measured_step_s"] - out["compute_s"]
-    out["predicted_comm_s"] = predict(ok, alpha_used)
-    out["predicted_step_s"] = out["compute_s"] + out["predicted_comm_s"]
+
+# -- one configuration -----------------------------------------------------------------------
+@dataclass
+class Point:
+    """What the model needs of one configuration."""
+    strategy: str          # allreduce | ps (single counts as one all-reduce worker)
+    workers: int
+    shards: int            # ps: k', servers the largest variable is spread over
+    s_bits: float
+    bw_bps: float          # path bandwidth at TCP goodput level
+    rtt_s: float
+    slow: np.ndarray       # per worker compute slowdown (>= 1)
+    scale: float = 1.0     # compute per step relative to the fitted runs'
+
+
+def steady_time(strategy: str, p: dict, pt: Point) -> float:
+    return _steady_parts(strategy, p, pt)["steady_s"]
+
+
+def _steady_parts(strategy: str, p: dict, pt: Point) -> dict:
+    n, s, b, r = pt.workers, pt.s_bits, pt.bw_bps, pt.rtt_s
+    if _family(strategy) == "allreduce":
+        compute = p["c"] * pt.scale * float(pt.slow.max())
+        comm = p["gamma"] * float(ring_allreduce_time(n, s, b, 0.0)) + \
+            (2 * (n - 1) * (p["alpha"] + r / 2) if n > 1 else 0.0)
+        return dict(steady_s=compute + comm, compute_s=compute, comm_s=comm,
+                    bound="compute" if compute >= comm else "network")
+    comm = p["gamma"] * 2 * s / b + 2 * p["alpha"] + r
+    tau = p["c"] * pt.scale * pt.slow + comm
+    workers = 1.0 / float(np.sum(1.0 / tau))
+    server = p["gamma"] * float(ps_server_time(pt.shards, s, b))
+    parts = {"workers": workers, "servers": server, "coordinator": p["d"]}
+    bound = max(parts, key=parts.get)
+    if bound == "workers":
+        bound = "compute" if p["c"] * pt.scale * float(np.mean(pt.slow)) >= comm else "network"
+    return dict(steady_s=pnorm(list(parts.values()), p["p"]), compute_s=p["c"] * pt.scale *
+                float(np.mean(pt.slow)), comm_s=comm, bound=bound)
+
+
+def warmup_time(strategy: str, p: dict, pt: Point) -> float:
+    n = pt.workers
+    if _family(strategy) == "allreduce":
+        s, traffic = float(pt.slow.max()), n > 1
+    else:
+        s, traffic = float(n / np.sum(1.0 / pt.slow)), True
+    return p["w"] * s + p["v"] * (n - 1) + (p["beta"] * pt.s_bits / pt.bw_bps if traffic else 0.0)
+
+
+# -- the model -------------------------------------------------------------------------------
+@dataclass
+class StrategyFit:
+    params: dict
+    n_runs: int = 0
+    defaulted: list = field(default_factory=list)   # parameters the data could not identify
+
+
+@dataclass
+class CostModel:
+    """Fitted parameters per strategy and the reference the fit was made on."""
+    fits: dict
+    cores: float = DEFAULT_REFERENCE["cores"]     # P of the fitted runs' machine
+    u: float = DEFAULT_REFERENCE["u"]             # cores a lone worker keeps busy
+    rho: float = DEFAULT_REFERENCE["rho"]         # measured / configured bandwidth
+    rtt_s: float = DEFAULT_REFERENCE["rtt_s"]     # ping RTT when none is given
+    steps: int = DEFAULT_REFERENCE["steps"]       # steps per run of the fitted results
+    work: float = DEFAULT_REFERENCE["work"]       # S * batch per worker of the fitted runs
+    source: str = "defaults"
+
+    def point(self, strategy, workers, s_bits, b_bps, servers=1, shards=None, rtt_s=None,
+              fractions=None, shared=True, work=None) -> Point:
+        """A configuration; b_bps at goodput level (measured, or configured x rho)."""
+        n = max(int(workers), 1)
+        r = self.rtt_s if rtt_s is None or not np.isfinite(rtt_s) else float(rtt_s)
+        return Point(_family(strategy), n, int(shards or servers or 1), float(s_bits), float(b_bps), r,
+                     slowdowns(n, self.u, self.cores, fractions, shared),
+                     (work / self.work) if work else 1.0)
+
+    def terms(self, strategy, workers, s_bits, b_bps, **kw) -> dict:
+        """Steady step, warm-up and their parts for one configuration."""
+        pt = self.point(strategy, workers, s_bits, b_bps, **kw)
+        p = self.fits[pt.strategy].params
+        out = _steady_parts(pt.strategy, p, pt)
+        out.update(warmup_s=warmup_time(pt.strategy, p, pt), slowdown=float(pt.slow.max()))
+        return out
+
+    def step(self, strategy, workers, s_bits, b_bps, steps=None, **kw) -> float:
+        """Time per step as runs.csv records it: steady + warm-up / steps."""
+        t = self.terms(strategy, workers, s_bits, b_bps, **kw)
+        return t["steady_s"] + t["warmup_s"] / (steps or self.steps)
+
+    # persistence ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["fits"] = {k: asdict(v) for k, v in self.fits.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CostModel":
+        fits = {k: StrategyFit(**v) for k, v in d["fits"].items()}
+        return cls(fits=fits, **{k: v for k, v in d.items() if k != "fits"})
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path) -> "CostModel":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def describe(self) -> str:
+        lines = [f"cost model from {self.source}: P = {self.cores:g} cores, u = {self.u:.2f} cores per "
+                 f"lone worker, measured/configured bandwidth {self.rho:.3f}, RTT {self.rtt_s * 1e3:.2f} ms"]
+        for name, f in self.fits.items():
+            lines.append(f"  {name:9s} " + ", ".join(_show(k, v) for k, v in f.params.items())
+                         + f" ({f.n_runs} runs" + (f"; defaults: {', '.join(f.defaulted)}"
+                                                   if f.defaulted else "") + ")")
+        return "\n".join(lines)
+
+
+def _show(name: str, value: float) -> str:
+    if name in ("c", "alpha", "d"):
+        return f"{name} = {value * 1e3:.3g} ms"
+    if name in ("w", "v"):
+        return f"{name} = {value:.3g} s"
+    return f"{name} = {value:.3g}"
+
+
+def default_model() -> CostModel:
+    """Rough defaults (documented in the README), for `strategy: auto` without results."""
+    return CostModel(fits={k: StrategyFit(dict(v), defaulted=list(v)) for k, v in DEFAULTS.items()})
+
+
+def _family(strategy) -> str:
+    """single counts as one all-reduce worker (compute only)."""
+    return "ps" if str(strategy) == "ps" else "allreduce"
+
+
+# -- features of measured runs ---------------------------------------------------------------
+FEATURES = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "shards",
+            "bw_bps", "bw", "s_bits", "batch", "steps", "bw_meas_bps", "bw_source", "rtt_s",
+            "fractions", "slowdown", "steady_s", "overhead_s", "time_per_step_s"]
+
+
+def features(exp, cores: float | None = None) -> pd.DataFrame:
+    """One row per ok run with what the model needs, measured: the checks' bandwidth and RTT,
+    the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml), the steady step and the
+    warm-up (steps.csv). attrs: cores, u, rho."""
+    cores = float(cores or os.cpu_count() or 1)
+    ok = ok_runs(exp.runs)
+    ok = ok[ok["time_per_step_s"].notna() & ok["gradient_bytes"].notna() & (ok["steps"] > 0)]
+    rho = bandwidth_ratio(exp.checks)
+    u = lone_worker_cores(exp, cores)
+    bw_meas, rtt = _measured_bw(exp.checks), _rtt(exp.checks)
+    steady = steady_steps(exp.steps)
+    rows = []
+    for r in ok.itertuples(index=False):
+        workers = int(r.workers) if pd.notna(r.workers) and r.workers > 0 else int(r.hosts)
+        servers = int(r.servers) if pd.notna(r.servers) else 0
+        fam = _family(r.strategy)
+        spec = _run_spec(exp.path, r.run_id)
+        fr = worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers)
+        partition = ((spec.get("workload") or {}).get("ps") or {}).get("partition") if spec else None
+        b_meas, src = bw_meas.get(r.run_id, np.nan), "checks"
+        if not np.isfinite(b_meas):
+            b_meas, src = r.bw_bps * rho, "configured x rho"
+        st = steady.get(r.run_id, np.nan)
+        rows.append(dict(
+            run_id=r.run_id, strategy=r.strategy, family=fam, model=r.model, hosts=int(r.hosts),
+            workers=workers, servers=servers,
+            shards=ps_shards(servers, partition, r.gradient_bytes) if fam == "ps" else 0,
+            bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
+            batch=r.global_batch / workers if fam == "allreduce" else r.global_batch,
+            steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
+            rtt_s=rtt.get(r.run_id, np.nan), fractions=json.dumps(fr) if fr else "",
+            slowdown=float(slowdowns(workers, u, cores, fr).max()), steady_s=st,
+            overhead_s=r.training_time_s - r.steps * st if np.isfinite(st) else np.nan,
+            time_per_step_s=float(r.time_per_step_s)))
+    out = pd.DataFrame(rows, columns=FEATURES)
+    out.attrs.update(cores=cores, u=u, rho=rho, u_measured=_has_lone_worker(exp))
+    return out
+
+
+def features_of(folders, cores: float | None = None) -> pd.DataFrame:
+    """features() of several results folders together (e.g. an all-reduce sweep and a ps sweep):
+    u from the folders that measured a lone worker, rho the median of theirs."""
+    parts = [features(tables.load_experiment(f), cores) for f in folders]
+    parts = [p for p in parts if len(p)] or parts[:1]
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
+    us = [p.attrs["u"] for p in parts if p.attrs.get("u_measured")]
+    out.attrs.update(cores=parts[0].attrs.get("cores"), u=float(np.median(us)) if us else 1.0,
+                     rho=float(np.median([p.attrs.get("rho", TCP_CEILING) for p in parts])))
+    return out
+
+
+def bandwidth_ratio(checks: pd.DataFrame) -> float:
+    """Median measured / configured iperf3 rate (TCP_CEILING without checks)."""
+    ip = checks[(checks["tool"] == "iperf3") & checks["measured_bps"].notna()
+                & (checks["configured_bps"] > 0)]
+    if ip.empty:
+        return TCP_CEILING
+    return float((ip["measured_bps"] / ip["configured_bps"]).median())
+
+
+def _measured_bw(checks: pd.DataFrame) -> dict:
+    """run_id -> narrowest measured iperf3 goodput (the slowest path paces a ring and a server)."""
+    ip = checks[(checks["tool"] == "iperf3") & (checks["measured_bps"] > 0)]
+    return ip.groupby("run_id")["measured_bps"].min().to_dict()
+
+
+def _rtt(checks: pd.DataFrame) -> dict:
+    ping = checks[(checks["tool"] == "ping") & checks["rtt_ms"].notna()]
+    return (ping.groupby("run_id")["rtt_ms"].median() / 1e3).to_dict()
+
+
+def steady_steps(steps: pd.DataFrame) -> dict:
+    """run_id -> median step time of the run's lead task (chief, else worker 0, else single),
+    leaving out the first step to complete (it traces the function)."""
+    s = steps[(steps["kind"] == "step") & steps["time_s"].notna()]
+    out = {}
+    for run_id, rows in s.groupby("run_id"):
+        for role in ("chief", "worker", "single"):
+            lead = rows[(rows["role"] == role) & (rows["task_index"].fillna(0) == 0)]
+            if len(lead) >= 3:
+                lead = lead.sort_values("t") if lead["t"].notna().all() else lead.sort_values("step")
+                out[run_id] = float(lead["time_s"].iloc[1:].median())
+                break
+    return out
+
+
+def _lone_worker_runs(exp) -> pd.Series:
+    runs = ok_runs(exp.runs)
+    return runs.loc[(runs["workers"].fillna(runs["hosts"]) == 1) & (runs["strategy"] != "ps"), "run_id"]
+
+
+def _has_lone_worker(exp) -> bool:
+    return bool(exp.usage["run_id"].isin(_lone_worker_runs(exp)).any())
+
+
+def lone_worker_cores(exp, cores: float) -> float:
+    """u: the 90th percentile of a lone worker's CPU (usage.csv of 1-worker all-reduce or single
+    runs), in cores; 1.0 when there is none."""
+    u = exp.usage[exp.usage["run_id"].isin(_lone_worker_runs(exp)) & exp.usage["cpu_pct"].notna()]
+    if u.empty:
+        return 1.0
+    return float(np.clip(u["cpu_pct"].quantile(0.9) / 100.0, 0.2, cores))
+
+
+def _run_spec(exp_dir, run_id) -> dict:
+    try:
+        spec = yaml.safe_load((Path(exp_dir) / "runs" / str(run_id) / "spec.yaml").read_text())
+        return spec if isinstance(spec, dict) else {}
+    except (OSError, yaml.YAMLError):
+        return {}
+
+
+def worker_fractions(spec: dict, exp_dir, run_id: str, family: str, hosts: int, servers: int) -> list:
+    """The cpu limit (fraction of the machine, NaN = none) of each worker host of a run, from its
+    resolved spec and topology.json (roles); [] when nothing limits them or the folder is absent."""
+    topo = spec.get("topology") if spec else None
+    if not isinstance(topo, dict):
+        return []
+    default = (topo.get("host") or {}).get("cpu")
+    if isinstance(topo.get("hosts"), list):
+        names = [h["name"] for h in topo["hosts"]]
+        own = {h["name"]: h.get("cpu") for h in topo["hosts"]}
+    else:
+        names = [f"h{i}" for i in range(1, hosts + 1)]
+        own = {n: (o or {}).get("cpu") for n, o in (topo.get("host_overrides") or {}).items()}
+    workers = _worker_hosts(Path(exp_dir) / "runs" / str(run_id), names, family, servers)
+    cpu = [own.get(n) if own.get(n) is not None else default for n in workers]
+    if all(c is None for c in cpu):
+        return []
+    return [float("nan") if c is None else float(c) for c in cpu]
+
+
+def _worker_hosts(folder: Path, names: list, family: str, servers: int) -> list:
+    try:
+        topo = json.loads((folder / "topology.json").read_text())
+        found = [h["name"] for h in topo["hosts"] for role in str(h.get("role", "")).split("+")
+                 if role.startswith(("worker", "single"))]
+        if found:
+            return found
+    except (OSError, KeyError, ValueError):
+        pass
+    return names if family == "allreduce" else names[1 + servers:]
+
+
+# -- fitting ---------------------------------------------------------------------------------
+LOSS_SCALE = 0.25      # soft-L1 loss: log errors beyond ~25% count linearly, not squared
+PRIOR_WEIGHT = 0.01    # pull (in log units) towards DEFAULTS: decides only what the data cannot
+
+
+AT_LEAST_ONE = ("p", "gamma")   # p >= 1 (a norm); gamma >= 1 (no faster than the measured goodput)
+
+
+def _to_theta(family: str, p: dict) -> np.ndarray:
+    # start no closer than 0.02 to the bound 1, where the parametrisation would leave no gradient
+    return np.array([math.log(max(p[k] - 1.0, 0.02)) if k in AT_LEAST_ONE else math.log(max(p[k], 1e-12))
+                     for k in PARAMS[family]])
+
+
+def _from_theta(family: str, theta) -> dict:
+    return {k: (1.0 + math.exp(t)) if k in AT_LEAST_ONE else math.exp(t)
+            for k, t in zip(PARAMS[family], np.clip(theta, -30, 30))}
+
+
+def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> list:
+    """(kind, Point, measured, steps): a steady and a warm-up equation per run with step rows,
+    else one equation for the time per step."""
+    eqs = []
+    for _, f in rows.iterrows():
+        fr = json.loads(f["fractions"]) if f["fractions"] else None
+        rtt = f["rtt_s"] if np.isfinite(f["rtt_s"]) else 0.0
+        pt = Point(f["family"], int(f["workers"]), max(int(f["shards"] or 1), 1), f["s_bits"],
+                   f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr),
+                   f["s_bits"] * f["batch"] / work_ref)
+        if np.isfinite(f["steady_s"]) and f["steady_s"] > 0:
+            eqs.append(("steady", pt, f["steady_s"], f["steps"]))
+            if np.isfinite(f["overhead_s"]) and f["overhead_s"] > 0:
+                eqs.append(("warmup", pt, f["overhead_s"], f["steps"]))
+        else:
+            eqs.append(("step", pt, f["time_per_step_s"], f["steps"]))
+    return eqs
+
+
+def _predict_eq(family, p, kind, pt, steps) -> float:
+    if kind == "steady":
+        return steady_time(family, p, pt)
+    if kind == "warmup":
+        return warmup_time(family, p, pt)
+    return steady_time(family, p, pt) + warmup_time(family, p, pt) / steps
+
+
+def _residuals(family, theta, eqs) -> np.ndarray:
+    p = _from_theta(family, theta)
+    return np.array([math.log(max(_predict_eq(family, p, k, pt, st), 1e-12) / y)
+                     for k, pt, y, st in eqs])
+
+
+def _soft_l1(r):
+    z = (r / LOSS_SCALE) ** 2
+    return 2 * LOSS_SCALE ** 2 * (np.sqrt(1 + z) - 1), 1 / np.sqrt(1 + z)
+
+
+def levenberg_marquardt(fun, theta0, prior, prior_weight=PRIOR_WEIGHT, iters=300):
+    """Minimise sum soft_l1(fun(theta)) + prior_weight^2 |theta - prior|^2 (IRLS inside LM).
+    Returns (theta, data Jacobian at the optimum)."""
+    theta = np.array(theta0, dtype=float)
+
+    def cost(th):
+        return float(np.sum(_soft_l1(fun(th))[0]) + prior_weight ** 2 * np.sum((th - prior) ** 2))
+
+    def jac(th, r0):
+        j = np.empty((len(r0), len(th)))
+        for i in range(len(th)):
+            h = np.zeros_like(th)
+            h[i] = 1e-6
+            j[:, i] = (fun(th + h) - r0) / 1e-6
+        return j
+
+    lam, c0 = 1e-2, cost(theta)
+    r = fun(theta)
+    j = jac(theta, r)
+    for _ in range(iters):
+        _, wts = _soft_l1(r)
+        a = j.T @ (wts[:, None] * j) + prior_weight ** 2 * np.eye(len(theta))
+        g = j.T @ (wts * r) + prior_weight ** 2 * (theta - prior)
+        step = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-12), -g)
+        trial = theta + step
+        c1 = cost(trial)
+        if c1 < c0:
+            theta, c0, lam = trial, c1, max(lam / 3, 1e-9)
+            r = fun(theta)
+            j = jac(theta, r)
+            if np.max(np.abs(step)) < 1e-7:
+                break
+        else:
+            lam *= 4
+            if lam > 1e9:
+                break
+    return theta, j
+
+
+def fit_family(feats: pd.DataFrame, family: str, u: float, cores: float, work_ref: float) -> StrategyFit:
+    """Fit one strategy's parameters on its runs in `feats`."""
+    rows = feats[feats["family"] == family]
+    eqs = _equations(rows, u, cores, work_ref)
+    prior = _to_theta(family, DEFAULTS[family])
+    if not eqs:
+        return StrategyFit(dict(DEFAULTS[family]), 0, list(PARAMS[family]))
+    theta, j = levenberg_marquardt(lambda th: _residuals(family, th, eqs), prior, prior)
+    # a parameter whose change moves no prediction was decided by the defaults alone
+    sensitivity = np.abs(j).max(axis=0) * np.maximum(np.abs(theta), 1.0)
+    defaulted = [k for k, s in zip(PARAMS[family], sensitivity) if s < 1e-3]
+    return StrategyFit(_from_theta(family, theta), len(rows), defaulted)
+
+
+def fit_features(feats: pd.DataFrame, cores: float | None = None, u: float | None = None,
+                 rho: float | None = None, source: str = "") -> CostModel:
+    """Fit every strategy present in `feats` (rows of `features`); absent strategies get defaults."""
+    cores = float(cores or feats.attrs.get("cores") or os.cpu_count() or 1)
+    u = float(u or feats.attrs.get("u") or 1.0)
+    work = feats["s_bits"] * feats["batch"]
+    work_ref = float(work.median()) if len(feats) else DEFAULT_REFERENCE["work"]
+    fits = {fam: fit_family(feats, fam, u, cores, work_ref) for fam in STRATEGIES}
+    rtt, steps = feats["rtt_s"].dropna(), feats["steps"].dropna()
+    return CostModel(fits=fits, cores=cores, u=u,
+                     rho=float(rho or feats.attrs.get("rho") or TCP_CEILING),
+                     rtt_s=float(rtt.median()) if len(rtt) else DEFAULT_REFERENCE["rtt_s"],
+                     steps=int(steps.median()) if len(steps) else DEFAULT_REFERENCE["steps"],
+                     work=work_ref, source=source)
+
+
+def fit(exp, cores: float | None = None) -> CostModel:
+    """Fit on every ok run of an experiment (analysis.tables.Experiment)."""
+    return fit_features(features(exp, cores), source=str(exp.path))
+
+
+# -- prediction and validation ---------------------------------------------------------------
+def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
+    """Predicted steady step, warm-up and time per step of measured runs (their shared machine)."""
+    out = []
+    for _, f in feats.iterrows():
+        t = model.terms(f["strategy"], f["workers"], f["s_bits"], f["bw_meas_bps"],
+                        shards=max(int(f["shards"] or 1), 1), rtt_s=f["rtt_s"],
+                        fractions=json.loads(f["fractions"]) if f["fractions"] else None,
+                        shared=True, work=f["s_bits"] * f["batch"])
+        out.append(dict(predicted_steady_s=t["steady_s"], predicted_warmup_s=t["warmup_s"],
+                        predicted_step_s=t["steady_s"] + t["warmup_s"] / f["steps"],
+                        predicted_compute_s=t["compute_s"], predicted_comm_s=t["comm_s"],
+                        bound=t["bound"]))
+    return pd.DataFrame(out, index=feats.index)
+
+
+COMPARISON = ["run_id", "strategy", "model", "hosts", "workers", "servers", "bw", "bw_bps",
+              "bw_meas_bps", "steps", "slowdown", "measured_steady_s", "predicted_steady_s",
+              "measured_warmup_s", "predicted_warmup_s", "measured_step_s", "predicted_step_s",
+              "rel_error", "split", "bound"]
+
+
+def _compare(model, feats, split) -> pd.DataFrame:
+    if feats.empty:
+        return pd.DataFrame(columns=COMPARISON)
+    out = feats.assign(**predict_features(model, feats))
+    out["measured_steady_s"] = feats["steady_s"]
+    out["measured_warmup_s"] = feats["overhead_s"]
+    out["measured_step_s"] = feats["time_per_step_s"]
     out["rel_error"] = (out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]
-    out["alpha_s"] = alpha_used
-    return out.sort_values(["strategy", "bw_bps", "hosts", "run_id"]).reset_index(drop=True)
+    out["split"] = split
+    return out[COMPARISON]
+
+
+def comparison(feats: pd.DataFrame, model: CostModel | None = None) -> pd.DataFrame:
+    """In-sample: measured vs predicted time per step of every run, the model fitted on all."""
+    model = model or fit_features(feats)
+    return _compare(model, feats, "in-sample").sort_values(
+        ["strategy", "bw_bps", "hosts", "run_id"]).reset_index(drop=True)
+
+
+def holdout(feats: pd.DataFrame, cores: float | None = None) -> pd.DataFrame:
+    """Per strategy: fit on the runs with fewer workers than the largest count, predict the runs
+    with the largest count (they took no part in the fit). Empty when a strategy has one count."""
+    parts = []
+    for fam in STRATEGIES:
+        rows = feats[feats["family"] == fam]
+        if rows["workers"].nunique() < 2:
+            continue
+        top = rows["workers"].max()
+        train = feats[(feats["family"] == fam) & (feats["workers"] < top)].copy()
+        train.attrs.update(feats.attrs)
+        model = fit_features(train, cores)
+        parts.append(_compare(model, rows[rows["workers"] == top], "held-out")
+                     .assign(trained_on=f"workers <= {int(train['workers'].max())}"))
+    if not parts:
+        return pd.DataFrame(columns=COMPARISON + ["trained_on"])
+    return pd.concat(parts, ignore_index=True)
+
+
+ACCURACY = ["strategy", "split", "runs", "median_abs_rel_error", "max_abs_rel_error"]
+
+
+def accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
+    """Median and max |relative error| of the time per step, per strategy and split."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=ACCURACY)
+    df = pd.concat(parts, ignore_index=True)
+    df = df.assign(abs_err=df["rel_error"].abs(), family=df["strategy"].map(_family))
+    out = df.groupby(["family", "split"], sort=False).agg(
+        runs=("abs_err", "size"), median_abs_rel_error=("abs_err", "median"),
+        max_abs_rel_error=("abs_err", "max")).reset_index().rename(columns={"family": "strategy"})
+    return out[ACCURACY]
+
+
+def evaluate(exp, cores: float | None = None) -> dict:
+    """The model fitted on an experiment, its features, in-sample and held-out comparisons and
+    accuracy; {} when the experiment has no usable run."""
+    feats = features(exp, cores)
+    if feats.empty:
+        return {}
+    model = fit_features(feats, source=str(exp.path))
+    ins = comparison(feats, model)
+    held = holdout(feats, cores)
+    return dict(model=model, features=feats, in_sample=ins, held_out=held,
+                accuracy=accuracy(ins, held))
+
+
+def evaluate_cached(exp) -> dict:
+    """evaluate(exp), computed once per loaded experiment (the report and two figures use it)."""
+    key = (id(exp.runs), len(exp.runs), id(exp.steps), len(exp.steps))
+    cached = exp.__dict__.get("_costmodel")
+    if cached is None or cached[0] != key:
+        cached = (key, evaluate(exp))
+        exp.__dict__["_costmodel"] = cached
+    return cached[1]

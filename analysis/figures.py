@@ -243,16 +243,17 @@ def wire_bytes(exp, outdir: Path):
 
 # 8 ------------------------------------------------------------------------------------------
 def cost_model(exp, outdir: Path):
-    """Alpha-beta model vs measurement: time per step per node count, and predicted vs measured."""
-    alpha = costmodel.fit_alpha(exp.runs)
-    if np.isnan(alpha):
-        raise FigureSkipped("no 1-node run (compute time) or no multi-node run to fit the model")
-    cmp = costmodel.comparison(exp.runs, alpha)
-    cmp = cmp[cmp["compute_s"].notna()].reset_index(drop=True)
+    """Cost model vs measurement: time per step per node count (model fitted on every run, and
+    predictions for the largest worker count from a fit on the others), predicted vs measured."""
+    ev = costmodel.evaluate_cached(exp)
+    if not ev:
+        raise FigureSkipped("no successful run with a time per step to fit the model on")
+    ins, held = ev["in_sample"], ev["held_out"]
+    acc = ev["accuracy"].set_index(["strategy", "split"])["median_abs_rel_error"]
     pal = palette_for(exp)
     with plt.rc_context(RC):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
-        for (strat, bw), rows in cmp.groupby(["strategy", "bw_bps"]):
+        for (strat, bw), rows in ins.groupby(["strategy", "bw_bps"]):
             m, _ = style(strat)
             c = pal.colour("bw", bw)
             g = rows.groupby("hosts")[["measured_step_s", "predicted_step_s"]].mean()
@@ -261,25 +262,62 @@ def cost_model(exp, outdir: Path):
             a1.plot(g.index, g["predicted_step_s"], ls="--", color=c)
             a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], marker=m, color=c,
                        s=40, zorder=3)
-        a1.plot([], [], "k--", label="model (dashed, same colour)")
-        lim = [cmp[["measured_step_s", "predicted_step_s"]].min().min() * 0.7,
-               cmp[["measured_step_s", "predicted_step_s"]].max().max() * 1.4]
+        for (strat, bw), rows in held.groupby(["strategy", "bw_bps"]):
+            c = pal.colour("bw", bw)
+            kw = dict(marker="D", s=70, facecolors="none", edgecolors=c, linewidths=1.6, zorder=4)
+            a1.scatter(rows["hosts"], rows["predicted_step_s"], **kw)
+            a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], **kw)
+        a1.plot([], [], "k--", label="model fitted on every run (dashed)")
+        if len(held):
+            a1.scatter([], [], marker="D", facecolors="none", edgecolors="k",
+                       label=f"held out: predicted from {held['trained_on'].iloc[0]}")
+        both = pd.concat([ins, held])[["measured_step_s", "predicted_step_s"]]
+        lim = np.array([both.min().min() * 0.7, both.max().max() * 1.4])
         a2.plot(lim, lim, "k:", lw=1, label="prediction = measurement")
-        node_axis(a1, cmp["hosts"])
-        log_if_wide(a1, cmp["measured_step_s"])
+        a2.fill_between(lim, lim * 0.8, lim * 1.2, color="grey", alpha=0.15, label="±20 %")
+        node_axis(a1, ins["hosts"])
+        log_if_wide(a1, both["measured_step_s"])
         a1.set_ylabel("time per step (s)")
-        a1.set_title(f"Time per step: measured and model (α = {alpha * 1e3:.2f} ms)")
+        a1.set_title("Time per step: measured and model")
         a2.set_xscale("log")
         a2.set_yscale("log")
+        a2.set_xlim(*lim)
+        a2.set_ylim(*lim)
         a2.set_xlabel("measured time per step (s)")
         a2.set_ylabel("predicted time per step (s)")
-        a2.set_title("Predicted vs measured, every run")
+        a2.set_title("Predicted vs measured: " + "; ".join(
+            f"{st} median |err| {v:.0%} {sp}" for (st, sp), v in acc.items()), fontsize=10)
         h1, l1 = a1.get_legend_handles_labels()
         h2, l2 = a2.get_legend_handles_labels()
         a2.legend(h1 + h2, l1 + l2, loc="center left", bbox_to_anchor=(1.01, 0.5),
                   framealpha=0.9)
         path = save(fig, outdir / "cost_model.png")
-    return path, cmp
+    return path, pd.concat([ins, held], ignore_index=True)
+
+
+PREDICT_NODES = "1,2,4,...,1024"
+
+
+def prediction(exp, outdir: Path):
+    """What the fitted model predicts far beyond the measured points: time per step and speedup
+    up to 1024 nodes (one machine per node) at the measured bandwidths, measured points drawn."""
+    from analysis import predict
+    ev = costmodel.evaluate_cached(exp)
+    if not ev:
+        raise FigureSkipped("no successful run with a time per step to fit the model on")
+    model, feats = ev["model"], ev["features"]
+    strategies = [s for s in costmodel.STRATEGIES if model.fits[s].n_runs]
+    multi = feats[feats["workers"] > 1]
+    if multi.empty:
+        raise FigureSkipped("no multi-node run: the model has no communication measured to predict from")
+    bws = sorted({int(b) for b in feats["bw_bps"].dropna()})
+    pred = predict.predict_grid(model, predict.parse_nodes(PREDICT_NODES), bws, strategies,
+                                **predict.reference(feats))
+    path = predict.figure(pred, outdir / "prediction.png",
+                          f"PREDICTION, not measured: model fitted on {exp.name}, one machine per "
+                          "node; black-edged points are measured here", ev["in_sample"],
+                          steps=model.steps)
+    return path, pred
 
 
 # 9 ------------------------------------------------------------------------------------------
@@ -375,8 +413,12 @@ FIGURES = {
     "wire_bytes": (wire_bytes, "Bytes on the wire per step per worker vs the gradient size and "
                    "the ring all-reduce theory (explains figures 15/18: traffic per node "
                    "grows with N)."),
-    "cost_model": (cost_model, "Alpha-beta cost model vs measurement (explains the trend of "
-                   "thesis figures 15 and 18)."),
+    "cost_model": (cost_model, "Cost model vs measurement: fitted on every run (dashed) and, "
+                   "hollow diamonds, the largest worker count predicted from a fit on the smaller "
+                   "ones (explains the trend of thesis figures 15 and 18)."),
+    "prediction": (prediction, "PREDICTION (not measured): time per step and speedup up to 1024 "
+                   "nodes from the cost model fitted on these runs, each node a machine of its own; "
+                   "the measured points are drawn with black edges."),
     "bleu": (bleu, "BLEU-1 to BLEU-4 of the caption model on the held-out images after each "
              "epoch, one panel per node count (reproduces thesis figure 14)."),
     "timeline": (timeline, "Faults during training: time per step against step for each run with "

@@ -29,7 +29,7 @@ def _fmt(x) -> str:
 
 def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     """The tables the report shows, by name (also the CSV file stem)."""
-    alpha = costmodel.fit_alpha(exp.runs)
+    ev = costmodel.evaluate_cached(exp)
     bleu = tables.bleu_summary(exp.runs, exp.evals)
     return {
         "summary": tables.time_summary(exp.runs),
@@ -37,8 +37,11 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         "iperf_checks": tables.iperf_checks(exp.checks),
         "resources": tables.resource_summary(exp.runs, exp.usage),
         "network": tables.network_per_run(exp.runs, exp.usage),
-        "cost_model": costmodel.comparison(exp.runs, alpha) if not np.isnan(alpha)
+        # residuals of every run (fitted on all) and of the held-out runs (fitted on the others)
+        "cost_model": pd.concat([ev["in_sample"], ev["held_out"]], ignore_index=True) if ev
         else pd.DataFrame(),
+        "cost_model_accuracy": ev["accuracy"] if ev else pd.DataFrame(),
+        "cost_model_params": model_params(ev["model"]) if ev else pd.DataFrame(),
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
             "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),
@@ -115,13 +118,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                    f"(median {r.median():.3f}); TCP over HTB cannot exceed "
                    f"{figures.HTB_TCP_CEILING:.3f} (thesis fig. 17: 9.75 of 10 Mbit/s).")
         out += _timer_sentence(exp.runs)
-    cm = t["cost_model"]
-    if len(cm):
-        err = cm.loc[cm["hosts"] > 1, "rel_error"].abs()
-        if len(err):
-            out.append(f"The alpha-beta model with fitted α = {cm['alpha_s'].iloc[0] * 1e3:.3g} ms "
-                       f"predicts multi-node time per step with median |relative error| "
-                       f"{err.median():.1%} (max {err.max():.1%}).")
+    out += _cost_model_sentences(t)
     net = t["network"]
     net = net[(net["hosts"] > 1) & net["ratio_to_theory"].notna()]
     for strat, rows in net.groupby("strategy"):
@@ -173,6 +170,39 @@ def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
     """The model's accuracy, in sample and on held-out runs, per strategy."""
     acc = t.get("cost_model_accuracy", pd.DataFrame())
     out = []
+    for strat, rows in acc.groupby("strategy", sort=False) if len(acc) else ():
+        parts = []
+        for r in rows.itertuples():
+            what = ("fitted on every run" if r.split == "in-sample" else
+                    "on the runs with the most workers, predicted from a fit on the others")
+            parts.append(f"{r.median_abs_rel_error:.1%} {what} (max {r.max_abs_rel_error:.1%}, "
+                         f"{int(r.runs)} runs)")
+        out.append(f"The cost model ({strat}) predicts the time per step with median |relative "
+                   f"error| " + "; ".join(parts) + ".")
+    return out
+
+
+def model_params(model: costmodel.CostModel) -> pd.DataFrame:
+    """The fitted parameters per strategy (README, 'Cost model and predictions')."""
+    rows = [dict(strategy="all", parameter=k, value=getattr(model, k), fitted_on_runs=np.nan,
+                 from_defaults=False) for k in ("cores", "u", "rho", "rtt_s")]
+    for name, f in model.fits.items():
+        rows += [dict(strategy=name, parameter=k, value=v, fitted_on_runs=f.n_runs,
+                      from_defaults=k in f.defaulted) for k, v in f.params.items()]
+    return pd.DataFrame(rows)
+
+
+def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
+    """The model's accuracy, in sample and on held-out runs, per strategy."""
+    acc = t.get("cost_model_accuracy", pd.DataFrame())
+    out = []
+    score = t.get("advisor", pd.DataFrame())
+    judged = score[score["right"].notna()] if len(score) else score
+    if len(score):
+        out.append(f"strategy auto chose {', '.join(f'{c} {n} time(s)' for c, n in score['advisor_choice'].value_counts().items())}"
+                   + (f"; where both strategies were also measured it chose the one with more samples/s in "
+                      f"{int(judged['right'].astype(bool).sum())} of {len(judged)} points." if len(judged) else
+                      " (no point measured both strategies to judge it)."))
     for strat, rows in acc.groupby("strategy", sort=False) if len(acc) else ():
         parts = []
         for r in rows.itertuples():

@@ -1,108 +1,252 @@
-"""Alpha-beta cost model: hand-computed values, prediction per run, alpha fit."""
+"""Cost model: its terms on hand-computed cases, CPU sharing, the fit recovering known parameters
+from made-up data, held-out evaluation, features read from a results folder."""
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
-from analysis import costmodel
+from analysis import costmodel, tables
+from analysis.costmodel import Point
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 
 
+# -- terms -----------------------------------------------------------------------------------
 def test_ring_allreduce_hand_computed():
     # N=4, S=1e6 bytes, B=10 Mbit/s, alpha=1 ms: 2*3/4 * 8e6/1e7 + 6*0.001 = 1.2 + 0.006
-    t = costmodel.ring_allreduce_time(4, 1e6 * 8, 10e6, 0.001)
-    assert float(t) == pytest.approx(1.206)
-    # bandwidth term alone: 1.5 * 0.8 s
+    assert float(costmodel.ring_allreduce_time(4, 1e6 * 8, 10e6, 0.001)) == pytest.approx(1.206)
     assert float(costmodel.ring_allreduce_time(4, 8e6, 1e7, 0.0)) == pytest.approx(1.2)
-
-
-def test_ring_allreduce_one_node_is_free():
     assert float(costmodel.ring_allreduce_time(1, 8e6, 1e7, 0.001)) == 0.0
 
 
-def test_parameter_server_hand_computed():
-    # N=2 workers, k=1 server: 2*8e6*2/(1*1e7) + 2*0.001 = 3.202; k=2 halves the bw term
-    assert float(costmodel.parameter_server_time(2, 1, 8e6, 1e7, 0.001)) == pytest.approx(3.202)
-    assert float(costmodel.parameter_server_time(2, 2, 8e6, 1e7, 0.001)) == pytest.approx(1.602)
-    # servers unknown (NaN) counts as one server
-    assert float(costmodel.parameter_server_time(2, np.nan, 8e6, 1e7, 0.0)) == pytest.approx(3.2)
+def test_parameter_server_terms_hand_computed():
+    # one closure: pull S and push S over the worker's link, two calls
+    assert float(costmodel.ps_closure_comm(8e6, 1e7, 0.001)) == pytest.approx(1.602)
+    # the busiest server link carries S/k each way per closure; unknown k counts as one server
+    assert float(costmodel.ps_server_time(1, 8e6, 1e7)) == pytest.approx(0.8)
+    assert float(costmodel.ps_server_time(2, 8e6, 1e7)) == pytest.approx(0.4)
+    assert float(costmodel.ps_server_time(np.nan, 8e6, 1e7)) == pytest.approx(0.8)
 
 
-def _runs(rows):
-    base = dict(status="ok", model="mlp", gradient_bytes=1_000_000, servers=0,
-                training_time_s=1.0, run_id="r")
-    return pd.DataFrame([{**base, **r} for r in rows])
+def _ps(p=1.0, d=0.005, **kw):
+    return dict(dict(c=0.01, gamma=1.0, alpha=0.001, d=d, p=p, w=0.5, v=0.1, beta=2.0), **kw)
 
 
-def test_predict_per_row():
-    runs = _runs([
-        dict(strategy="allreduce", hosts=4, workers=4, bw_bps=1e7),
-        dict(strategy="ps", hosts=4, workers=2, servers=1, bw_bps=1e7),
-        dict(strategy="single", hosts=1, workers=1, bw_bps=1e7),
-        dict(strategy="allreduce", hosts=1, workers=1, bw_bps=1e7),
-        dict(strategy="allreduce", hosts=2, workers=np.nan, bw_bps=1e8),  # workers from hosts
-    ])
-    got = costmodel.predict(runs, 0.001).tolist()
-    assert got == pytest.approx([1.206, 3.202, 0.0, 0.0, 8e6 / 1e8 + 0.002])
+def test_ps_steady_step_hand_computed():
+    # N=2 workers, 1 shard, S=8 Mbit, B=10 Mbit/s, r=0: tau = 0.01 + 1.6 + 0.002 = 1.612,
+    # workers A = tau/2 = 0.806, server link C = 0.8, coordinator d = 0.005
+    pt = Point("ps", 2, 1, 8e6, 1e7, 0.0, np.ones(2))
+    assert costmodel.steady_time("ps", _ps(p=1.0), pt) == pytest.approx(0.806 + 0.8 + 0.005)
+    assert costmodel.steady_time("ps", _ps(p=200.0), pt) == pytest.approx(0.806, rel=1e-2)
+    # sharded over 2 servers: C = 0.4
+    pt2 = Point("ps", 2, 2, 8e6, 1e7, 0.0, np.ones(2))
+    assert costmodel.steady_time("ps", _ps(p=1.0), pt2) == pytest.approx(0.806 + 0.4 + 0.005)
+    # p = 2: the Euclidean combination
+    assert costmodel.steady_time("ps", _ps(p=2.0), pt) == pytest.approx(
+        np.sqrt(0.806 ** 2 + 0.8 ** 2 + 0.005 ** 2))
 
 
-def _synthetic(alpha, compute=0.02):
-    rows = [dict(strategy="allreduce", hosts=1, workers=1, bw_bps=1e7, time_per_step_s=compute)]
-    for n in (2, 3, 4):
-        for bw in (1e7, 1e8, 1e9):
-            comm = float(costmodel.ring_allreduce_time(n, 8e6, bw, alpha))
-            rows.append(dict(strategy="allreduce", hosts=n, workers=n, bw_bps=bw,
-                             time_per_step_s=compute + comm))
-    rows.append(dict(strategy="ps", hosts=4, workers=2, servers=1, bw_bps=1e8,
-                     time_per_step_s=compute + float(
-                         costmodel.parameter_server_time(2, 1, 8e6, 1e8, alpha))))
-    return _runs(rows)
+def test_ps_heterogeneous_workers_add_throughput():
+    # async: a slow worker (compute x5) adds its own rate, it does not stall the others
+    p = _ps(p=200.0, d=0.0, gamma=1e-9, alpha=0.0)
+    pt = Point("ps", 2, 1, 8e6, 1e7, 0.0, np.array([1.0, 5.0]))
+    tau = np.array([0.01, 0.05])
+    assert costmodel.steady_time("ps", p, pt) == pytest.approx(1 / np.sum(1 / tau), rel=1e-2)
 
 
-def test_fit_alpha_recovers_alpha_on_exact_data():
-    runs = _synthetic(0.003)
-    assert costmodel.fit_alpha(runs) == pytest.approx(0.003, rel=1e-9)
-    cmp = costmodel.comparison(runs)
-    assert cmp["rel_error"].abs().max() < 1e-9
-    assert (cmp["compute_s"] == 0.02).all()
+def test_allreduce_steady_step_hand_computed():
+    # N=4 on a shared 2-core machine: slowdown 2; c=10 ms, gamma=1, alpha=1 ms, r=0.4 ms:
+    # 0.02 + 1.5*0.8 + 6*(0.001 + 0.0002) = 1.2272
+    p = dict(c=0.01, gamma=1.0, alpha=0.001, w=0.5, v=0.1, beta=2.0)
+    slow = costmodel.slowdowns(4, u=1.0, cores=2.0)
+    pt = Point("allreduce", 4, 1, 8e6, 1e7, 0.0004, slow)
+    assert costmodel.steady_time("allreduce", p, pt) == pytest.approx(1.2272)
+    # warm-up: w*s + v*(N-1) + beta*S/B = 0.5*2 + 0.3 + 2*0.8
+    assert costmodel.warmup_time("allreduce", p, pt) == pytest.approx(2.9)
+    # one worker: compute only, no traffic in the warm-up either
+    one = Point("allreduce", 1, 1, 8e6, 1e7, 0.0004, np.ones(1))
+    assert costmodel.steady_time("allreduce", p, one) == pytest.approx(0.01)
+    assert costmodel.warmup_time("allreduce", p, one) == pytest.approx(0.5)
 
 
-def test_fit_alpha_is_least_squares_closed_form():
-    runs = _synthetic(0.003)
-    runs.loc[runs["hosts"] == 2, "time_per_step_s"] += 0.05  # noise on a subset
-    multi = runs[runs["hosts"] > 1]
-    n = multi["workers"].to_numpy(float)
-    coef = np.where(multi["strategy"] == "ps", 2.0, 2 * (n - 1))
-    bw_term = costmodel.predict(multi, 0.0).to_numpy()
-    y = multi["time_per_step_s"].to_numpy() - 0.02 - bw_term
-    assert costmodel.fit_alpha(runs) == pytest.approx(coef @ y / (coef @ coef))
+def test_cpu_sharing_water_filling():
+    assert costmodel.fair_shares([1, 1, 1, 1], 2.0) == pytest.approx([0.5] * 4)
+    assert costmodel.fair_shares([0.25, 1, 1], 2.0) == pytest.approx([0.25, 0.875, 0.875])
+    assert costmodel.fair_shares([0.5, 0.5], 2.0) == pytest.approx([0.5, 0.5])
+    # 4 workers wanting a core each on 2 cores: each twice as slow; 2 workers fit
+    assert costmodel.slowdowns(4, 1.0, 2.0) == pytest.approx([2, 2, 2, 2])
+    assert costmodel.slowdowns(2, 1.0, 2.0) == pytest.approx([1, 1])
+    # a lone worker that uses 1.5 cores, sharing with another: each gets 1 -> 1.5x slower
+    assert costmodel.slowdowns(2, 1.5, 2.0) == pytest.approx([1.5, 1.5])
+    # per-host CPU limit (fraction of the machine): 0.25 of 2 cores = 0.5 core -> 2x slower
+    assert costmodel.slowdowns(2, 1.0, 2.0, [1.0, 0.25]) == pytest.approx([1, 2])
+    assert costmodel.slowdowns(3, 1.0, 2.0, [0.25]) == pytest.approx([2, 2, 2])   # cycled
+    # separate machines: nobody shares
+    assert costmodel.slowdowns(8, 1.0, 2.0, shared=False) == pytest.approx([1] * 8)
 
 
-def test_fit_alpha_clamped_and_nan():
-    runs = _synthetic(0.0)
-    runs.loc[runs["hosts"] > 1, "time_per_step_s"] *= 0.5  # faster than the bandwidth allows
-    assert costmodel.fit_alpha(runs) == 0.0
-    assert np.isnan(costmodel.fit_alpha(runs[runs["hosts"] > 1]))  # no 1-node compute term
+def test_slowest_worker_sets_the_synchronous_step():
+    model = costmodel.default_model()
+    fast = model.terms("allreduce", 2, 8e6, 1e9, fractions=[1.0, 1.0])
+    slow = model.terms("allreduce", 2, 8e6, 1e9, fractions=[1.0, 0.1])   # 0.2 core: 5x slower
+    c = model.fits["allreduce"].params["c"]
+    assert slow["slowdown"] == pytest.approx(5.0)
+    assert slow["compute_s"] == pytest.approx(5 * c)
+    assert slow["steady_s"] - fast["steady_s"] == pytest.approx(4 * c)
 
 
-def test_failed_runs_ignored():
-    runs = _synthetic(0.003)
-    bad = runs.iloc[[1]].assign(status="failed", time_per_step_s=1000.0)
-    assert costmodel.fit_alpha(pd.concat([runs, bad])) == pytest.approx(0.003)
+def test_ps_shards():
+    assert costmodel.ps_shards(2, False, 10 << 20) == 1            # not partitioned
+    assert costmodel.ps_shards(2, True, 200_000) == 1              # below 256 KiB: one piece
+    assert costmodel.ps_shards(4, True, 600 << 10) == 2            # two 256 KiB pieces
+    assert costmodel.ps_shards(3, "fixed", 1000) == 3
 
 
-def test_comparison_on_fixture_matches_hand_computation():
-    runs = pd.read_csv(FIXTURE / "runs.csv")
-    alpha = costmodel.fit_alpha(runs)
-    cmp = costmodel.comparison(runs, alpha)
-    ok = runs[runs["status"] == "ok"]
-    assert len(cmp) == len(ok)
-    compute = ok.loc[ok["hosts"] == 1, "time_per_step_s"].mean()
-    row = ok[(ok["strategy"] == "allreduce") & (ok["hosts"] == 4)
-             & (ok["bw_bps"] == 10_000_000) & (ok["repeat"] == 0)].iloc[0]
-    want = compute + 2 * 3 / 4 * row["gradient_bytes"] * 8 / 1e7 + 6 * alpha
-    got = cmp.set_index("run_id").loc[row["run_id"]]
-    assert got["predicted_step_s"] == pytest.approx(want)
-    assert got["rel_error"] == pytest.approx((want - row["time_per_step_s"]) / row["time_per_step_s"])
+# -- fitting ---------------------------------------------------------------------------------
+TRUE_AR = dict(c=0.004, gamma=1.15, alpha=0.006, w=0.7, v=0.3, beta=1.5)
+TRUE_PS = dict(c=0.006, gamma=1.1, alpha=0.002, d=0.012, p=2.5, w=0.9, v=0.2, beta=6.0)
+
+
+def synthetic(params=None, noise=0.0, seed=0, cores=2.0, u=1.0) -> pd.DataFrame:
+    """Made-up features from known parameters: all-reduce N 1-4 and ps N 1-3 x k 1-2, 3 rates."""
+    params = params or {"allreduce": TRUE_AR, "ps": TRUE_PS}
+    rng = np.random.default_rng(seed)
+    rows = []
+    s_bits, batch, steps = 1.6e6, 32.0, 20.0
+    # ps also on hosts limited to 0.25 of the machine (4x slower workers): tells compute from latency
+    for fam, grid in (("allreduce", [(n, 0, None) for n in (1, 2, 3, 4)]),
+                      ("ps", [(n, k, None) for n in (1, 2, 3) for k in (1, 2)] + [(2, 1, [0.125])])):
+        if fam not in params:
+            continue
+        for n, k, fr in grid:
+            for bw in (1e7, 5e7, 2e8):
+                slow = costmodel.slowdowns(n, u, cores, fr)
+                pt = Point(fam, n, max(k, 1), s_bits, bw * 0.956, 3e-4, slow)
+                st = costmodel.steady_time(fam, params[fam], pt) * np.exp(noise * rng.standard_normal())
+                wu = costmodel.warmup_time(fam, params[fam], pt) * np.exp(noise * rng.standard_normal())
+                rows.append(dict(run_id=f"{fam}-n{n}-k{k}-{bw:g}-{fr}", strategy=fam, family=fam, model="mlp",
+                                 hosts=n + (1 + k if fam == "ps" else 0), workers=n, servers=k, shards=max(k, 1),
+                                 bw_bps=bw, bw=f"{bw:g}", s_bits=s_bits, batch=batch, steps=steps,
+                                 bw_meas_bps=bw * 0.956, bw_source="checks", rtt_s=3e-4,
+                                 fractions=json.dumps(fr) if fr else "",
+                                 slowdown=float(slow.max()), steady_s=st, overhead_s=wu,
+                                 time_per_step_s=st + wu / steps))
+    df = pd.DataFrame(rows, columns=costmodel.FEATURES)
+    df.attrs.update(cores=cores, u=u, rho=0.956)
+    return df
+
+
+@pytest.mark.parametrize("family,truth", [("allreduce", TRUE_AR), ("ps", TRUE_PS)])
+def test_fit_recovers_known_parameters(family, truth):
+    model = costmodel.fit_features(synthetic())
+    got = model.fits[family].params
+    for name, value in truth.items():
+        assert got[name] == pytest.approx(value, rel=0.02), name
+    assert model.fits[family].n_runs == (12 if family == "allreduce" else 21)
+    assert model.fits[family].defaulted == []
+
+
+def test_fit_from_time_per_step_alone():
+    # no steps.csv: one equation per run (T); c and w then trade off, T is still reproduced
+    feats = synthetic({"allreduce": TRUE_AR}).assign(steady_s=np.nan, overhead_s=np.nan)
+    model = costmodel.fit_features(feats)
+    cmp = costmodel.comparison(feats, model)
+    assert cmp["rel_error"].abs().max() < 0.03
+
+
+def test_fit_with_noise_stays_close():
+    model = costmodel.fit_features(synthetic(noise=0.05, seed=3))
+    got = model.fits["allreduce"].params
+    assert got["gamma"] == pytest.approx(TRUE_AR["gamma"], rel=0.15)
+    assert got["alpha"] == pytest.approx(TRUE_AR["alpha"], rel=0.4)
+
+
+def test_unidentifiable_parameters_keep_defaults():
+    # only 1-worker runs: no traffic, so gamma, alpha, v, beta cannot be fitted
+    feats = synthetic({"allreduce": TRUE_AR})
+    feats = feats[feats["workers"] == 1]
+    fit = costmodel.fit_features(feats).fits["allreduce"]
+    assert set(fit.defaulted) == {"gamma", "alpha", "v", "beta"}
+    assert fit.params["gamma"] == pytest.approx(costmodel.DEFAULTS["allreduce"]["gamma"], rel=1e-3)
+    assert fit.params["c"] == pytest.approx(TRUE_AR["c"], rel=0.02)
+    # a strategy with no run at all is the defaults, and says so
+    assert costmodel.fit_features(feats).fits["ps"].n_runs == 0
+
+
+def test_holdout_fits_without_the_largest_worker_count():
+    feats = synthetic()
+    held = costmodel.holdout(feats)
+    assert set(held["workers"]) == {3, 4}
+    assert set(held.loc[held["strategy"] == "allreduce", "workers"]) == {4}
+    assert set(held["trained_on"]) == {"workers <= 3", "workers <= 2"}
+    assert held["rel_error"].abs().max() < 0.03      # exact data: extrapolation is exact too
+    # the held-out rows took no part in the fit: spoiling them changes nothing predicted
+    spoiled = feats.copy()
+    top = (spoiled["family"] == "allreduce") & (spoiled["workers"] == 4)
+    spoiled.loc[top, ["steady_s", "overhead_s", "time_per_step_s"]] *= 1.3
+    held2 = costmodel.holdout(spoiled)
+    ar, ar2 = (h[h["strategy"] == "allreduce"].reset_index(drop=True) for h in (held, held2))
+    assert ar2["predicted_step_s"].to_numpy() == pytest.approx(ar["predicted_step_s"].to_numpy())
+    assert ar2["rel_error"].to_numpy() == pytest.approx((1 + ar["rel_error"].to_numpy()) / 1.3 - 1)
+    acc = costmodel.accuracy(costmodel.comparison(spoiled), held2).set_index(["strategy", "split"])
+    assert acc.loc[("allreduce", "held-out"), "median_abs_rel_error"] == pytest.approx(1 - 1 / 1.3, rel=0.05)
+
+
+def test_model_save_load_roundtrip(tmp_path):
+    model = costmodel.fit_features(synthetic())
+    back = costmodel.CostModel.load(model.save(tmp_path / "m.json"))
+    assert back.to_dict() == model.to_dict()
+    assert back.step("ps", 2, 1.6e6, 1e7, servers=1) == model.step("ps", 2, 1.6e6, 1e7, servers=1)
+    assert "allreduce" in back.describe() and "gamma" in back.describe()
+
+
+# -- from a results folder -------------------------------------------------------------------
+def test_evaluate_on_fixture():
+    exp = tables.load_experiment(FIXTURE)
+    ev = costmodel.evaluate(exp, cores=2)
+    ok = exp.runs[exp.runs["status"] == "ok"]
+    assert len(ev["in_sample"]) == len(ok)
+    assert set(ev["held_out"]["workers"]) == {4}
+    acc = ev["accuracy"].set_index(["strategy", "split"])
+    assert acc.loc[("allreduce", "in-sample"), "median_abs_rel_error"] < 0.10
+    assert acc.loc[("allreduce", "held-out"), "median_abs_rel_error"] < 0.20
+    # the checks' measured bandwidth is used, not the configured one
+    f = ev["features"].set_index("run_id")
+    checks = exp.checks[exp.checks["tool"] == "iperf3"]
+    rid = checks["run_id"].iloc[0]
+    assert f.loc[rid, "bw_meas_bps"] == checks.loc[checks["run_id"] == rid, "measured_bps"].min()
+    assert f.loc[rid, "bw_source"] == "checks"
+
+
+def test_features_read_cpu_limits_and_roles(tmp_path):
+    exp_dir = tmp_path / "exp"
+    shutil.copytree(FIXTURE, exp_dir)
+    runs = pd.read_csv(exp_dir / "runs.csv")
+    rid = runs.loc[(runs["hosts"] == 4) & (runs["strategy"] == "allreduce") & (runs["status"] == "ok"),
+                   "run_id"].iloc[0]
+    folder = exp_dir / "runs" / rid
+    folder.mkdir(parents=True)
+    (folder / "spec.yaml").write_text(yaml.safe_dump({"topology": {
+        "hosts": 4, "host": {"cpu": 0.5}, "host_overrides": {"h3": {"cpu": 0.1}}}}))
+    (folder / "topology.json").write_text(json.dumps({"hosts": [
+        {"name": f"h{i}", "role": f"worker{i - 1}"} for i in range(1, 5)]}))
+    f = costmodel.features(tables.load_experiment(exp_dir), cores=2).set_index("run_id")
+    assert json.loads(f.loc[rid, "fractions"]) == [0.5, 0.5, 0.1, 0.5]
+    # h3 may use 0.1 of 2 cores = 0.2 core: the slowest worker, u / 0.2 times slower
+    u = costmodel.lone_worker_cores(tables.load_experiment(exp_dir), 2)
+    assert f.loc[rid, "slowdown"] == pytest.approx(u / 0.2)
+    assert costmodel.worker_fractions({}, exp_dir, "nope", "allreduce", 2, 0) == []
+
+
+def test_steady_step_leaves_out_the_first_step():
+    steps = pd.DataFrame(dict(run_id="r", role="worker", task_index=0, kind="step",
+                              step=[1, 2, 3, 4, 5], time_s=[2.0, 0.1, 0.3, 0.2, 0.2],
+                              t=[1, 2, 3, 4, 5]))
+    assert costmodel.steady_steps(steps) == {"r": 0.2}
+    # ps: the chief's steps, in the order they completed
+    chief = steps.assign(role="chief", step=[2, 1, 3, 4, 5])
+    assert costmodel.steady_steps(pd.concat([steps.assign(run_id="x"), chief])) == {"r": 0.2, "x": 0.2}
