@@ -170,32 +170,6 @@ def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
     """The model's accuracy, in sample and on held-out runs, per strategy."""
     acc = t.get("cost_model_accuracy", pd.DataFrame())
     out = []
-    for strat, rows in acc.groupby("strategy", sort=False) if len(acc) else ():
-        parts = []
-        for r in rows.itertuples():
-            what = ("fitted on every run" if r.split == "in-sample" else
-                    "on the runs with the most workers, predicted from a fit on the others")
-            parts.append(f"{r.median_abs_rel_error:.1%} {what} (max {r.max_abs_rel_error:.1%}, "
-                         f"{int(r.runs)} runs)")
-        out.append(f"The cost model ({strat}) predicts the time per step with median |relative "
-                   f"error| " + "; ".join(parts) + ".")
-    return out
-
-
-def model_params(model: costmodel.CostModel) -> pd.DataFrame:
-    """The fitted parameters per strategy (README, 'Cost model and predictions')."""
-    rows = [dict(strategy="all", parameter=k, value=getattr(model, k), fitted_on_runs=np.nan,
-                 from_defaults=False) for k in ("cores", "u", "rho", "rtt_s")]
-    for name, f in model.fits.items():
-        rows += [dict(strategy=name, parameter=k, value=v, fitted_on_runs=f.n_runs,
-                      from_defaults=k in f.defaulted) for k, v in f.params.items()]
-    return pd.DataFrame(rows)
-
-
-def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
-    """The model's accuracy, in sample and on held-out runs, per strategy."""
-    acc = t.get("cost_model_accuracy", pd.DataFrame())
-    out = []
     score = t.get("advisor", pd.DataFrame())
     judged = score[score["right"].notna()] if len(score) else score
     if len(score):
