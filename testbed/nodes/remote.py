@@ -169,7 +169,7 @@ class Connection:
         """An SFTP session, for a `with` block (sessions per connection are few: sshd's MaxSessions)."""
         return self.client.open_sftp()
 
-    def exec(self, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
+    def exec(self, argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
         """Run argv (quoted word by word) to completion: (exit status, stdout and stderr)."""
         try:
             chan = self.transport.open_session(timeout=timeout)
@@ -303,7 +303,7 @@ class RemotePopen:
         if self.poll() is not None or self.pid is None:
             return
         try:
-            self._conn.exec(["kill", "-s", signal.Signals(sig).name[3:], "--", f"-{self.pid}"], timeout=10)
+            self._conn.exec(["kill", "-s", signal.Signals(sig).name[3:], "--", f"-{self.pid}"], timeout=30)
         except NodeError as err:    # no answer: drop the connection, so every process of it ends here
             log.warning("%s; closing the connection", err)
             self._conn.close()
