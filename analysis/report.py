@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, figures, tables
+from analysis import advisor, costmodel, figures, tables
 from testbed.hosthealth import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
@@ -42,6 +42,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         else pd.DataFrame(),
         "cost_model_accuracy": ev["accuracy"] if ev else pd.DataFrame(),
         "cost_model_params": model_params(ev["model"]) if ev else pd.DataFrame(),
+        **({"advisor": advisor.scorecard(exp.runs)} if "advisor_choice" in exp.runs else {}),  # strategy auto
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
             "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis import advisor
 from testbed import faults, results, shaping
 from testbed.checks import failure_reason, run_checks
 from testbed.hosthealth import describe, healthy, timer_overshoot
@@ -31,7 +32,7 @@ def preflight(exp, points, progress=lambda msg: None) -> None:
                     + port_problems(spec.topology, graph)
                     + node_problems(graph, progress))
         try:
-            assign_tasks(spec.workload, [h.name for h in graph.hosts])
+            assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
         except PlacementError as err:
             problems.append(("workload.strategy", str(err)))
         for key, message in problems:
@@ -57,7 +58,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     KeyboardInterrupt propagates after teardown, with no row written, so the point is rerun on resume."""
     spec = point.spec
     graph = build_graph(spec.topology)
-    tasks = assign_tasks(spec.workload, [h.name for h in graph.hosts])
+    tasks = assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
     folder = results.run_dir(exp_dir, point.run_id)
     results.atomic_write_text(folder / "spec.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
     results.write_json(folder / "topology.json", topology_document(graph, tasks))
@@ -87,6 +88,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                     raise RunFailed(reason)
                 if reason:
                     progress(f"WARNING {reason} (checks.fail_run is false: training anyway)")
+            if spec.workload.strategy == "auto":
+                spec, tasks = _advise(spec, graph, net, check_rows, row, folder, progress)
             with _monitor(net, spec, tasks, point.run_id) as monitor:
                 applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
                                          folder / "faults.json", progress) if spec.faults else None
@@ -122,6 +125,27 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
 
 class RunFailed(RuntimeError):
     pass
+
+
+def _advise(spec, graph, net, check_rows, row, folder, progress):
+    """strategy auto: choose allreduce or ps from the checks and the cost model (analysis.advisor);
+    returns the spec with the chosen strategy and its tasks, and records the decision in the row."""
+    machines = {getattr(node, "machine", "local") for node in net.nodes.values()}
+    try:
+        advice = advisor.decide(spec, graph, check_rows, shared=len(machines) <= 1)
+    except (ValueError, OSError) as err:
+        raise RunFailed(f"strategy auto: {err}") from err
+    progress(advice.reason)
+    spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"strategy": advice.strategy})})
+    tasks = assign_tasks(spec.workload, [h.name for h in graph.hosts])
+    row.update(advice.columns(), strategy=advice.strategy, asynchronous=advice.strategy == "ps",
+               workers=sum(t.task_type == "worker" for t in tasks), servers=sum(t.task_type == "ps" for t in tasks))
+    doc = yaml.safe_load((folder / "topology.json").read_text())   # JSON is YAML: keep what the nodes added
+    roles = topology_roles(tasks)
+    for host in doc["hosts"]:
+        host["role"] = roles.get(host["name"], "idle")
+    results.write_json(folder / "topology.json", doc)
+    return spec, tasks
 
 
 def _monitor(net, spec, tasks, run_id):

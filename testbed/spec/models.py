@@ -287,12 +287,23 @@ class DataConf(Strict):
     path: str | None = None
 
 
+class AdvisorConf(Strict):
+    """strategy auto: where the cost model's parameters come from, and the gradient of a script."""
+
+    results: str | list[str] | None = Field(
+        None, description="results folder(s) whose runs the cost model is fitted on (relative to this file, "
+        "else to the working directory), e.g. an all-reduce and a ps sweep; null: rough defaults")
+    gradient_size: Size | None = Field(None, description="gradient bytes per step (needed with workload.script; "
+                                       "default: the built-in model's parameters x 4 bytes)")
+
+
 class Workload(Strict):
     """What trains: engine, strategy, model and its size, and the training loop."""
 
     engine: Literal["tensorflow"] = "tensorflow"
-    strategy: Literal["single", "allreduce", "ps"] = Field(
-        "allreduce", description="single runs on the first host")
+    strategy: Literal["single", "allreduce", "ps", "auto"] = Field(
+        "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
+        "checks by the cost model (workload.advisor)")
     model: Literal["mlp", "cnn", "caption"] = "mlp"
     model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
                                                                       for k in ks})))] = Field(
@@ -306,6 +317,7 @@ class Workload(Strict):
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
+    advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto: the cost model")
     data: DataConf = Field(default_factory=DataConf)
     eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
                               "(null: on with flickr8k data)")

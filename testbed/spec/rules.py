@@ -192,6 +192,8 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     out = _model_param_problems(w.model, w.model_params)
     if w.strategy == "ps":
         out += _ps_problems(exp, hosts)
+    if w.strategy == "auto":
+        out += _auto_problems(exp, hosts)
     script = exp.script_path()
     if script is not None and not os.path.isfile(script):
         out.append(Problem(("workload", "script"), f"no such file: {script}"))
@@ -204,6 +206,37 @@ def workload_problems(exp: Experiment) -> list[Problem]:
                                f"(model is {w.model})", ("workload.model",)))
         if not w.data.path:
             out.append(Problem(("workload", "data", "path"), "data kind flickr8k needs a path"))
+    return out
+
+
+def advisor_results_paths(exp: Experiment) -> list[str]:
+    """workload.advisor.results as paths: as given when absolute; else relative to the file that
+    named them when they exist there, else to the working directory."""
+    results = exp.workload.advisor.results
+    file = exp.location(("workload", "advisor", "results"))[0]
+    out = []
+    for item in [results] if isinstance(results, str) else results or []:
+        near = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(file)), item))
+        out.append(item if os.path.isabs(item) else near if os.path.isfile(file) and os.path.isdir(near)
+                   else os.path.abspath(item))
+    return out
+
+
+def _auto_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
+    """strategy auto: a results folder with runs.csv, a gradient size for a script, and a valid
+    ps.placement if one is given (too few hosts for ps is no error: the advisor picks allreduce)."""
+    w, out = exp.workload, []
+    for results in advisor_results_paths(exp):
+        if not os.path.isfile(os.path.join(results, "runs.csv")):
+            out.append(Problem(("workload", "advisor", "results"), f"no runs.csv in {results}: name a results "
+                               "folder to fit the cost model on, or null for its rough defaults"))
+    if w.script is not None and w.advisor.gradient_size is None:
+        out.append(Problem(("workload", "advisor", "gradient_size"), "strategy auto with workload.script needs "
+                           "the gradient size per step, e.g. 20mb (the testbed cannot count a script's "
+                           "parameters before it runs)", ("workload.strategy",)))
+    if w.ps.placement is not None:
+        out += _placement_problems(w.ps.placement, w.ps.servers, hosts,
+                                   ("topology.hosts", "workload.ps.servers", "workload.strategy"))
     return out
 
 

@@ -1,0 +1,169 @@
+"""`strategy: auto`: choose parameter server or all-reduce before training.
+
+After the checks and before training, the runner asks ``decide``: from the checks' measured
+bandwidth and RTT, the job's gradient size, batch and steps, the hosts' CPU limits and the cost
+model (fitted on ``workload.advisor.results``, or the rough defaults of analysis/costmodel.py),
+it predicts the time per step of both strategies on these hosts and picks the one with more
+samples per second (all-reduce: batch x workers per step; ps: batch per step, asynchronous).
+ps needs a coordinator and ``ps.servers`` servers besides its workers (or ``ps.placement``); when
+the hosts cannot hold them, all-reduce is chosen. Pure: no network, no root.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analysis import costmodel
+
+COLUMNS = ["advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps"]
+
+
+@dataclass
+class Advice:
+    strategy: str                       # allreduce | ps
+    predicted_step_s_allreduce: float
+    predicted_step_s_ps: float          # NaN when ps cannot be placed on these hosts
+    samples_per_s_allreduce: float
+    samples_per_s_ps: float
+    reason: str
+    model_source: str
+
+    def columns(self) -> dict:
+        """The runs.csv columns of the decision."""
+        return dict(advisor_choice=self.strategy,
+                    predicted_step_s_allreduce=round(self.predicted_step_s_allreduce, 6),
+                    predicted_step_s_ps=(round(self.predicted_step_s_ps, 6)
+                                         if np.isfinite(self.predicted_step_s_ps) else None))
+
+
+def load_model(results) -> costmodel.CostModel:
+    """The model fitted on one results folder or several (a list); the rough defaults for none."""
+    if not results:
+        return costmodel.default_model()
+    folders = [results] if isinstance(results, (str, Path)) else list(results)
+    feats = costmodel.features_of(folders)
+    if feats.empty:
+        raise ValueError(f"{', '.join(map(str, folders))}: no successful run to fit the cost model on")
+    return costmodel.fit_features(feats, source=" + ".join(map(str, folders)))
+
+
+def advise(model: costmodel.CostModel, hosts: list[str], gradient_bytes: float, batch_per_worker: float,
+           steps: int, bw_bps: float | None, configured_bps: float | None, rtt_s: float | None = None,
+           cpu: dict | None = None, ps_servers: int = 1, ps_partition=False, ps_placement: dict | None = None,
+           shared: bool = True) -> Advice:
+    """Predict both strategies on `hosts` and choose. bw_bps: the narrowest measured goodput
+    (None: configured x the model's measured/configured ratio); cpu: host -> fraction or None."""
+    cpu = cpu or {}
+    if bw_bps is None or not np.isfinite(bw_bps) or bw_bps <= 0:
+        if not configured_bps:
+            raise ValueError("strategy auto needs a bandwidth: the checks measured none and no link is shaped")
+        bw_bps = configured_bps * model.rho
+    s_bits = float(gradient_bytes) * 8
+    work = s_bits * batch_per_worker
+    common = dict(rtt_s=rtt_s, shared=shared, work=work)
+    ar = model.step("allreduce", len(hosts), s_bits, bw_bps, steps=steps,
+                    fractions=[cpu.get(h) or math.nan for h in hosts], **common)
+    ar_rate = batch_per_worker * len(hosts) / ar
+    workers, servers = _ps_roles(hosts, ps_servers, ps_placement)
+    if workers:
+        shards = costmodel.ps_shards(len(servers), ps_partition, gradient_bytes)
+        ps = model.step("ps", len(workers), s_bits, bw_bps, steps=steps, servers=len(servers), shards=shards,
+                        fractions=[cpu.get(h) or math.nan for h in workers], **common)
+        ps_rate = batch_per_worker / ps
+    else:
+        ps, ps_rate = math.nan, math.nan
+    if not workers:
+        choice = "allreduce"
+        why = (f"ps needs {ps_servers + 2} hosts (coordinator, {ps_servers} server(s), a worker), "
+               f"this topology has {len(hosts)}")
+    else:
+        choice = "ps" if ps_rate > ar_rate else "allreduce"
+        why = (f"predicted {ar_rate:.4g} samples/s with all-reduce ({len(hosts)} workers, {ar:.4g} s/step) "
+               f"vs {ps_rate:.4g} with ps ({len(workers)} workers, {len(servers)} server(s), {ps:.4g} s/step)")
+    reason = (f"strategy auto chose {choice}: {why}; measured {bw_bps / 1e6:.4g} Mbit/s, gradient "
+              f"{gradient_bytes / 1e6:.3g} MB, cost model from {model.source}")
+    return Advice(choice, ar, ps, ar_rate, ps_rate, reason, model.source)
+
+
+def _ps_roles(hosts: list[str], servers: int, placement: dict | None) -> tuple[list, list]:
+    """(worker hosts, server hosts) of the ps strategy; ([], []) when it cannot be placed."""
+    if placement:
+        return list(placement.get("worker") or []), list(placement.get("ps") or [])
+    if len(hosts) < servers + 2:
+        return [], []
+    return hosts[1 + servers:], hosts[1:1 + servers]
+
+
+# -- glue for the runner ---------------------------------------------------------------------
+def provisional(workload):
+    """The workload with a concrete strategy for placement before the decision (all-reduce:
+    every host trains); unchanged unless the strategy is auto."""
+    if workload.strategy != "auto":
+        return workload
+    return workload.model_copy(update={"strategy": "allreduce"})
+
+
+def results_paths(exp) -> list[str]:
+    """workload.advisor.results as paths (testbed.spec.rules.advisor_results_paths)."""
+    from testbed.spec.rules import advisor_results_paths
+    return advisor_results_paths(exp)
+
+
+def job_gradient_bytes(workload) -> float:
+    """The job's gradient size: advisor.gradient_size, else the built-in model's parameters x 4."""
+    if workload.advisor.gradient_size:
+        return float(workload.advisor.gradient_size)
+    if workload.script:
+        raise ValueError("strategy auto with workload.script needs workload.advisor.gradient_size")
+    from workloads.models import gradient_bytes
+    return float(gradient_bytes(workload.model, dict(workload.model_params)))
+
+
+def decide(exp, graph, check_rows: list[dict], shared: bool = True) -> Advice:
+    """The decision for one run point: its spec, its graph (hosts, CPU limits, links) and the rows
+    of its checks (narrowest measured iperf3 goodput, median ping RTT)."""
+    w = exp.workload
+    measured = [r["measured_bps"] for r in check_rows
+                if r.get("tool") == "iperf3" and r.get("measured_bps") and r["measured_bps"] > 0]
+    rtts = [r["rtt_ms"] for r in check_rows if r.get("tool") == "ping" and r.get("rtt_ms") is not None
+            and np.isfinite(r["rtt_ms"])]
+    rates = [e.params.bw for e in graph.links if e.params.bw]
+    return advise(load_model(results_paths(exp)), [h.name for h in graph.hosts], job_gradient_bytes(w),
+                  w.batch_per_worker, w.epochs * w.steps_per_epoch, min(measured) if measured else None,
+                  min(rates) if rates else None, float(np.median(rtts)) / 1e3 if rtts else None,
+                  cpu={h.name: h.cpu for h in graph.hosts}, ps_servers=w.ps.servers,
+                  ps_partition=w.ps.partition, ps_placement=w.ps.placement, shared=shared)
+
+
+# -- was it right? ---------------------------------------------------------------------------
+SCORE = ["model", "hosts", "bw", "bw_bps", "advisor_choice", "predicted_step_s_allreduce",
+         "predicted_step_s_ps", "measured_samples_per_s_allreduce", "measured_samples_per_s_ps",
+         "measured_better", "right"]
+
+
+def scorecard(runs) -> "pd.DataFrame":
+    """Per `strategy: auto` run: its choice against the measured samples/s of all-reduce and ps
+    runs at the same model, nodes and bandwidth in the same results (a sweep over
+    workload.strategy: [allreduce, ps, auto]); right is empty when one of them was not measured."""
+    import pandas as pd
+    from analysis.tables import ok_runs
+    if "advisor_choice" not in runs or runs["advisor_choice"].isna().all():
+        return pd.DataFrame(columns=SCORE)
+    ok = ok_runs(runs)
+    auto = ok[ok["advisor_choice"].notna()]
+    fixed = ok[ok["advisor_choice"].isna() & ok["strategy"].isin(["allreduce", "ps"])]
+    rate = fixed.groupby(["model", "hosts", "bw_bps", "strategy"])["samples_per_s"].mean()
+    rows = []
+    for r in auto.itertuples(index=False):
+        got = {s: rate.get((r.model, r.hosts, r.bw_bps, s), np.nan) for s in ("allreduce", "ps")}
+        have = all(np.isfinite(v) for v in got.values())
+        better = max(got, key=got.get) if have else ""
+        rows.append(dict(model=r.model, hosts=r.hosts, bw=r.bw, bw_bps=r.bw_bps, advisor_choice=r.advisor_choice,
+                         predicted_step_s_allreduce=r.predicted_step_s_allreduce,
+                         predicted_step_s_ps=r.predicted_step_s_ps,
+                         measured_samples_per_s_allreduce=got["allreduce"], measured_samples_per_s_ps=got["ps"],
+                         measured_better=better, right=(better == r.advisor_choice) if have else None))
+    return pd.DataFrame(rows, columns=SCORE)
