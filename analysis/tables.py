@@ -39,7 +39,6 @@ EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
 FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",
                   "applied_t", "undone_step", "undone_t", "outcome", "extra_s", "steps_replayed"]
 
-
 OPTIONAL_TABLES = {"checks.csv": CHECKS_COLUMNS, "steps.csv": STEPS_COLUMNS,
                    "usage.csv": USAGE_COLUMNS}
 

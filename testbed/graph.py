@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
-    from testbed.spec.models import LinkParams, Topology
+    from testbed.spec.models import LinkParams, RemoteConf, SshConf, Topology
 
 PREFIX_LEN = 24
 
@@ -24,6 +24,8 @@ class HostNode:
     kind: str = "netns"       # a registered node kind (testbed.nodes)
     image: str | None = None  # docker: the container image (None: the project's worker image)
     key: str = "topology.host"  # key path of the host's own settings, for error messages
+    remote: RemoteConf | None = None  # remote: the machine (its address is the host's ip)
+    ssh: SshConf | None = None        # remote: host keys and time-out (None: the defaults)
 
     @property
     def cidr(self) -> str:
@@ -57,20 +59,23 @@ class Graph:
         return [l.b if l.a == name else l.a for l in self.links if name in (l.a, l.b)]
 
 
-def build_graph(topology: Topology) -> Graph:
-    """The nodes and links a validated topology describes."""
+def build_graph(topology: Topology, ssh: SshConf | None = None) -> Graph:
+    """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts)."""
     names = topology.host_names()
-    hosts = [_host(topology, name, i) for i, name in enumerate(names, 1)]
+    hosts = [_host(topology, name, i, ssh) for i, name in enumerate(names, 1)]
     switch_names, links = _LAYOUTS[topology.template](topology, names)
     switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links)
 
 
-def _host(topology: Topology, name: str, index: int) -> HostNode:
+def _host(topology: Topology, name: str, index: int, ssh: SshConf | None) -> HostNode:
     from testbed.nodes import DEFAULT_KIND
     conf = topology.host_conf(name)
-    return HostNode(name, f"10.0.0.{index}", conf.cpu, conf.memory, conf.kind or DEFAULT_KIND, conf.image,
-                    topology.host_own(name)[0])
+    kind = conf.kind or DEFAULT_KIND
+    remote = conf.remote if kind == "remote" else None    # a real machine: its own address, not 10.0.0.x
+    ip = remote.address if remote is not None and remote.address else f"10.0.0.{index}"
+    return HostNode(name, ip, conf.cpu, conf.memory, kind, conf.image, topology.host_own(name)[0],
+                    remote, ssh if remote is not None else None)
 
 
 def _switches(count: int) -> list[str]:

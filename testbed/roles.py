@@ -1,6 +1,7 @@
 """Which training task runs on which host, and the TensorFlow cluster they form. Pure logic."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 
@@ -61,6 +62,23 @@ def cluster_spec(tasks: list[Task], ips: dict[str, str]) -> dict[str, list[str]]
         if t.task_type != "single":
             cluster.setdefault(t.task_type, []).append(f"{ips[t.host]}:{t.port}")
     return cluster
+
+
+def threads_per_task(tasks: list[Task], machines: dict[str, tuple[str, int, float | None]]) -> dict[Task, int]:
+    """TensorFlow threads (intra- and inter-op) per task: its share of its machine's cores, within its
+    host's CPU limit (shared by the tasks on that host), at least 1, so that N tasks on C cores do
+    not run more busy threads than cores. `machines`: host -> (machine, its cores, the host's CPU
+    fraction of that machine or None)."""
+    on_machine = Counter(machines[t.host][0] for t in tasks)
+    on_host = Counter(t.host for t in tasks)
+    threads = {}
+    for t in tasks:
+        machine, cores, cpu = machines[t.host]
+        share = cores / on_machine[machine]
+        if cpu is not None:
+            share = min(share, cpu * cores / on_host[t.host])
+        threads[t] = max(1, int(share))
+    return threads
 
 
 def tf_config(cluster: dict[str, list[str]], task: Task) -> dict:

@@ -22,15 +22,17 @@ from testbed.training import Training
 from testbed.spec.units import format_bandwidth
 
 
-def preflight(exp, points, progress=lambda msg: None) -> None:
-    """Everything that can be refused before a network exists, for every point at once."""
+def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
+    """Everything that can be refused before a network exists, for every point at once.
+    `contact_nodes=False` (validate) asks this machine's kernel only: no login to real machines,
+    no Docker engine start or image build."""
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
         spec = point.spec
-        graph = build_graph(spec.topology)
+        graph = build_graph(spec.topology, spec.ssh)
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
                     + port_problems(spec.topology, graph)
-                    + node_problems(graph, progress))
+                    + (node_problems(graph, progress) if contact_nodes else []))
         try:
             assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
         except PlacementError as err:
@@ -57,7 +59,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
 
     KeyboardInterrupt propagates after teardown, with no row written, so the point is rerun on resume."""
     spec = point.spec
-    graph = build_graph(spec.topology)
+    graph = build_graph(spec.topology, spec.ssh)
     tasks = assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
     folder = results.run_dir(exp_dir, point.run_id)
     results.atomic_write_text(folder / "spec.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
@@ -75,6 +77,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     check_rows, step_rows, usage_rows, eval_rows, fault_rows = [], [], [], [], []
     try:
         with Network(graph, spec.topology, progress) as net:
+            results.write_json(folder / "topology.json", topology_document(graph, tasks, net.nodes))
             for note in net.notes:
                 progress(note)
             if spec.checks.iperf or spec.checks.ping:
@@ -93,7 +96,9 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
             with _monitor(net, spec, tasks, point.run_id) as monitor:
                 applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
                                          folder / "faults.json", progress) if spec.faults else None
-                outcome = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier).run()
+                training = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier)
+                outcome = training.run()
+            row["tf_threads"] = min(training.threads.values())
             if monitor is not None:
                 usage_rows = monitor.rows
                 row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
@@ -165,11 +170,13 @@ def topology_roles(tasks) -> dict[str, str]:
     return {host: "+".join(labels) for host, labels in roles.items()}
 
 
-def topology_document(graph, tasks) -> dict:
+def topology_document(graph, tasks, nodes=None) -> dict:
+    """Hosts (with what each running node learned, e.g. a machine's host key), switches, links."""
     roles = topology_roles(tasks)
+    facts = {name: node.facts for name, node in (nodes or {}).items() if node.facts}
     return {
-        "hosts": [{"name": h.name, "ip": h.ip, "kind": h.kind, "role": roles.get(h.name, "idle")}
-                  for h in graph.hosts],
+        "hosts": [{"name": h.name, "ip": h.ip, "kind": h.kind, "role": roles.get(h.name, "idle"),
+                   **({"facts": facts[h.name]} if h.name in facts else {})} for h in graph.hosts],
         "switches": [{"name": s.name} for s in graph.switches],
         "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}
                   for e in graph.links],

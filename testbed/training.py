@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.roles import Task, cluster_spec, final_tasks, restart_group, tf_config
+from testbed.roles import Task, cluster_spec, final_tasks, restart_group, tf_config, threads_per_task
 
 TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
 LAUNCHER_PY = "workloads/script_launcher.py"
@@ -78,6 +78,9 @@ class Training:
     def run(self) -> Outcome:
         ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
         self.cluster = cluster_spec(self.tasks, ips)
+        machines = {h: (n.machine, n.machine_cores, n.limits["cpu"]) for h, n in self.net.nodes.items()}
+        self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
+                        else {t: self.workload.threads for t in self.tasks})
         job, self.backup_dir = job_document(self.workload, self.cluster), None
         if self.workload.recovery == "backup":
             try:
@@ -117,6 +120,8 @@ class Training:
         node = self.net.nodes[task.host]
         identity = ["--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
         env = {"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2", "DLTESTBED_HOST": task.host}
+        if self.threads[task]:     # 0: TensorFlow's own default
+            env.update(TF_NUM_INTRAOP_THREADS=str(self.threads[task]), TF_NUM_INTEROP_THREADS=str(self.threads[task]))
         if self._runs_script(task):
             folder = node.stage(Path(self.script).parent)
             cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,

@@ -9,6 +9,7 @@ import importlib
 KINDS = {
     "netns": "testbed.nodes.netns:NetnsNode",     # a Mininet host: a shell in its own network namespace
     "docker": "testbed.nodes.docker:DockerNode",  # a container joined to the emulated links by a veth
+    "remote": "testbed.nodes.remote:RemoteNode",  # a real machine driven over SSH (its own network)
 }
 DEFAULT_KIND = "netns"
 

@@ -52,8 +52,9 @@ class Node(ABC):
         """Before the emulated network is built (e.g. start a container)."""
 
     @abstractmethod
-    def mininet_host(self) -> tuple[type, dict]:
-        """Mininet host class and its parameters for `addHost`."""
+    def mininet_host(self) -> tuple[type, dict] | None:
+        """Mininet host class and its parameters for `addHost`; None for a node with a network of its
+        own (a real machine), whose links the network then neither builds nor shapes."""
 
     def attach(self, mn_host) -> None:
         """After the network is built: the Mininet host that carries this node's interfaces."""
@@ -62,7 +63,25 @@ class Node(ABC):
     def stop(self) -> None:
         """After the network stopped: remove what `prepare` made."""
 
+    def shape(self, params, qdisc: str) -> None:
+        """Shape this node's end of a link the emulated network does not build (a real machine's own
+        NIC: `mininet_host` is None); the network shapes the links it builds itself."""
+
+    @property
+    def facts(self) -> dict:
+        """What the node learned while starting that belongs with the results (e.g. a host key)."""
+        return {}
+
     # use --------------------------------------------------------------------------------------
+    @property
+    def machine(self) -> str:
+        """Which machine the node runs on: nodes of one machine share its cores."""
+        return "local"
+
+    @property
+    def machine_cores(self) -> int:
+        return os.cpu_count() or 1
+
     @property
     def limits(self) -> dict:
         """CPU (fraction of the whole machine) and memory (bytes) limits, None = unlimited."""

@@ -18,15 +18,16 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Fie
 import testbed.spec.units as units
 from testbed.faults import ACTIONS, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names
+from testbed.nodes.reference import reference_problem
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
 NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
-# Docker's image reference grammar: [registry[:port]/]path[:tag][@digest], path components lowercase.
-IMAGE_REFERENCE = (r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
-                   r"(?::[0-9]+)?|localhost(?::[0-9]+)?)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-                   r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# Remote machines: what reaches TF_CONFIG, ssh and remote argv (quoted anyway; these catch typos).
+ADDRESS = r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"      # IPv4 address or host name
+USER = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$"
+INTERFACE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$"                    # Linux IFNAMSIZ
+REMOTE_PATH = r"^[^-\s=][^\s=]*$"   # no option-like start, no blanks, no '=' (env would read NAME=VALUE)
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),
     "cnn": ("filters", "classes"),
@@ -111,10 +112,10 @@ def check_node_name(value: object) -> str:
 
 def check_image(value: object) -> str:
     """A Docker image reference such as debian:bookworm or registry:5000/team/worker:1.0."""
-    if isinstance(value, str) and len(value) <= 255 and re.fullmatch(IMAGE_REFERENCE, value):
-        return value
-    raise ValueError(f"{value!r} is not a valid image reference: [registry/]name[:tag][@digest] with a "
-                     "lowercase name, e.g. dltestbed-worker:latest or debian:bookworm")
+    problem = reference_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
 
 
 def check_kind(value: object) -> str:
@@ -144,7 +145,23 @@ NodeName = Annotated[str, BeforeValidator(check_node_name),
                      WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
 Count = Annotated[int, Field(ge=1)]
 Kind = Annotated[str, BeforeValidator(check_kind), WithJsonSchema({"enum": kind_names()})]
-Image = Annotated[str, BeforeValidator(check_image), WithJsonSchema({"type": "string", "pattern": IMAGE_REFERENCE})]
+Image = Annotated[str, BeforeValidator(check_image),
+                  WithJsonSchema({"type": "string", "examples": ["dltestbed-worker:latest", "registry:5000/team/worker:1.0"]})]
+
+
+def _pattern(pattern: str, what: str):
+    """A string type checked against `pattern`, with `what` in its error message."""
+    def check(value: object) -> str:
+        if isinstance(value, str) and re.fullmatch(pattern, value):
+            return value
+        raise ValueError(f"{value!r} is not a valid {what}")
+    return Annotated[str, BeforeValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]
+
+
+Address = _pattern(ADDRESS, "address: an IPv4 address or host name such as 192.168.1.10 or pc2.lan")
+User = _pattern(USER, "user name")
+Interface = _pattern(INTERFACE, "interface name (1-15 of letters, digits, _ . : -)")
+RemotePath = _pattern(REMOTE_PATH, "path on the machine (no blanks or '=', not starting with '-')")
 
 
 def _count_or_list(value: Any) -> str:
@@ -184,6 +201,28 @@ class SwitchConf(Strict):
     datapath: Literal["auto", "kernel", "user"] = "auto"
 
 
+class RemoteConf(Strict):
+    """A real machine reached over SSH (kind remote). Unset fields inherit topology.host.remote."""
+
+    address: Address | None = Field(None, description="IPv4 address or host name, reachable from here and "
+                                    "from the other machines (TF_CONFIG uses it)")
+    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(None, description="SSH port (default 22)")
+    user: User | None = Field(None, description="login name (default: your user name here)")
+    key_file: str | None = Field(None, description="private key file on this machine (default: the ssh "
+                                 "agent and ~/.ssh/id_*); never a passphrase or key text")
+    python: RemotePath | None = Field(None, description="interpreter on the machine that imports "
+                                      "tensorflow and tf_keras")
+    interface: Interface | None = Field(None, description="the NIC the training traffic uses "
+                                        "(traffic counters; shaping)")
+    workdir: RemotePath | None = Field(None, description="where the workload code is copied "
+                                       "(default dltestbed, in the user's home)")
+    shape: bool | None = Field(None, description="shape the link's bandwidth with tc on interface, "
+                               "removed at the end (needs user root); default false")
+
+    def merged(self, override: "RemoteConf | None") -> "RemoteConf":
+        return RemoteConf.model_construct(**_merge(self, override, RemoteConf))
+
+
 class HostConf(Strict):
     """A host's kind and resource limits. cpu is a fraction of the WHOLE machine (0 < cpu <= 1)."""
 
@@ -192,10 +231,15 @@ class HostConf(Strict):
                                 "(default: the project's worker image, built here)")
     cpu: Annotated[float, Field(gt=0, le=1)] | None = None
     memory: Size | None = None
+    remote: RemoteConf | None = Field(None, description="the machine of a remote node (field by field: "
+                                      "unset fields inherit topology.host.remote)")
 
     def merged(self, override: "HostConf | None") -> "HostConf":
         """These limits with the non-null fields of `override` replacing them (null = inherit)."""
-        return HostConf.model_construct(**_merge(self, override, HostConf))
+        values = _merge(self, override, HostConf)
+        if override is not None and self.remote is not None and override.remote is not None:
+            values["remote"] = self.remote.merged(override.remote)
+        return HostConf.model_construct(**values)
 
 
 class HostItem(HostConf):
@@ -319,6 +363,9 @@ class Workload(Strict):
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
     advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto: the cost model")
     data: DataConf = Field(default_factory=DataConf)
+    threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="TensorFlow intra/inter-op threads per task; auto: the task's share of its "
+        "machine's cores within its CPU limit; 0: TensorFlow's default (all cores)")
     eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
                               "(null: on with flickr8k data)")
     script: str | None = Field(None, description="your own training script (path relative to this file), run "
@@ -387,6 +434,16 @@ class Monitor(Strict):
     interval: PositiveTime = Field(0.5, json_schema_extra={"default": "0.5s"})
 
 
+class SshConf(Strict):
+    """How remote machines are reached: host keys and the connect time-out."""
+
+    known_hosts: str = Field("~/.ssh/known_hosts", description="host keys the machines' keys are checked against")
+    accept_unknown_host_keys: bool = Field(False, description="run against a machine whose key is not in "
+                                           "known_hosts (the key is recorded in topology.json); a changed key "
+                                           "is always refused")
+    connect_timeout: PositiveTime = Field(10.0, json_schema_extra={"default": "10s"})
+
+
 SWEEP_SCHEMA = {
     "type": ["object", "null"],
     "description": "dotted key path (as --set takes; aliases hosts, bw, strategy, model) -> values",
@@ -424,6 +481,7 @@ class Experiment(Strict):
     workload: Workload = Field(default_factory=Workload)
     checks: Checks = Field(default_factory=Checks)
     monitor: Monitor = Field(default_factory=Monitor)
+    ssh: SshConf = Field(default_factory=SshConf, description="remote nodes: host keys, time-out")
     faults: list[Fault] = Field(default_factory=list, description="faults during training, in any order")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     _source: Source = PrivateAttr(default_factory=Source)

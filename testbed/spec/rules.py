@@ -6,6 +6,7 @@ so a problem caused by a sweep value can be reported at that sweep axis.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 
@@ -14,7 +15,7 @@ from testbed.graph import build_graph
 from testbed.nodes import DEFAULT_KIND
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
+from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, RemoteConf, Topology
 
 MAX_HOSTS = 254
 
@@ -39,7 +40,8 @@ def topology_problems(topo: Topology) -> list[Problem]:
     shape = _shape_problems(topo)
     if shape:
         return shape
-    problems = _shaping_problems(topo) + _link_param_problems(topo) + _image_problems(topo)
+    problems = (_shaping_problems(topo) + _link_param_problems(topo) + _kind_setting_problems(topo, "image", "docker")
+                + _kind_setting_problems(topo, "remote", "remote") + _remote_problems(topo))
     if topo.template == "custom":
         problems += _custom_problems(topo)
     else:
@@ -72,9 +74,10 @@ def _shape_problems(topo: Topology) -> list[Problem]:
     if topo.bottleneck is not None and t != "dumbbell":
         out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
                            related))
-    if not out and len(topo.host_names()) > MAX_HOSTS:
+    count = len(topo.hosts) if isinstance(topo.hosts, list) else topo.hosts   # not host_names(): 10**9 names
+    if not out and count > MAX_HOSTS:
         out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts fit the 10.0.0.0/24 "
-                           f"subnet (got {len(topo.host_names())})"))
+                           f"subnet (got {count})"))
     return out
 
 
@@ -107,18 +110,68 @@ def _link_param_problems(topo: Topology) -> list[Problem]:
     return out
 
 
-def _image_problems(topo: Topology) -> list[Problem]:
-    """An image only means something on a docker node."""
-    kinds = {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
-    out = []
-    if topo.host.image is not None and "docker" not in kinds.values():
-        out.append(Problem(("topology", "host", "image"), "image is for docker nodes, and no host is "
-                           "kind docker (set kind: docker)", ("topology.host.kind",)))
-    for name, kind in kinds.items():
+def _kinds(topo: Topology) -> dict[str, str]:
+    return {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
+
+
+def _kind_setting_problems(topo: Topology, setting: str, kind: str) -> list[Problem]:
+    """A kind's own setting (image: docker, remote: remote) only means something on a node of that kind."""
+    kinds, out = _kinds(topo), []
+    if getattr(topo.host, setting) is not None and kind not in kinds.values():
+        out.append(Problem(("topology", "host", setting), f"{setting} is for {kind} nodes, and no host is "
+                           f"kind {kind} (set kind: {kind})", ("topology.host.kind",)))
+    for name, has in kinds.items():
         key, own = topo.host_own(name)
-        if own is not None and own.image is not None and kind != "docker":
-            out.append(Problem(parse_path(key) + ("image",), f"image is for docker nodes, and {name} is "
-                               f"kind {kind} (set kind: docker)", ("topology.host.kind",)))
+        if own is not None and getattr(own, setting) is not None and has != kind:
+            out.append(Problem(parse_path(key) + (setting,), f"{setting} is for {kind} nodes, and {name} is "
+                               f"kind {has} (set kind: {kind})", ("topology.host.kind",)))
+    return out
+
+
+REMOTE_NEEDS = {"address": "the machine's address", "python": "the interpreter with TensorFlow there",
+                "interface": "the NIC the training traffic uses"}
+
+
+EXAMPLE_NETWORKS = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
+
+
+def _example_address(address: str) -> bool:
+    """An RFC 5737 documentation address, as example files use, so they cannot contact anyone's machine."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in EXAMPLE_NETWORKS)
+
+
+def _remote_problems(topo: Topology) -> list[Problem]:
+    """Remote hosts: the settings they need, no limits, one machine each, no emulated peers."""
+    kinds, out, seen = _kinds(topo), [], {}
+    remote = [name for name, kind in kinds.items() if kind == "remote"]
+    for name in remote:
+        conf, key = topo.host_conf(name), parse_path(topo.host_own(name)[0])
+        settings = conf.remote or RemoteConf()
+        for field, what in REMOTE_NEEDS.items():
+            if getattr(settings, field) is None:
+                out.append(Problem(key + ("remote", field), f"{name} is kind remote and needs remote.{field} "
+                                   f"({what})", ("topology.host.kind",)))
+        for limit in ("cpu", "memory"):
+            if getattr(conf, limit) is not None:
+                out.append(Problem(key + (limit,), f"{limit} limits are not applied on real machines "
+                                   f"({name} is kind remote); remove it", ("topology.host.kind",)))
+        machine = (settings.address, settings.port or 22)
+        if settings.address is not None and machine in seen:
+            out.append(Problem(key + ("remote", "address"), f"{name} and {seen[machine]} are the same machine "
+                               f"({settings.address}); one host per machine"))
+        seen.setdefault(machine, name)
+        if settings.address is not None and _example_address(settings.address):
+            out.append(Problem(key + ("remote", "address"), f"{settings.address} is an example address (RFC 5737 "
+                               f"documentation range, nobody's machine): put {name}'s real address here"))
+    if remote and len(remote) < len(kinds):
+        others = ", ".join(n for n in kinds if n not in remote)
+        out.append(Problem(parse_path(topo.host_own(remote[0])[0]) + ("kind",), f"remote hosts cannot share a "
+                           f"topology with emulated ones ({others}): the machines cannot reach this machine's "
+                           "emulated network", ("topology.host.kind",)))
     return out
 
 

@@ -84,10 +84,10 @@ def test_sweep_over_kind(tmp_path):
 
 
 @pytest.mark.parametrize("body,expected", [
-    ("  host: {kind: dockr}\n", "4: topology.host.kind: unknown node kind 'dockr' (known kinds: netns, docker); "
+    ("  host: {kind: dockr}\n", "4: topology.host.kind: unknown node kind 'dockr' (known kinds: netns, docker, remote); "
                                 "did you mean 'docker'?"),
-    ("  host: {kind: docker, image: 'Worker:Latest'}\n", "4: topology.host.image: 'Worker:Latest' is not a valid image reference"),
-    ("  host: {kind: docker, image: 'a b'}\n", "4: topology.host.image: 'a b' is not a valid image reference"),
+    ("  host: {kind: docker, image: 'Worker:Latest'}\n", "4: topology.host.image: image 'Worker:Latest' is not a valid docker image reference"),
+    ("  host: {kind: docker, image: 'a b'}\n", "4: topology.host.image: image 'a b' is not a valid docker image reference ([registry/]repository[:tag][@digest]): it contains white space"),
     ("  host: {image: 'debian:bookworm'}\n", "4: topology.host.image: image is for docker nodes, and no host is kind docker"),
     ("  host_overrides: {h1: {image: 'debian:bookworm'}}\n",
      "4: topology.host_overrides.h1.image: image is for docker nodes, and h1 is kind netns"),

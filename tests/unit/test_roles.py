@@ -75,3 +75,18 @@ def test_tf_config_per_task_lists_the_cluster_in_task_order():
                     "worker": ["10.0.0.3:50501", "10.0.0.4:50501"]},
         "task": {"type": "worker", "index": 1}}
     assert tf_config(cluster, tasks[0])["task"] == {"type": "chief", "index": 0}
+
+
+def test_threads_share_the_machine_and_respect_cpu_limits():
+    from testbed.roles import Task, threads_per_task
+    tasks = [Task(f"h{i}", "worker", i - 1, 50501) for i in range(1, 5)]
+    local = {f"h{i}": ("local", 8, None) for i in range(1, 5)}
+    assert set(threads_per_task(tasks, local).values()) == {2}            # 4 tasks on 8 cores
+    limited = dict(local, h1=("local", 8, 0.125))                           # h1 may use one core
+    assert threads_per_task(tasks, limited)[tasks[0]] == 1
+    crowded = {f"h{i}": ("local", 2, None) for i in range(1, 5)}
+    assert set(threads_per_task(tasks, crowded).values()) == {1}          # never below one
+    apart = {f"h{i}": (f"machine{i}", 16, None) for i in range(1, 5)}      # real machines each
+    assert set(threads_per_task(tasks, apart).values()) == {16}
+    together = [Task("h1", "chief", 0, 50501), Task("h1", "ps", 0, 50502)]
+    assert set(threads_per_task(together, {"h1": ("local", 8, 0.5)}).values()) == {2}   # 4 cores, 2 tasks

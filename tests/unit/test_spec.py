@@ -12,6 +12,10 @@ from testbed.spec import (Experiment, SpecError, build_graph, expand_points, jso
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "topologies").rglob("*.yaml"))
+# Example files that name real machines ship with documentation addresses (RFC 5737), refused until
+# the user puts theirs: they are validated with made-up private addresses here.
+REAL_ADDRESSES = {"thesis_physical_remote.yaml": ["topology.host.remote.address=10.1.1.11",
+                                                  "topology.host_overrides.h1.remote.address=10.1.1.10"]}
 
 MINIMAL = """
 name: demo
@@ -347,7 +351,7 @@ def test_location_falls_back_to_parent_then_line_1(tmp_path):
 
 def test_dump_round_trips(tmp_path):
     for source in SHIPPED:
-        for point in expand_points(load_spec(source)):
+        for point in expand_points(load_spec(source, REAL_ADDRESSES.get(source.name, ()))):
             again = write(tmp_path, yaml.dump(point.spec.model_dump(mode="json"), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), "again.yaml")
             reloaded = load_spec(again)
             assert reloaded.model_dump() == point.spec.model_dump()
@@ -370,7 +374,7 @@ def test_validate_file_summary(tmp_path):
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_shipped_topologies_validate(path):
-    exp = load_spec(path)
+    exp = load_spec(path, REAL_ADDRESSES.get(path.name, ()))
     assert isinstance(exp, Experiment)
     for point in expand_points(exp):
         graph = build_graph(point.spec.topology)
@@ -423,3 +427,10 @@ def test_absurd_files_are_refused_fast_with_a_clear_error(tmp_path, text, messag
         load_spec(path)
     print(f"answered in {time.monotonic() - started:.3f} s")
     assert message in str(err.value)
+
+
+def test_example_machine_addresses_are_refused_before_anyone_is_contacted():
+    with pytest.raises(SpecError) as err:
+        load_spec(REPO / "topologies/thesis_physical_remote.yaml")
+    assert "192.0.2.11 is an example address (RFC 5737" in str(err.value)
+    assert "192.0.2.10 is an example address" in str(err.value)
