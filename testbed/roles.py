@@ -65,7 +65,7 @@ def cluster_spec(tasks: list[Task], ips: dict[str, str]) -> dict[str, list[str]]
 
 
 def threads_per_task(tasks: list[Task], machines: dict[str, tuple[str, int, float | None]]) -> dict[Task, int]:
-    """TensorFlow threads (intra- and inter-op) per task: its share of its machine's cores, within its
+    """TensorFlow intra-op threads per task: its share of its machine's cores, within its
     host's CPU limit (shared by the tasks on that host), at least 1, so that N tasks on C cores do
     not run more busy threads than cores. `machines`: host -> (machine, its cores, the host's CPU
     fraction of that machine or None)."""

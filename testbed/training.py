@@ -121,7 +121,8 @@ class Training:
         identity = ["--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
         env = {"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2", "DLTESTBED_HOST": task.host}
         if self.threads[task]:     # 0: TensorFlow's own default
-            env.update(TF_NUM_INTRAOP_THREADS=str(self.threads[task]), TF_NUM_INTEROP_THREADS=str(self.threads[task]))
+            # Intra-op only: a one-thread inter-op pool deadlocks blocking ops (ps closures hung with it).
+            env["TF_NUM_INTRAOP_THREADS"] = str(self.threads[task])
         if self._runs_script(task):
             folder = node.stage(Path(self.script).parent)
             cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,

@@ -364,7 +364,7 @@ class Workload(Strict):
     advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto: the cost model")
     data: DataConf = Field(default_factory=DataConf)
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
-        "auto", description="TensorFlow intra/inter-op threads per task; auto: the task's share of its "
+        "auto", description="TensorFlow intra-op threads per task; auto: the task's share of its "
         "machine's cores within its CPU limit; 0: TensorFlow's default (all cores)")
     eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
                               "(null: on with flickr8k data)")
