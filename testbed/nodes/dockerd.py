@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 SOCKET = "/var/run/docker.sock"
+PID_FILE = Path("/var/run/docker.pid")
 BASE_URL = f"unix://{SOCKET}"
 LOG_FILE = Path("/var/log/dltestbed-dockerd.log")
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
@@ -142,8 +143,28 @@ def ensure_dockerd(progress: Progress = lambda msg: None, timeout: float = START
     with file_lock(LOCK_FILE):  # a concurrent caller may be starting it right now
         if dockerd_running():
             return
+        pid = running_pid()
+        if pid is not None:   # running but slow to answer (a busy machine): wait, never start a second one
+            progress(f"waiting for the Docker engine (dockerd, pid {pid}) to answer")
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if dockerd_running(timeout=10):
+                    return
+                time.sleep(0.5)
+            raise DockerUnavailable(f"the Docker engine (dockerd, pid {pid}) runs but did not answer on {SOCKET} "
+                                    f"within {timeout:.0f} s: see {LOG_FILE}, or stop it (kill {pid}) and retry")
+        PID_FILE.unlink(missing_ok=True)      # stale: its dockerd is gone, and it would refuse to start
         progress("starting Docker engine (dockerd)")
         _wait_for_socket(_start(binary), timeout)
+
+
+def running_pid() -> int | None:
+    """The pid of a running dockerd, from its pid file, or None."""
+    try:
+        pid = int(PID_FILE.read_text().strip())
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == "dockerd" else None
+    except (OSError, ValueError):
+        return None
 
 
 def client(timeout: float = 120.0, progress: Progress = lambda msg: None):
