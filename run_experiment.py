@@ -65,14 +65,23 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def cmd_run(args) -> int:
+def _load(args):
+    """(experiment, run points) of the file and --set overrides; None after printing what is wrong."""
     from testbed.spec import SpecError, expand_points, load_spec
     try:
         exp = load_spec(args.file, args.overrides)
-        points = expand_points(exp)
+        return exp, expand_points(exp)
     except SpecError as err:
         console.print(str(err), highlight=False, markup=False)
+        return None
+
+
+def cmd_run(args) -> int:
+    from testbed.spec import SpecError
+    loaded = _load(args)
+    if loaded is None:
         return 2
+    exp, points = loaded
     out = Path(args.out or Path("results") / exp.name)
     if args.dry_run:
         for p in points:
@@ -101,13 +110,11 @@ def cmd_run(args) -> int:
 
 
 def cmd_up(args) -> int:
-    from testbed.spec import SpecError, expand_points, load_spec
-    try:
-        exp = load_spec(args.file, args.overrides)
-        points = expand_points(exp)
-    except SpecError as err:
-        console.print(str(err), highlight=False, markup=False)
+    from testbed.spec import SpecError
+    loaded = _load(args)
+    if loaded is None:
         return 2
+    exp, points = loaded
     _need_root("up")
     from testbed.live import up
     from testbed.runner import preflight

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli import cli
 from leftovers import containers
 from testbed.checks import run_checks
 from testbed.hosthealth import healthy, timer_overshoot
@@ -45,10 +46,6 @@ def _write(tmp_path, shaping="tc", limits=""):
     path.write_text(MIXED.format(shaping=shaping, limits=limits))
     return path
 
-
-def cli(*args, **kwargs):
-    return subprocess.run([sys.executable, str(REPO / "run_experiment.py"), *args], cwd=REPO,
-                          capture_output=True, text=True, **kwargs)
 
 
 @pytest.mark.parametrize("shaping", ["tc", "ovs"])

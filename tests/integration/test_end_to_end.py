@@ -1,5 +1,4 @@
 """One YAML file to a measured all-reduce run, through the real CLI, and cleanup after a crash."""
-import os
 import signal
 import subprocess
 import sys
@@ -9,13 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli import cli
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
-
-def cli(*args, **kwargs):
-    return subprocess.run([sys.executable, str(REPO / "run_experiment.py"), *args], cwd=REPO,
-                          capture_output=True, text=True, **kwargs)
 
 
 def test_smoke_allreduce_two_workers_ok(tmp_path, root, no_leftovers):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli import cli
 from testbed.cleanup import STATE_DIR
 from testbed.network import node_problems
 from testbed.nodes import remote
@@ -169,10 +170,6 @@ def _wait_for_port(address: str, port: int, timeout=10.0) -> None:
             if time.monotonic() > deadline:
                 raise
 
-
-def cli(*args, **kwargs):
-    return subprocess.run([sys.executable, str(REPO / "run_experiment.py"), *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "1000"}, **kwargs)
 
 
 def _remote_records() -> list:

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from cli import cli
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
-
-def cli(*args, **kwargs):
-    return subprocess.run([sys.executable, str(REPO / "run_experiment.py"), *args], cwd=REPO,
-                          capture_output=True, text=True, **kwargs)
 
 
 def test_up_then_exec_ping_then_ctrl_c_leaves_nothing(tmp_path, root, no_leftovers):
