@@ -135,7 +135,7 @@ class RunFailed(RuntimeError):
 def _advise(spec, graph, net, check_rows, row, folder, progress):
     """strategy auto: choose allreduce or ps from the checks and the cost model (analysis.advisor);
     returns the spec with the chosen strategy and its tasks, and records the decision in the row."""
-    machines = {getattr(node, "machine", "local") for node in net.nodes.values()}
+    machines = {node.machine for node in net.nodes.values()}
     try:
         advice = advisor.decide(spec, graph, check_rows, shared=len(machines) <= 1)
     except (ValueError, OSError) as err:
@@ -145,11 +145,7 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
     tasks = assign_tasks(spec.workload, [h.name for h in graph.hosts])
     row.update(advice.columns(), strategy=advice.strategy, asynchronous=advice.strategy == "ps",
                workers=sum(t.task_type == "worker" for t in tasks), servers=sum(t.task_type == "ps" for t in tasks))
-    doc = yaml.safe_load((folder / "topology.json").read_text())   # JSON is YAML: keep what the nodes added
-    roles = topology_roles(tasks)
-    for host in doc["hosts"]:
-        host["role"] = roles.get(host["name"], "idle")
-    results.write_json(folder / "topology.json", doc)
+    results.write_json(folder / "topology.json", topology_document(graph, tasks, net.nodes))   # the new roles
     return spec, tasks
 
 

@@ -19,6 +19,11 @@ LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
 
 
+def _nano_cpus(fraction: float) -> int:
+    """Docker's CPU limit for a fraction of the whole machine (as the spec's cpu: counts it)."""
+    return int(fraction * (os.cpu_count() or 1) * 1e9)
+
+
 def container_name(host_name: str) -> str:
     return f"dltestbed-{os.getpid()}-{host_name}"
 
@@ -65,10 +70,9 @@ class DockerNode(Node):
         self.image = image.ensure_image(self.host.image, progress)
         name = container_name(self.name)
         self._registry.add("containers", name)
-        cores = os.cpu_count() or 1
         limits = {}
         if self.host.cpu is not None:
-            limits["nano_cpus"] = int(self.host.cpu * cores * 1e9)
+            limits["nano_cpus"] = _nano_cpus(self.host.cpu)
         if self.host.memory is not None:
             limits["mem_limit"] = self.host.memory
         self.container = dockerd.client().containers.run(
@@ -95,10 +99,9 @@ class DockerNode(Node):
 
     def set_cpu(self, fraction):
         """Docker's own limit, updated in place (the Engine API's NanoCpus; all cores for None)."""
-        cores = os.cpu_count() or 1
         api = self.container.client.api
         reply = api.post(f"{api.base_url}/v{api.api_version}/containers/{self.container.id}/update",
-                         json={"NanoCpus": int((fraction or 1.0) * cores * 1e9)})
+                         json={"NanoCpus": _nano_cpus(fraction or 1.0)})
         if reply.status_code != 200:
             raise NodeError(f"{self.name}: docker update of the CPU limit failed: {reply.text.strip()}")
 
@@ -127,7 +130,7 @@ class DockerNode(Node):
 
     @classmethod
     def usage(cls, nodes) -> dict[str, Usage]:
-        """From each container's cgroup (CPU, anonymous memory) and its namespace's interfaces."""
+        """From each container's cgroup (CPU, resident memory) and its namespace's interfaces."""
         out = {}
         for n in nodes:
             try:
