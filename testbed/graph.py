@@ -1,24 +1,27 @@
 """Topology spec -> Graph of hosts, switches and links: pure data, no root, no Mininet.
 
 Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override).
-Hosts get 10.0.0.1, 10.0.0.2, ... (one /24) in host order; switch dpids are 1, 2, ... in switch order.
+Hosts get the subnet's addresses in host order (10.0.0.1, 10.0.0.2, ...: `subnet`); switch dpids are
+1, 2, ... in switch order.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
     from testbed.spec.models import LinkParams, RemoteConf, SshConf, Topology
 
-PREFIX_LEN = 24
+DEFAULT_NETWORK = "10.0.0.0"
+DEFAULT_PREFIX = 24      # the default subnet is a /24 unless more hosts need a larger one
 
 
 @dataclass(frozen=True)
 class HostNode:
     name: str
-    ip: str  # "10.0.0.1"; the subnet is PREFIX_LEN bits
+    ip: str  # "10.0.0.1"
     cpu: float | None = None  # fraction of the whole machine
     memory: int | None = None  # bytes
     kind: str = "netns"       # a registered node kind (testbed.nodes)
@@ -26,11 +29,12 @@ class HostNode:
     key: str = "topology.host"  # key path of the host's own settings, for error messages
     remote: RemoteConf | None = None  # remote: the machine (its address is the host's ip)
     ssh: SshConf | None = None        # remote: host keys and time-out (None: the defaults)
+    prefix: int = DEFAULT_PREFIX      # the subnet's prefix length
 
     @property
     def cidr(self) -> str:
         """'10.0.0.1/24'."""
-        return f"{self.ip}/{PREFIX_LEN}"
+        return f"{self.ip}/{self.prefix}"
 
 
 @dataclass(frozen=True)
@@ -62,20 +66,46 @@ class Graph:
 def build_graph(topology: Topology, ssh: SshConf | None = None) -> Graph:
     """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts)."""
     names = topology.host_names()
-    hosts = [_host(topology, name, i, ssh) for i, name in enumerate(names, 1)]
+    net = subnet(topology)
+    hosts = [_host(topology, name, net, i, ssh) for i, name in enumerate(names, 1)]
     switch_names, links = _LAYOUTS[topology.template](topology, names)
     switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links)
 
 
-def _host(topology: Topology, name: str, index: int, ssh: SshConf | None) -> HostNode:
+def host_count(topology: Topology) -> int:
+    """Without building the names (a count may be absurd before validation refuses it)."""
+    return len(topology.hosts) if isinstance(topology.hosts, list) else topology.hosts
+
+
+def usable(net: ipaddress.IPv4Network) -> int:
+    """Host addresses in net (not the network and broadcast addresses)."""
+    return max(net.num_addresses - 2, 0)
+
+
+def default_subnet(count: int) -> ipaddress.IPv4Network:
+    """10.0.0.0/24, or the smallest 10.0.0.0/N (N >= 8) that holds `count` hosts."""
+    prefix = DEFAULT_PREFIX
+    while prefix > 8 and usable(ipaddress.IPv4Network(f"{DEFAULT_NETWORK}/{prefix}")) < count:
+        prefix -= 1
+    return ipaddress.IPv4Network(f"{DEFAULT_NETWORK}/{prefix}")
+
+
+def subnet(topology: Topology) -> ipaddress.IPv4Network:
+    """The network the hosts' addresses come from: topology.subnet, else the default for the host count."""
+    if topology.subnet:
+        return ipaddress.IPv4Network(topology.subnet)
+    return default_subnet(host_count(topology))
+
+
+def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int, ssh: SshConf | None) -> HostNode:
     from testbed.nodes import DEFAULT_KIND
     conf = topology.host_conf(name)
     kind = conf.kind or DEFAULT_KIND
     remote = conf.remote if kind == "remote" else None    # a real machine: its own address, not 10.0.0.x
-    ip = remote.address if remote is not None and remote.address else f"10.0.0.{index}"
+    ip = remote.address if remote is not None and remote.address else str(net.network_address + index)
     return HostNode(name, ip, conf.cpu, conf.memory, kind, conf.image, topology.host_own(name)[0],
-                    remote, ssh if remote is not None else None)
+                    remote, ssh if remote is not None else None, net.prefixlen)
 
 
 def _switches(count: int) -> list[str]:

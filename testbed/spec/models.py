@@ -149,6 +149,30 @@ Image = Annotated[str, BeforeValidator(check_image),
                   WithJsonSchema({"type": "string", "examples": ["dltestbed-worker:latest", "registry:5000/team/worker:1.0"]})]
 
 
+def check_subnet(value: object) -> str:
+    """An IPv4 network for the emulated hosts' addresses, written as NETWORK/PREFIX (e.g. 10.0.0.0/16)."""
+    import ipaddress
+    example = "e.g. 10.0.0.0/22 (1022 hosts) or 172.16.0.0/16"
+    try:
+        net = ipaddress.IPv4Network(value, strict=False) if isinstance(value, str) and "/" in value else None
+    except ValueError:
+        net = None
+    if net is None:
+        raise ValueError(f"{value!r} is not an IPv4 network: write NETWORK/PREFIX, {example}")
+    if str(net) != value:
+        raise ValueError(f"{value!r} has host bits set: write {net}")
+    if net.prefixlen > 30:
+        raise ValueError(f"{value} holds no hosts: use a /30 or larger network, {example}")
+    if not net.is_private or net.is_loopback or net.is_link_local:
+        raise ValueError(f"{value} is not a private network: use one inside 10.0.0.0/8, 172.16.0.0/12 or "
+                         f"192.168.0.0/16, {example}")
+    return value
+
+
+Subnet = Annotated[str, BeforeValidator(check_subnet),
+                   WithJsonSchema({"type": "string", "examples": ["10.0.0.0/24", "10.0.0.0/22", "172.16.0.0/16"]})]
+
+
 def _pattern(pattern: str, what: str):
     """A string type checked against `pattern`, with `what` in its error message."""
     def check(value: object) -> str:
@@ -272,6 +296,8 @@ class Topology(Strict):
 
     template: Literal["star", "linear", "tree", "dumbbell", "custom"] = "star"
     hosts: Hosts = Field(2, description="number of hosts; a list of {name, cpu, memory} for custom")
+    subnet: Subnet | None = Field(None, description="the hosts' addresses, in host order (null: 10.0.0.0/24, "
+                                  "or the smallest 10.0.0.0/N that holds more hosts)")
     switches: Switches | None = Field(None, description="linear: number of switches (2); custom: list")
     fanout: Annotated[int, Field(ge=2)] = Field(2, description="tree only")
     switch: SwitchConf = Field(default_factory=SwitchConf)

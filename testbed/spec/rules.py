@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass
 
 from testbed.faults import ACTIONS, parse_trigger
-from testbed.graph import build_graph
+from testbed.graph import build_graph, host_count, subnet, usable
 from testbed.nodes import DEFAULT_KIND
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, RemoteConf, Topology
 
-MAX_HOSTS = 254
+MAX_HOSTS = 4094   # a /20; per host a shell, a veth pair and a switch port on this one machine
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,15 @@ def _shape_problems(topo: Topology) -> list[Problem]:
     if topo.bottleneck is not None and t != "dumbbell":
         out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
                            related))
-    count = len(topo.hosts) if isinstance(topo.hosts, list) else topo.hosts   # not host_names(): 10**9 names
+    count = host_count(topo)   # not host_names(): 10**9 names
     if not out and count > MAX_HOSTS:
-        out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts fit the 10.0.0.0/24 "
-                           f"subnet (got {count})"))
+        out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts on one machine (got {count})"))
+    elif not out and usable(subnet(topo)) < count:
+        net = subnet(topo)
+        out.append(Problem(("topology", "subnet"), f"{count} hosts do not fit {net} ({usable(net)} addresses); "
+                           "use a larger network, e.g. 10.0.0.0/"
+                           f"{32 - (count + 1).bit_length()}, or remove subnet to get one that fits",
+                           ("topology.hosts",)))
     return out
 
 

@@ -410,7 +410,7 @@ def test_workload_script_is_relative_to_the_file_and_must_exist(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("name: big\ntopology:\n  hosts: 1000000000\n", "3: topology.hosts: at most 254 hosts fit"),
+    ("name: big\ntopology:\n  hosts: 1000000000\n", "3: topology.hosts: at most 4094 hosts on one machine"),
     ("name: lol\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
      + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
      + "topology: {hosts: 2}\n", "1: aliases expand to more than 100,000 YAML nodes"),

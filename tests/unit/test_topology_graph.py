@@ -123,10 +123,34 @@ def test_unshaped_by_default(tmp_path):
     assert g.neighbours("s1") == ["h1", "h2"] and g.host("h2").ip == "10.0.0.2"
 
 
-def test_too_many_hosts_for_subnet(tmp_path):
+@pytest.mark.parametrize("hosts, subnet, first, last", [
+    (254, None, "10.0.0.1/24", "10.0.0.254/24"),
+    (255, None, "10.0.0.1/23", "10.0.0.255/23"),
+    (1000, None, "10.0.0.1/22", "10.0.3.232/22"),
+    (2, "'172.16.8.0/30'", "172.16.8.1/30", "172.16.8.2/30"),
+    (300, "'192.168.0.0/16'", "192.168.0.1/16", "192.168.1.44/16"),
+])
+def test_subnet_default_fits_the_hosts_or_is_the_one_set(tmp_path, hosts, subnet, first, last):
+    g = graph(tmp_path, f"{{template: tree, fanout: 32, hosts: {hosts}, subnet: {subnet or 'null'}}}")
+    cidrs = [h.cidr for h in g.hosts]
+    assert cidrs[0] == first and cidrs[-1] == last and len(set(cidrs)) == hosts
+
+
+@pytest.mark.parametrize("topology, key, message", [
+    ("{hosts: 300, subnet: 10.0.0.0/24}", "topology.subnet",
+     "300 hosts do not fit 10.0.0.0/24 (254 addresses); use a larger network, e.g. 10.0.0.0/23"),
+    ("{hosts: 4, subnet: 10.0.0.0/30}", "topology.subnet", "4 hosts do not fit 10.0.0.0/30 (2 addresses)"),
+    ("{hosts: 5000}", "topology.hosts", "at most 4094 hosts on one machine (got 5000)"),
+    ("{hosts: 2, subnet: 10.0.0.1/24}", "topology.subnet", "has host bits set: write 10.0.0.0/24"),
+    ("{hosts: 2, subnet: 10.0.0.0}", "topology.subnet", "is not an IPv4 network: write NETWORK/PREFIX"),
+    ("{hosts: 2, subnet: 8.8.8.0/24}", "topology.subnet", "8.8.8.0/24 is not a private network"),
+    ("{hosts: 2, subnet: 127.0.0.0/24}", "topology.subnet", "127.0.0.0/24 is not a private network"),
+    ("{hosts: 2, subnet: 10.0.0.0/31}", "topology.subnet", "10.0.0.0/31 holds no hosts"),
+])
+def test_subnet_problems_name_the_key(tmp_path, topology, key, message):
     from spec_helpers import one
-    issue = one(tmp_path, "name: demo\ntopology: {hosts: 300}\n")
-    assert issue.key == "topology.hosts" and "254" in issue.message
+    issue = one(tmp_path, f"name: demo\ntopology: {topology}\n")
+    assert issue.key == key and message in issue.message
 
 
 def test_split_evenly():
