@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Command line of the testbed: run, up, exec, validate, report, predict, cleanup, schema, image."""
+"""Command line of the testbed: run, up, exec, validate, report, predict, cleanup, schema, image, cluster."""
 from __future__ import annotations
 
 import argparse
@@ -52,6 +52,9 @@ def parse_args(argv):
     img.add_argument("action", choices=["build", "name"], help="build (or reuse) it; or print its name")
     img.add_argument("--base", metavar="IMAGE", help="build FROM this local image instead of a debootstrap-made Debian")
     img.add_argument("--force", action="store_true", help="rebuild even when the image exists")
+    clu = sub.add_parser("cluster", help="local servers for the cluster edition: cluster up N | status | down (root)")
+    clu.add_argument("action", choices=["up", "status", "down"])
+    clu.add_argument("n", nargs="?", type=int, default=2, help="how many servers `up` starts (default 2)")
     return parser.parse_args(argv)
 
 
@@ -207,6 +210,31 @@ def cmd_image(args) -> int:
     return image.main([args.action] + (["--base", args.base] if args.base else []) + (["--force"] if args.force else []))
 
 
+def cmd_cluster(args) -> int:
+    _need_root("cluster")
+    from testbed.cluster import servers
+    say = lambda msg: console.print(f"[cluster] {msg}", highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+    try:
+        if args.action == "up":
+            print(servers.cluster_yaml(servers.up(args.n, progress=say)), end="")
+        elif args.action == "status":
+            found = servers.status()
+            for s in found:
+                print(f"{s.name:<6} {s.address:<15} {s.state:<8} {s.container:<18} {s.image}")
+            running = [s for s in found if s.state == "running"]
+            print(servers.cluster_yaml(running) if running else "no servers running", end="")
+        else:
+            actions = servers.down(progress=say)
+            say(f"{len(actions)} removed" if actions else "no servers")
+    except servers.ClusterError as err:
+        console.print(f"[red]error[/red]: {err}", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted: run_experiment.py cluster down removes what was started")
+        return 130
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["predict"]:   # its own parser (analysis/predict.py), imported only when used
@@ -215,7 +243,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     return {"run": cmd_run, "up": cmd_up, "exec": cmd_exec, "validate": cmd_validate, "report": cmd_report, "cleanup": cmd_cleanup,
-            "schema": cmd_schema, "image": cmd_image}[args.command](args)
+            "schema": cmd_schema, "image": cmd_image, "cluster": cmd_cluster}[args.command](args)
 
 
 if __name__ == "__main__":
