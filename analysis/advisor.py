@@ -6,7 +6,11 @@ model (fitted on ``workload.advisor.results``, or the rough defaults of analysis
 it predicts the time per step of both strategies on these hosts and picks the one with more
 samples per second (all-reduce: batch x workers per step; ps: batch per step, asynchronous).
 ps needs a coordinator and ``ps.servers`` servers besides its workers (or ``ps.placement``); when
-the hosts cannot hold them, all-reduce is chosen. Pure: no network, no root.
+the hosts cannot hold them, all-reduce is chosen.
+
+``strategy: switch`` asks again at every epoch's end (testbed/switching.py): ``switch_verdict``
+compares the epoch's measured samples/s with the prediction for the other strategy over the
+steps left (its warm-up included). Pure: no network, no root.
 """
 from __future__ import annotations
 
@@ -99,8 +103,10 @@ def _ps_roles(hosts: list[str], servers: int, placement: dict | None) -> tuple[l
 
 # -- glue for the runner ---------------------------------------------------------------------
 def provisional(workload):
-    """The workload with a concrete strategy for placement before the decision (all-reduce:
-    every host trains); unchanged unless the strategy is auto."""
+    """The workload with a concrete strategy for placement before the decision (auto: all-reduce,
+    every host trains; switch: its start strategy); unchanged otherwise."""
+    if workload.strategy == "switch":
+        return workload.model_copy(update={"strategy": workload.switch.start})
     if workload.strategy != "auto":
         return workload
     return workload.model_copy(update={"strategy": "allreduce"})
@@ -126,16 +132,54 @@ def decide(exp, graph, check_rows: list[dict], shared: bool = True) -> Advice:
     """The decision for one run point: its spec, its graph (hosts, CPU limits, links) and the rows
     of its checks (narrowest measured iperf3 goodput, median ping RTT)."""
     w = exp.workload
+    return advise(**advise_inputs(exp, graph, check_rows, shared), steps=w.epochs * w.steps_per_epoch)
+
+
+def advise_inputs(exp, graph, check_rows: list[dict], shared: bool = True) -> dict:
+    """`advise`'s arguments but `steps` for one run point (`decide`; strategy switch asks again at
+    every epoch's end with the bandwidth of the moment)."""
+    w = exp.workload
     measured = [r["measured_bps"] for r in check_rows
                 if r.get("tool") == "iperf3" and r.get("measured_bps") and r["measured_bps"] > 0]
     rtts = [r["rtt_ms"] for r in check_rows if r.get("tool") == "ping" and r.get("rtt_ms") is not None
             and np.isfinite(r["rtt_ms"])]
     rates = [e.params.bw for e in graph.links if e.params.bw]
-    return advise(load_model(results_paths(exp)), [h.name for h in graph.hosts], job_gradient_bytes(w),
-                  w.batch_per_worker, w.epochs * w.steps_per_epoch, min(measured) if measured else None,
-                  min(rates) if rates else None, float(np.median(rtts)) / 1e3 if rtts else None,
-                  cpu={h.name: h.cpu for h in graph.hosts}, ps_servers=w.ps.servers,
-                  ps_partition=w.ps.partition, ps_placement=w.ps.placement, shared=shared)
+    return dict(model=load_model(results_paths(exp)), hosts=[h.name for h in graph.hosts],
+                gradient_bytes=job_gradient_bytes(w), batch_per_worker=w.batch_per_worker,
+                bw_bps=min(measured) if measured else None, configured_bps=min(rates) if rates else None,
+                rtt_s=float(np.median(rtts)) / 1e3 if rtts else None, cpu={h.name: h.cpu for h in graph.hosts},
+                ps_servers=w.ps.servers, ps_partition=w.ps.partition, ps_placement=w.ps.placement, shared=shared)
+
+
+# -- strategy switch -------------------------------------------------------------------------
+OTHER = {"allreduce": "ps", "ps": "allreduce"}
+
+
+@dataclass
+class Verdict:
+    """One epoch end's comparison: the measured rate of the running strategy against the predicted
+    rate of the other; `switch` when the prediction beats the measurement by more than the margin."""
+    epoch: int
+    current: str
+    to: str
+    measured_samples_per_s: float
+    predicted_samples_per_s: float
+    switch: bool
+    reason: str
+
+
+def switch_verdict(epoch: int, current: str, measured_step_s: float, samples_per_step: float,
+                   advice: Advice, margin: float) -> Verdict:
+    """Switch when the other strategy's predicted samples/s exceed the measured ones x (1 + margin);
+    never when the other cannot be placed (NaN) or nothing was measured."""
+    other = OTHER[current]
+    measured = samples_per_step / measured_step_s if measured_step_s and measured_step_s > 0 else math.nan
+    predicted = advice.samples_per_s_ps if other == "ps" else advice.samples_per_s_allreduce
+    go = bool(np.isfinite(measured) and np.isfinite(predicted) and predicted > measured * (1 + margin))
+    gain = predicted / measured - 1 if np.isfinite(measured) and np.isfinite(predicted) else math.nan
+    reason = (f"epoch {epoch}: measured {measured:.4g} samples/s with {current}, the cost model predicts "
+              f"{predicted:.4g} with {other} ({gain:+.0%}; margin {margin:.0%})")
+    return Verdict(epoch, current, other, measured, predicted, go, reason)
 
 
 # -- was it right? ---------------------------------------------------------------------------

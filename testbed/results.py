@@ -14,12 +14,12 @@ RUNS_COLUMNS = [
     "started_at", "wall_time_s", "training_time_s", "tf_import_s", "tf_threads", "time_per_step_s", "samples_per_s", "final_loss",
     "steps", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
     "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms", "restarts", "time_lost_s",
-    "advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps",
+    "advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps", "switches",
 ]
 CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps", "measured_bps", "ratio",
                   "rtt_ms", "passed", "detail"]
-STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "epoch", "step", "time_s",
-                 "loss", "samples_per_s", "t"]
+STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "strategy", "kind", "epoch", "step",
+                 "time_s", "loss", "samples_per_s", "t"]
 USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"]
 EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
 FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from analysis import advisor
-from testbed import faults, results, shaping
+from testbed import faults, results, shaping, switching
 from testbed.checks import failure_reason, run_checks
 from testbed.hosthealth import describe, healthy, timer_overshoot
 from testbed.monitor import Monitor, summarize
@@ -93,20 +93,28 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                     progress(f"WARNING {reason} (checks.fail_run is false: training anyway)")
             if spec.workload.strategy == "auto":
                 spec, tasks = _advise(spec, graph, net, check_rows, row, folder, progress)
+            switcher = None
+            if spec.workload.strategy == "switch":     # runs its start strategy; Training switches
+                switcher = _switcher(spec, graph, net, check_rows, progress)
+                spec = spec.model_copy(update={"workload": advisor.provisional(spec.workload)})
             with _monitor(net, spec, tasks, point.run_id) as monitor:
                 applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
                                          folder / "faults.json", progress) if spec.faults else None
-                training = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier)
+                training = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier,
+                                    switcher)
                 outcome = training.run()
             row["tf_threads"] = min(training.threads.values())
             if monitor is not None:
                 usage_rows = monitor.rows
                 row.update(summarize(usage_rows), monitor_overhead_pct=round(monitor.overhead_pct, 3))
-            step_rows = step_rows_from(outcome.events, spec.name, point.run_id)
+            step_rows = step_rows_from(outcome.events, spec.name, point.run_id, spec.workload.strategy)
             eval_rows = eval_rows_from(outcome.events, spec.name, point.run_id)
             row.update(summary_from(outcome.events, tasks))
             lead = final_tasks(tasks)[0]
             row.update(faults.recovery_columns(outcome.events.get(lead, []), len(outcome.restarts)))
+            if switcher is not None:
+                row.update(switching.columns(outcome, spec.workload, len(graph.hosts)))
+                results.write_json(folder / "switch.json", switching.journal(outcome, switcher))
             if applier is not None:
                 fault_rows = faults.fault_rows(applier.records, outcome.events, lead, spec.name, point.run_id)
             if not outcome.ok:
@@ -147,6 +155,15 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
                workers=sum(t.task_type == "worker" for t in tasks), servers=sum(t.task_type == "ps" for t in tasks))
     results.write_json(folder / "topology.json", topology_document(graph, tasks, net.nodes))   # the new roles
     return spec, tasks
+
+
+def _switcher(spec, graph, net, check_rows, progress):
+    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/switching.py)."""
+    try:
+        return switching.Switcher(spec, graph, check_rows, len({n.machine for n in net.nodes.values()}) <= 1,
+                                  progress)
+    except (ValueError, OSError) as err:
+        raise RunFailed(f"strategy switch: {err}") from err
 
 
 def _monitor(net, spec, tasks, run_id):
@@ -199,13 +216,15 @@ def summary_from(events: dict, tasks) -> dict:
     }
 
 
-def step_rows_from(events: dict, experiment: str, run_id: str) -> list[dict]:
+def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | None = None) -> list[dict]:
+    """steps.csv rows; strategy: each event's own (the built-in workload's), else the run's."""
     rows = []
     for task, evs in events.items():
         for e in evs:
             if e.get("event") in ("step", "epoch"):
                 rows.append(dict(experiment=experiment, run_id=run_id, role=task.task_type, task_index=task.index,
-                                 host=task.host, kind=e["event"], epoch=e.get("epoch"), step=e.get("step"),
+                                 host=task.host, strategy=e.get("strategy", strategy), kind=e["event"],
+                                 epoch=e.get("epoch"), step=e.get("step"),
                                  time_s=e.get("time_s"), loss=e.get("loss"),
                                  samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
     return rows

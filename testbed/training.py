@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.roles import Task, cluster_spec, final_tasks, restart_group, tf_config, threads_per_task
+from testbed.roles import (Task, assign_tasks, cluster_spec, final_tasks, restart_group, tf_config,
+                           threads_per_task)
 
 TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
 LAUNCHER_PY = "workloads/script_launcher.py"
@@ -20,6 +21,8 @@ class Outcome:
     reason: str | None
     events: dict[Task, list[dict]] = field(default_factory=dict)
     restarts: list[dict] = field(default_factory=list)    # Training.restart: t, tasks, reason
+    switches: list[dict] = field(default_factory=list)    # strategy switch: t, epoch, from, to, reason
+    leads: list[Task] = field(default_factory=list)       # the lead task of each strategy in turn
 
 
 def job_document(workload, cluster: dict) -> dict:
@@ -67,29 +70,27 @@ class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
-                 script: str | None = None, faults=None):
+                 script: str | None = None, faults=None, switcher=None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
         self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
+        self.switcher = switcher        # strategy switch: testbed.switching.Switcher (checked at epoch ends) or None
         self.procs: dict[Task, subprocess.Popen] = {}
         self.restarts: list[dict] = []
+        self.switches: list[dict] = []
+        self.ran: list[Task] = list(tasks)     # every task started, over all strategies
+        self.leads: list[Task] = [final_tasks(tasks)[0]]
 
     def run(self) -> Outcome:
-        ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
-        self.cluster = cluster_spec(self.tasks, ips)
-        machines = {h: (n.machine, n.machine_cores, n.limits["cpu"]) for h, n in self.net.nodes.items()}
-        self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
-                        else {t: self.workload.threads for t in self.tasks})
-        job, self.backup_dir = job_document(self.workload, self.cluster), None
-        if self.workload.recovery == "backup":
+        self.backup_dir = None
+        if self.workload.recovery == "backup" or self.switcher is not None:
             try:
                 self.backup_dir = self._backup_dir()
-                job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": self.workload.backup_every_steps}
             except NotImplementedError as err:
-                return Outcome(False, f"workload.recovery backup needs a folder every task can write: {err}")
-        self.job_path = self.run_dir / "job.json"
-        self.job_path.write_text(json.dumps(job, indent=2))
+                why = "workload.recovery backup" if self.switcher is None else "strategy switch"
+                return Outcome(False, f"{why} needs a folder every task can write: {err}")
+        self.job_path = self._write_job("job.json")
         try:
             for task in self.tasks:
                 self.procs[task] = self._start(task, self.job_path)
@@ -98,8 +99,26 @@ class Training:
             if self.faults is not None:
                 self.faults.close(self)
             self.stop_all()
-        events = {t: read_events(self.run_dir / f"{t.log_stem}.events.jsonl") for t in self.tasks}
-        return Outcome(ok, reason, events, self.restarts)
+        events = {}
+        for t in reversed(self.ran):     # a log file shared by two tasks (same host, type, index) counts once
+            if all(t.log_stem != seen.log_stem for seen in events):
+                events[t] = read_events(self.run_dir / f"{t.log_stem}.events.jsonl")
+        return Outcome(ok, reason, dict(reversed(events.items())), self.restarts, self.switches, self.leads)
+
+    def _write_job(self, name: str) -> Path:
+        """The job document of the current workload and tasks (cluster, threads, backups) in the run folder."""
+        ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
+        self.cluster = cluster_spec(self.tasks, ips)
+        machines = {h: (n.machine, n.machine_cores, n.limits["cpu"]) for h, n in self.net.nodes.items()}
+        self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
+                        else {t: self.workload.threads for t in self.tasks})
+        job = job_document(self.workload, self.cluster)
+        if self.backup_dir:      # a switch resumes from the backup of the epoch it decided at
+            every = "epoch" if self.switcher is not None else self.workload.backup_every_steps
+            job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": every}
+        path = self.run_dir / name
+        path.write_text(json.dumps(job, indent=2))
+        return path
 
     def _backup_dir(self) -> str:
         """The run folder's backup/ as the tasks' nodes see it (one path: they share one job file)."""
@@ -145,11 +164,11 @@ class Training:
         return proc
 
     def _supervise(self) -> tuple[bool, str | None]:
-        finals = set(final_tasks(self.tasks))
-        lead = final_tasks(self.tasks)[0]
         deadline = time.monotonic() + self.workload.timeout
-        seen_epochs = 0
+        seen_epochs: dict[str, int] = {}
         while True:
+            finals = set(final_tasks(self.tasks))       # the tasks change with a strategy switch
+            lead = final_tasks(self.tasks)[0]
             ended = [(t, p.poll()) for t, p in self.procs.items() if p.poll() is not None]
             # A task killed by a signal is the cause; peers that then fail their collectives are the effect.
             broken = sorted(((t, c) for t, c in ended if c != 0 or t not in finals), key=lambda tc: tc[1] >= 0)
@@ -167,10 +186,14 @@ class Training:
                 waiting = ", ".join(t.label for t in finals if self.procs[t].poll() is None)
                 return False, f"timed out after {self.workload.timeout:g} s waiting for {waiting}"
             events = read_events(self.run_dir / f"{lead.log_stem}.events.jsonl")
-            seen_epochs = self._report_progress(events, seen_epochs)
+            seen_epochs[lead.log_stem] = self._report_progress(events, seen_epochs.get(lead.log_stem, 0))
             problem = self.faults.tick(self, events) if self.faults is not None else None
             if problem:
                 return False, problem
+            verdict = self.switcher.check(self, events) if self.switcher is not None else None
+            if verdict is not None:
+                self.switch(verdict.to, verdict.epoch, verdict.reason)
+                continue
             time.sleep(0.2 if self.faults is None else 0.05)      # faults: act within a step or two
 
     def _report_progress(self, events: list[dict], seen: int) -> int:
@@ -188,14 +211,34 @@ class Training:
         self.restart(group, reason)
         return True
 
-    def restart(self, tasks: list[Task], reason: str = "") -> None:
+    def restart(self, tasks: list[Task], reason: str = "", workload=None) -> None:
         """Stop `tasks` (SIGTERM, a grace period, SIGKILL) and start each again with the same identity
         (type, index, host, port) and job, appending to its log and events; counted in `restarts`.
-        The built-in workload resumes from the last backup when the job has recovery on."""
-        self._stop([self.procs[t] for t in tasks])
+        The built-in workload resumes from the last backup when the job has recovery on.
+        With `workload` (a strategy switch): stop every task and start `tasks`, the new strategy's,
+        under a new job document; they resume from the same backup (counted in `switches`)."""
+        if workload is None:
+            self._stop([self.procs[t] for t in tasks])
+            for task in tasks:
+                self.procs[task] = self._start(task, self.job_path, mode="a")
+            self.restarts.append({"t": time.time(), "tasks": [t.label for t in tasks], "reason": reason})
+            return
+        self.stop_all()
+        self.workload, self.tasks, self.procs = workload, list(tasks), {}
+        self.ran += [t for t in tasks if t not in self.ran]
+        self.leads.append(final_tasks(tasks)[0])
+        self.job_path = self._write_job(f"job-switch{len(self.switches) + 1}.json")
         for task in tasks:
             self.procs[task] = self._start(task, self.job_path, mode="a")
-        self.restarts.append({"t": time.time(), "tasks": [t.label for t in tasks], "reason": reason})
+
+    def switch(self, strategy: str, epoch: int, reason: str = "") -> None:
+        """strategy switch: the tasks of `strategy` on the same hosts, resuming after `epoch`."""
+        before = self.workload.strategy
+        workload = self.workload.model_copy(update={"strategy": strategy})
+        tasks = assign_tasks(workload, [h.name for h in self.net.graph.hosts])
+        self.progress(f"switching from {before} to {strategy} after epoch {epoch}: {reason}")
+        self.restart(tasks, reason, workload=workload)
+        self.switches.append({"t": time.time(), "epoch": epoch, "from": before, "to": strategy, "reason": reason})
 
     def signal(self, task: Task, sig: str) -> bool:
         """Send a signal (e.g. 'SIGSTOP') to a task's process group; False when it is not running."""

@@ -215,12 +215,14 @@ def run_training(job, task_type, task_index, emit) -> None:
 
 def backup_callbacks(job) -> list:
     """tf_keras' BackupAndRestore when the job asks for recovery: a task started again resumes from the
-    last backup. Under ps, tf_keras backs up at epoch ends only (it skips per-batch saves there)."""
+    last backup. Under ps, tf_keras backs up at epoch ends only (it skips per-batch saves there);
+    every_steps "epoch" (strategy switch) asks for that under all-reduce too."""
     recovery = job.get("recovery")
     if not recovery:
         return []
     import tf_keras as keras
-    every = "epoch" if job["strategy"] == "ps" else int(recovery["every_steps"])
+    every = recovery["every_steps"]
+    every = "epoch" if job["strategy"] == "ps" or every == "epoch" else int(every)
     return [keras.callbacks.BackupAndRestore(recovery["backup_dir"], save_freq=every)]
 
 
@@ -241,6 +243,7 @@ def main(argv=None) -> int:
         with open(args.job) as fh:
             job = json.load(fh)
         check_job(job, args.task_type)
+        emit.base["strategy"] = job["strategy"]    # every event says which strategy it ran under
         set_environment(job, args.task_type, args.task_index)
         if job["strategy"] == "ps" and args.task_type in ("worker", "ps"):
             run_server(job, args.task_type, args.task_index, emit)

@@ -367,13 +367,24 @@ class AdvisorConf(Strict):
                                        "default: the built-in model's parameters x 4 bytes)")
 
 
+class StrategySwitchConf(Strict):
+    """strategy switch: the strategy training starts with, and when it changes to the other."""
+
+    start: Literal["allreduce", "ps"] = Field("allreduce", description="the strategy of the first epoch")
+    margin: Annotated[float, Field(ge=0)] = Field(
+        0.2, description="switch at an epoch's end when the cost model predicts the other strategy this much "
+        "more samples/s than the epoch measured (0.2: 20% more)")
+    max_switches: Annotated[int, Field(ge=0)] = Field(1, description="switches per run")
+
+
 class Workload(Strict):
     """What trains: engine, strategy, model and its size, and the training loop."""
 
     engine: Literal["tensorflow"] = "tensorflow"
-    strategy: Literal["single", "allreduce", "ps", "auto"] = Field(
+    strategy: Literal["single", "allreduce", "ps", "auto", "switch"] = Field(
         "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
-        "checks by the cost model (workload.advisor)")
+        "checks by the cost model (workload.advisor); switch: starts with workload.switch.start and "
+        "changes strategy at an epoch's end when the cost model predicts the other faster")
     model: Literal["mlp", "cnn", "caption"] = "mlp"
     model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
                                                                       for k in ks})))] = Field(
@@ -387,7 +398,9 @@ class Workload(Strict):
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
-    advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto: the cost model")
+    advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
+    switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
+                                       description="strategy switch: start, margin, max_switches")
     data: DataConf = Field(default_factory=DataConf)
     threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         "auto", description="TensorFlow intra-op threads per task; auto: the task's share of its "

@@ -252,6 +252,8 @@ def workload_problems(exp: Experiment) -> list[Problem]:
         out += _ps_problems(exp, hosts)
     if w.strategy == "auto":
         out += _auto_problems(exp, hosts)
+    if w.strategy == "switch":
+        out += _switch_problems(exp, hosts)
     script = exp.script_path()
     if script is not None and not os.path.isfile(script):
         out.append(Problem(("workload", "script"), f"no such file: {script}"))
@@ -295,6 +297,22 @@ def _auto_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
     if w.ps.placement is not None:
         out += _placement_problems(w.ps.placement, w.ps.servers, hosts,
                                    ("topology.hosts", "workload.ps.servers", "workload.strategy"))
+    return out
+
+
+def _switch_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
+    """strategy switch: the built-in workload (its weights are saved and restored), an epoch's end
+    before the last to switch at, hosts for both strategies, and the cost model's results folder."""
+    w, related = exp.workload, ("workload.strategy",)
+    out = [p for p in _auto_problems(exp, hosts) if p.path == ("workload", "advisor", "results")]
+    out += _ps_problems(exp, hosts)
+    if w.script is not None:
+        out.append(Problem(("workload", "script"), "strategy switch restarts the built-in workload from its "
+                           "saved weights; a script cannot be switched: use strategy allreduce, ps or auto",
+                           related))
+    if w.epochs < 2:
+        out.append(Problem(("workload", "epochs"), "strategy switch decides at the end of an epoch before the "
+                           f"last: set epochs to 2 or more (it is {w.epochs})", related))
     return out
 
 
