@@ -32,7 +32,9 @@ SERVER_REPO = "dltestbed-server"
 NETWORK = "dltestbed-cluster"
 BRIDGE = "dltbcluster0"                 # the network's bridge on this machine (<= 15 characters)
 SUBNET = os.environ.get("DLTB_CLUSTER_SUBNET", "172.31.250.0/24")
-MTU = int(os.environ.get("DLTB_CLUSTER_MTU", "1500"))
+# VXLAN adds 50 bytes: on a 1550 underlay a VXLAN device carries the emulated hosts' 1500-byte frames
+# (on 1500 the kernel gives it 1450 and refuses more); SSH tunnels carry frames in TCP, any MTU works
+MTU = int(os.environ.get("DLTB_CLUSTER_MTU", "1550"))
 KEY_DIR = Path(os.environ.get("DLTB_CLUSTER_DIR", "/var/lib/dltestbed/cluster"))
 KEY_FILE = KEY_DIR / "id_ed25519"
 KNOWN_HOSTS = KEY_DIR / "known_hosts"
@@ -266,6 +268,10 @@ def _client(progress: Progress = lambda msg: None):
 def _network(cli, progress: Progress):
     found = cli.networks.list(filters={"label": f"{ROLE}=cluster-network"})
     if found:
+        mtu = found[0].attrs.get("Options", {}).get("com.docker.network.driver.mtu", "1500")
+        if mtu != str(MTU):
+            raise ClusterError(f"the docker network {found[0].name} has MTU {mtu}, not {MTU}: run "
+                               "`run_experiment.py cluster down` first (it removes the servers too)")
         return found[0]
     import docker.errors
     import docker.types
