@@ -211,3 +211,20 @@ def scorecard(runs) -> "pd.DataFrame":
                          measured_samples_per_s_allreduce=got["allreduce"], measured_samples_per_s_ps=got["ps"],
                          measured_better=better, right=(better == r.advisor_choice) if have else None))
     return pd.DataFrame(rows, columns=SCORE)
+
+
+def switch_sentences(runs, steps) -> list[str]:
+    """The report's sentence per run that switched strategy: the order of its strategies and the
+    median samples/s of the lead task's epochs under each (steps.csv), and the time the switch lost."""
+    if "switches" not in runs or "strategy" not in steps:
+        return []
+    out = []
+    for r in runs[(runs["switches"].fillna(0) > 0) & (runs["status"] == "ok")].itertuples(index=False):
+        ep = steps[(steps["run_id"] == r.run_id) & (steps["kind"] == "epoch")]
+        lead = ep[(ep["role"] == "chief") | ((ep["role"] == "worker") & (ep["task_index"] == 0))]
+        lead = lead[(lead["role"] == "chief") == (lead["strategy"] == "ps")].sort_values("t")
+        order = list(dict.fromkeys(lead["strategy"]))
+        rates = ", ".join(f"{s} {lead[lead['strategy'] == s]['samples_per_s'].median():.4g}" for s in order)
+        out.append(f"Run {r.run_id} switched strategy {int(r.switches)} time(s) ({' -> '.join(order)}); median "
+                   f"samples/s per epoch: {rates}; time lost to stopping and starting: {r.time_lost_s:.3g} s.")
+    return out

@@ -651,6 +651,30 @@ def accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
     return out[ACCURACY]
 
 
+REPEAT_KEY = ["family", "model", "hosts", "workers", "servers", "bw_bps", "batch", "steps"]
+
+
+def repeat_floor(feats: pd.DataFrame) -> pd.DataFrame:
+    """The error no model can beat: per strategy, the |relative error| of predicting each
+    configuration measured more than once (repeats, or sweeps fitted together) by the geometric
+    mean of its own measurements. Empty when no configuration was measured twice."""
+    cols = ["strategy", "configurations", "runs", "median_abs_rel_error", "max_abs_rel_error"]
+    if feats.empty:
+        return pd.DataFrame(columns=cols)
+    key = [k for k in REPEAT_KEY if k in feats]
+    t = feats["time_per_step_s"].astype(float)
+    group = feats.groupby(key, dropna=False)["time_per_step_s"]
+    mean = np.exp(np.log(t).groupby([feats[k] for k in key], dropna=False).transform("mean"))
+    twice = group.transform("size") > 1
+    df = feats[twice].assign(err=(mean[twice] / t[twice] - 1).abs())
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    out = df.groupby("family").agg(configurations=("err", lambda e: df.loc[e.index, key].drop_duplicates().shape[0]),
+                                   runs=("err", "size"), median_abs_rel_error=("err", "median"),
+                                   max_abs_rel_error=("err", "max")).reset_index()
+    return out.rename(columns={"family": "strategy"})[cols]
+
+
 def evaluate(exp, cores: float | None = None) -> dict:
     """The model fitted on an experiment, its features, in-sample and held-out comparisons and
     accuracy; {} when the experiment has no usable run."""
@@ -661,7 +685,7 @@ def evaluate(exp, cores: float | None = None) -> dict:
     ins = comparison(feats, model)
     held = holdout(feats, cores)
     return dict(model=model, features=feats, in_sample=ins, held_out=held,
-                accuracy=accuracy(ins, held))
+                accuracy=accuracy(ins, held), floor=repeat_floor(feats))
 
 
 def evaluate_cached(exp) -> dict:

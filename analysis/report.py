@@ -42,6 +42,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         else pd.DataFrame(),
         "cost_model_accuracy": ev["accuracy"] if ev else pd.DataFrame(),
         "cost_model_params": model_params(ev["model"]) if ev else pd.DataFrame(),
+        **({"cost_model_floor": ev["floor"]} if ev and len(ev["floor"]) else {}),   # configurations measured twice
         **({"advisor": advisor.scorecard(exp.runs)} if "advisor_choice" in exp.runs else {}),  # strategy auto
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
@@ -119,7 +120,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                    f"(median {r.median():.3f}); TCP over HTB cannot exceed "
                    f"{figures.HTB_TCP_CEILING:.3f} (thesis fig. 17: 9.75 of 10 Mbit/s).")
         out += _timer_sentence(exp.runs)
-    out += _cost_model_sentences(t)
+    out += _cost_model_sentences(t) + advisor.switch_sentences(exp.runs, exp.steps)   # strategy switch
     net = t["network"]
     net = net[(net["hosts"] > 1) & net["ratio_to_theory"].notna()]
     for strat, rows in net.groupby("strategy"):
@@ -187,6 +188,11 @@ def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
                          f"{int(r.runs)} runs)")
         out.append(f"The cost model ({strat}) predicts the time per step with median |relative "
                    f"error| " + "; ".join(parts) + ".")
+    floor = t.get("cost_model_floor", pd.DataFrame())
+    for r in floor.itertuples():
+        out.append(f"{r.strategy}: {int(r.configurations)} configurations were measured more than once; their "
+                   f"runs lie {r.median_abs_rel_error:.1%} (median, max {r.max_abs_rel_error:.1%}) from the "
+                   f"geometric mean of their own measurements, an error no model of the configuration can beat.")
     return out
 
 

@@ -3,6 +3,7 @@ the other strategy (analysis.advisor.switch_verdict); Training.switch restarts t
 
 The bandwidth is the checks' narrowest measured goodput; while a set_bw fault holds a link at
 another rate, the narrowest rate of the moment times the measured/configured ratio of the checks.
+The hosts' CPU limits are the topology's, or a set_cpu fault's while it holds.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class Switcher:
         workers = sum(t.task_type == "worker" for t in training.tasks)
         per_step = self.w.batch_per_worker * (workers if strategy == "allreduce" else 1)
         left = (self.w.epochs - epoch) * self.w.steps_per_epoch
-        advice = advisor.advise(**{**self.inputs, "bw_bps": self.bandwidth(training.faults)}, steps=left)
+        now = {"bw_bps": self.bandwidth(training.faults), "cpu": self.cpu(training.faults)}
+        advice = advisor.advise(**{**self.inputs, **now}, steps=left)
         verdict = advisor.switch_verdict(epoch, strategy, statistics.median(times), per_step, advice,
                                          self.w.switch.margin)
         self.verdicts.append(verdict)
@@ -61,6 +63,14 @@ class Switcher:
         narrowest = min(bw for bw in {**self.links, **changed}.values() if bw)
         ratio = measured / configured if measured and configured else self.inputs["model"].rho
         return narrowest * ratio
+
+
+    def cpu(self, applier) -> dict:
+        """Each host's CPU fraction now: the topology's, or an active set_cpu fault's."""
+        cpu = dict(self.inputs["cpu"])
+        cpu.update({r.fault.host: r.fault.cpu for r in (applier.records if applier else [])
+                    if r.active and r.fault.action == "set_cpu"})
+        return cpu
 
 
 def _last_attempt(events: list[dict]) -> list[dict]:

@@ -236,7 +236,7 @@ class Training:
         before = self.workload.strategy
         workload = self.workload.model_copy(update={"strategy": strategy})
         tasks = assign_tasks(workload, [h.name for h in self.net.graph.hosts])
-        self.progress(f"switching from {before} to {strategy} after epoch {epoch}: {reason}")
+        self.progress(f"switching from {before} to {strategy} after epoch {epoch}")
         self.restart(tasks, reason, workload=workload)
         self.switches.append({"t": time.time(), "epoch": epoch, "from": before, "to": strategy, "reason": reason})
 

@@ -250,3 +250,14 @@ def test_steady_step_leaves_out_the_first_step():
     # ps: the chief's steps, in the order they completed
     chief = steps.assign(role="chief", step=[2, 1, 3, 4, 5])
     assert costmodel.steady_steps(pd.concat([steps.assign(run_id="x"), chief])) == {"r": 0.2, "x": 0.2}
+
+
+def test_repeat_floor_is_the_spread_of_one_configuration_measured_twice():
+    row = dict(family="allreduce", model="mlp", hosts=2, workers=2, servers=0, bw_bps=1e7, batch=32, steps=20)
+    feats = pd.DataFrame([dict(row, time_per_step_s=0.1), dict(row, time_per_step_s=0.4),
+                          dict(row, hosts=4, workers=4, time_per_step_s=0.3)])       # measured once: left out
+    floor = costmodel.repeat_floor(feats).iloc[0]
+    # geometric mean 0.2: the two runs lie +100 % and -50 % from it
+    assert (floor["configurations"], floor["runs"]) == (1, 2)
+    assert floor["median_abs_rel_error"] == pytest.approx(0.75) and floor["max_abs_rel_error"] == pytest.approx(1.0)
+    assert costmodel.repeat_floor(feats.iloc[1:]).empty

@@ -110,6 +110,23 @@ def test_switcher_bandwidth_follows_a_set_bw_fault(tmp_path):
     assert sw.bandwidth(applier) == 9.0e6
 
 
+def test_switcher_cpu_follows_a_set_cpu_fault_and_a_straggler_favours_ps(tmp_path):
+    text = BASE.replace("hosts: 3", "hosts: 6").replace("start: ps", "start: allreduce").replace(
+        "epochs: 3", "epochs: 4").replace("steps_per_epoch: 4", "steps_per_epoch: 50") + \
+        "faults:\n  - {at: step 2, action: set_cpu, host: h6, cpu: 0.002}\n"
+    sw, training = _switcher(tmp_path, text, measured=9.56e8)
+    exp = load(tmp_path, text)
+    rec = Record(0, exp.faults[0])
+    training.faults = SimpleNamespace(records=[rec])
+    assert sw.cpu(training.faults)["h6"] is None
+    step = 0.05        # all-reduce of 6 workers x 16 samples: 1920 samples/s measured
+    assert sw.check(training, _events("allreduce", 1, step)) is None    # even hosts: stay
+    rec.applied_t = 1.0
+    assert sw.cpu(training.faults)["h6"] == 0.002
+    verdict = sw.check(training, _events("allreduce", 2, step * 50))    # h6 at 0.2 % of the machine
+    assert verdict is not None and verdict.to == "ps", sw.verdicts[-1].reason
+
+
 # -- the job rewrite --------------------------------------------------------------------------
 class _Node:
     def __init__(self, i):
@@ -197,3 +214,17 @@ def test_switch_refuses_a_script_and_a_missing_results_folder(tmp_path):
     keys = {e.key: e.message for e in found}
     assert "cannot be switched" in keys["workload.script"]
     assert "no runs.csv" in keys["workload.advisor.results"]
+
+
+def test_report_sentence_of_a_run_that_switched():
+    import pandas as pd
+    runs = pd.DataFrame([dict(run_id="r1", status="ok", switches=1, time_lost_s=9.16),
+                         dict(run_id="r2", status="ok", switches=0, time_lost_s=0.0)])
+    epoch = dict(kind="epoch", run_id="r1")
+    steps = pd.DataFrame([dict(epoch, role="chief", task_index=0, strategy="ps", samples_per_s=120.0, t=1),
+                          dict(epoch, role="worker", task_index=0, strategy="allreduce", samples_per_s=390.0, t=2),
+                          dict(epoch, role="worker", task_index=1, strategy="allreduce", samples_per_s=1.0, t=2),
+                          dict(epoch, role="worker", task_index=0, strategy="allreduce", samples_per_s=400.0, t=3)])
+    (sentence,) = advisor.switch_sentences(runs, steps)
+    assert "r1 switched strategy 1 time(s) (ps -> allreduce)" in sentence
+    assert "ps 120, allreduce 395" in sentence and "9.16 s" in sentence
