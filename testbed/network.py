@@ -35,6 +35,12 @@ def ensure_ovs() -> None:
         raise NetworkError(f"could not start Open vSwitch: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
+def vswitchd_running() -> bool:
+    """ovs-vswitchd, which forwards for every bridge, answers (ovsdb-server alone forwards nothing)."""
+    return subprocess.run(["ovs-appctl", "--timeout=2", "-t", "ovs-vswitchd", "version"],
+                          capture_output=True).returncode == 0
+
+
 def ovs_datapath(requested: str = "auto") -> str:
     """'kernel' when the openvswitch module is (or can be) loaded, else the userspace datapath."""
     if requested != "auto":
@@ -256,6 +262,15 @@ class Network:
     def _link_ends(self, edge):
         link = self._net.linksBetween(self._net.get(edge.a), self._net.get(edge.b))[0]
         return (link.intf1, link.intf2)
+
+    def problem(self) -> str | None:
+        """What broke the running network, when this machine can tell (Open vSwitch stopped mid-run);
+        None when nothing is known to be wrong."""
+        if (self._net is None or self.topology.switch.kind != "ovs" or getattr(self, "cluster", None) is not None
+                or vswitchd_running()):
+            return None
+        return ("Open vSwitch stopped during the run (ovs-vswitchd does not answer), so the switches "
+                "forwarded nothing; the next run starts it again")
 
     def link_ends(self, a: str, b: str) -> list[tuple[str, object]]:
         """The link between a and b while it runs: (interface name, the Node holding it) per end; None

@@ -118,7 +118,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
             if applier is not None:
                 fault_rows = faults.fault_rows(applier.records, outcome.events, lead, spec.name, point.run_id)
             if not outcome.ok:
-                raise RunFailed(outcome.reason)
+                problem = net.problem()       # e.g. Open vSwitch stopped: the cause of the tasks' errors
+                raise RunFailed(f"{problem}. {outcome.reason}" if problem else outcome.reason)
         row.update(status="ok", reason="")
     except (RunFailed, NetworkError, NodeError) as err:
         row.update(status="failed", reason=str(err))
