@@ -122,10 +122,12 @@ def _each(action, nodes) -> None:
 class Network:
     """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node."""
 
-    def __init__(self, graph, topology, progress=lambda msg: None):
+    def __init__(self, graph, topology, progress=lambda msg: None, cluster=None):
         self.graph = graph
         self.topology = topology
         self.progress = progress
+        self.cluster_conf = cluster     # spec ClusterConf: the nodes spread over servers (testbed.cluster)
+        self.cluster = None
         self.datapath = None
         self.notes: list[str] = []
         self.nodes = {}
@@ -157,10 +159,23 @@ class Network:
                     log.debug("teardown: %s", action)
         finally:
             self._net = None
+            if self.cluster is not None:
+                self.cluster.close()
             self._lock.__exit__()
 
+    @property
+    def tunnel_rows(self) -> list[dict]:
+        """The fidelity guard's measurements of the cluster's tunnels (tunnels.csv)."""
+        return self.cluster.tunnel_rows if self.cluster is not None else []
+
     def _start(self) -> None:
-        self.nodes = {h.name: node_class(h.kind)(h, self._registry) for h in self.graph.hosts}
+        if self.cluster_conf is not None:
+            from testbed.cluster.bringup import Cluster
+            self.cluster = Cluster(self.cluster_conf, self.graph, self._registry, self.progress)
+            self.cluster.connect()
+            self.cluster.measure_tunnels()
+            self.cluster.guard()
+        self.nodes = {h.name: self._node(h) for h in self.graph.hosts}
         _each(lambda node: node.prepare(self.progress), self.nodes.values())
         hosts = {name: node.mininet_host() for name, node in self.nodes.items()}
         real = {name for name, mn_host in hosts.items() if mn_host is None}   # machines with their own network
@@ -171,6 +186,13 @@ class Network:
         if len(real) < len(hosts):
             self._start_mininet(hosts)
 
+    def _node(self, host):
+        """The host's Node: of its kind, or on the cluster server that holds it."""
+        if self.cluster is not None and not self.cluster.server(host.name).local:
+            from testbed.nodes.cluster import ClusterNode
+            return ClusterNode(host, self._registry, self.cluster.server(host.name))
+        return node_class(host.kind)(host, self._registry)
+
     def _start_mininet(self, hosts: dict) -> None:
         """Switches, links and the emulated nodes (those with a Mininet host) on Mininet."""
         from mininet.log import setLogLevel
@@ -178,21 +200,32 @@ class Network:
         setLogLevel("error")
         kind = self.topology.switch.kind
         self._check_free_names()
-        switch_cls = self._switch_class(kind)
+        here = [s for s in self.graph.switches if self.cluster is None or self.cluster.server(s.name).local]
+        switch_cls = self._switch_class(kind) if here or self.cluster is None else None
+        if switch_cls is None:
+            self.datapath = "user"
+            self.notes.append("switches: Open vSwitch on the cluster's servers, user datapath (TX checksum "
+                              "offload off on links)")
         self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
                             autoStaticArp=False, waitConnected=False)
         for h in self.graph.hosts:
             if hosts[h.name] is not None:
                 cls, params = hosts[h.name]
+                self._record_shell(h.name)
                 self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
         for s in self.graph.switches:
+            if self.cluster is not None and not self.cluster.server(s.name).local:
+                self._record_shell(s.name, bridge=s.name)
+                self._net.addSwitch(s.name, cls=self._remote_switch(s.name), dpid=f"{s.dpid:016x}")
+                continue
             self._registry.add("bridges" if kind == "ovs" else "linux_bridges", s.name)
             self._net.addSwitch(s.name, cls=switch_cls, dpid=f"{s.dpid:016x}")
+        self._record_root_interfaces()
         for e in self._links:
-            self._net.addLink(e.a, e.b)
-        self._registry.add("interfaces", *self._root_interfaces())
+            self._net.addLink(e.a, e.b, **self._link_class())
         self._net.build()
-        self._registry.add("pids", *(n.pid for n in self._net.hosts + self._net.switches if n.pid))
+        nodes = self._net.hosts + self._net.switches   # on a server: the local end is the ssh client (shell.pid)
+        self._registry.add("pids", *(n.pid if self.cluster is None else n.shell.pid for n in nodes if n.pid))
         for name, node in self.nodes.items():
             if hosts[name] is not None:
                 node.attach(self._net.get(name))
@@ -203,9 +236,47 @@ class Network:
             self._tag_bridges()
             if self.datapath == "user":
                 self._disable_tx_offload()
+        if self.cluster is not None and self.cluster.mtu:
+            self._set_host_mtu(self.cluster.mtu)
         self._apply_shaping()
 
     # building ------------------------------------------------------------------------------
+    def _record_shell(self, name: str, **more) -> None:
+        """A node about to be made on another server: its shell (and bridge) recorded there first."""
+        if self.cluster is not None and not self.cluster.server(name).local:
+            self.cluster.record(self.cluster.server(name), shell=name, **more)
+
+    def _remote_switch(self, name: str):
+        from functools import partial
+        from testbed.cluster.edition import ClusterBridge
+        server = self.cluster.server(name)
+        return partial(ClusterBridge, server=server.name, serverIP=server.ip, user=server.conf.user, ssh=server.ssh())
+
+    def _link_class(self) -> dict:
+        if self.cluster is None:
+            return {}
+        from functools import partial
+        from testbed.cluster.edition import ClusterLink
+        return {"cls": partial(ClusterLink, tunnels=self.cluster)}
+
+    def _record_root_interfaces(self) -> None:
+        """Switch-side link ends live in a root namespace: this machine's, or their server's."""
+        here = []
+        for switch, name in self._root_interfaces():
+            if self.cluster is not None and not self.cluster.server(switch).local:
+                self.cluster.record(self.cluster.server(switch), link=name)
+            else:
+                here.append(name)
+        self._registry.add("interfaces", *here)
+
+    def _set_host_mtu(self, mtu: int) -> None:
+        """Tunnels carry smaller frames than veths: every host sends at most what a tunnel takes."""
+        for node in self._net.hosts:
+            for intf in node.intfList():
+                if intf.name != "lo":
+                    node.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+        self.notes.append(f"cluster: VXLAN tunnels between servers; host interfaces' MTU {mtu}")
+
     def _switch_class(self, kind: str):
         from functools import partial
         if kind == "linuxbridge":
@@ -219,8 +290,8 @@ class Network:
                           + (" (no kernel module: TX checksum offload off on links)" if self.datapath == "user" else ""))
         return partial(OVSBridge, datapath=self.datapath)
 
-    def _root_interfaces(self) -> list[str]:
-        """Interfaces that live in the root namespace: every switch-side link end."""
+    def _root_interfaces(self) -> list[tuple[str, str]]:
+        """(switch, interface) per switch-side link end: they live in a root namespace."""
         switches = {s.name for s in self.graph.switches}
         names = []
         port = {s: 0 for s in switches}
@@ -228,11 +299,12 @@ class Network:
             for end in (e.a, e.b):
                 if end in switches:
                     port[end] += 1
-                    names.append(f"{end}-eth{port[end]}")
+                    names.append((end, f"{end}-eth{port[end]}"))
         return names
 
     def _check_free_names(self) -> None:
-        taken = [s.name for s in self.graph.switches if Path(f"/sys/class/net/{s.name}").exists()]
+        here = [s for s in self.graph.switches if self.cluster is None or self.cluster.server(s.name).local]
+        taken = [s.name for s in here if Path(f"/sys/class/net/{s.name}").exists()]
         if taken:
             raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine. If a crashed "
                                "testbed run left them, `run_experiment.py cleanup` removes them; if cleanup "
@@ -250,6 +322,9 @@ class Network:
 
     def _tag_bridges(self) -> None:
         for s in self.graph.switches:
+            if self.cluster is not None and not self.cluster.server(s.name).local:
+                self._net.get(s.name).cmd(f"ovs-vsctl set Bridge {s.name} external_ids:dltestbed=1")
+                continue
             subprocess.run(["ovs-vsctl", "set", "Bridge", s.name, "external_ids:dltestbed=1"], check=True)
 
     def _disable_tx_offload(self) -> None:

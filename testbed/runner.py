@@ -75,8 +75,9 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     started = time.monotonic()
     check_rows, step_rows, usage_rows, eval_rows, fault_rows = [], [], [], [], []
+    network = Network(graph, spec.topology, progress, cluster=spec.cluster)
     try:
-        with Network(graph, spec.topology, progress) as net:
+        with network as net:
             results.write_json(folder / "topology.json", topology_document(graph, tasks, net.nodes))
             for note in net.notes:
                 progress(note)
@@ -133,6 +134,9 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     results.replace_run_rows(exp_dir, "evals", point.run_id, eval_rows)
     if spec.faults or (exp_dir / "faults.csv").exists():
         results.replace_run_rows(exp_dir, "faults", point.run_id, fault_rows)
+    if spec.cluster is not None:
+        tunnel_rows = [dict(experiment=spec.name, run_id=point.run_id, **r) for r in network.tunnel_rows]
+        results.replace_run_rows(exp_dir, "tunnels", point.run_id, tunnel_rows)
     results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
     return row
 

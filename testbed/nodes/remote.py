@@ -575,9 +575,32 @@ def remove_records(records: list[dict]) -> tuple[list[str], list[dict]]:
                 if "tc" in r:
                     conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
                     actions.append(f"removed shaping from {r['tc']} on {target.label}")
+                actions += _remove_cluster_record(conn, r, target.label)
         except NodeError as err:
             actions.append(f"{err}: kept for the next cleanup")
             left += group
         finally:
             conn.close()
     return actions, left
+
+
+def _remove_cluster_record(conn, r: dict, where: str) -> list[str]:
+    """What a cluster run made on a server (testbed.cluster): a Mininet shell (its namespace goes with
+    it), a bridge, a link end in the root namespace."""
+    done = []
+    if "shell" in r:
+        status, _ = conn.exec(["pkill", "-KILL", "-f", f"^bash --norc --noediting -is mininet:{r['shell']}$"])
+        if status == 0:
+            done.append(f"ended the Mininet shell of {r['shell']} on {where}")
+    if "bridge" in r:
+        status, _ = conn.exec(["sh", "-c", 'ovs-vsctl --timeout=5 br-exists "$1" || [ -e "/sys/class/net/$1" ] || exit 3; '
+                               'ovs-vsctl --timeout=5 --if-exists del-br "$1"; ip link del "$1" 2>/dev/null; true',
+                               "sh", r["bridge"]])
+        if status == 0:
+            done.append(f"deleted OVS bridge {r['bridge']} on {where}")
+    if "link" in r:
+        status, _ = conn.exec(["sh", "-c", '[ -e "/sys/class/net/$1" ] && ip link del "$1"', "sh", r["link"]])
+        if status == 0:
+            done.append(f"deleted interface {r['link']} on {where}")
+    return done
+

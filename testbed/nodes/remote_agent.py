@@ -3,7 +3,8 @@ sent as `python -c SOURCE COMMAND ...`; the standard library only.
 
     sample TOKEN INTERFACE INTERVAL   one JSON line per INTERVAL seconds: cumulative CPU seconds and
                                       resident memory of the run's processes, bytes sent and received
-                                      on INTERFACE
+                                      on INTERFACE (-netns: on every interface but lo of its
+                                      network namespace)
     end TOKEN                         SIGKILL every process of the run; prints how many there were
 
 The run's processes are those whose environment holds DLTESTBED_RUN=TOKEN (the node sets it on every
@@ -13,6 +14,8 @@ import os
 import signal
 import sys
 import time
+
+NETNS = "-netns"      # INTERFACE meaning: every interface of the namespace the agent runs in
 
 
 def run_pids(token):
@@ -38,11 +41,28 @@ def counters(token, interface):
             continue
         cpu += (int(fields[11]) + int(fields[12])) / tick     # utime + stime (fields 14 and 15 of stat)
         rss += int(fields[21]) * page                         # rss in pages (field 24)
-    net = {}
-    for way in ("tx", "rx"):
-        with open("/sys/class/net/%s/statistics/%s_bytes" % (interface, way)) as fh:
-            net[way + "_bytes"] = int(fh.read())
+    if interface == NETNS:
+        net = netns_counters()
+    else:
+        net = {}
+        for way in ("tx", "rx"):
+            with open("/sys/class/net/%s/statistics/%s_bytes" % (interface, way)) as fh:
+                net[way + "_bytes"] = int(fh.read())
     return dict(cpu_s=round(cpu, 3), rss_bytes=rss, **net)
+
+
+def netns_counters():
+    """Bytes of every interface but loopback of this process's network namespace (/proc/net/dev
+    follows the namespace; /sys/class/net follows the mount, which nsenter --net keeps)."""
+    tx = rx = 0
+    with open("/proc/net/dev") as fh:
+        for line in fh.readlines()[2:]:
+            name, data = line.split(":", 1)
+            if name.strip() != "lo":
+                fields = data.split()
+                rx += int(fields[0])
+                tx += int(fields[8])
+    return dict(tx_bytes=tx, rx_bytes=rx)
 
 
 def main(argv):

@@ -483,6 +483,40 @@ class SshConf(Strict):
     connect_timeout: PositiveTime = Field(10.0, json_schema_extra={"default": "10s"})
 
 
+LOCAL = "local"     # a cluster server's address meaning this machine
+
+
+class ServerConf(Strict):
+    """One server of a cluster: where Mininet's cluster edition runs part of the network."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")] = Field(
+        description="the server's name in placement (1-16 of a-z, 0-9, -)")
+    address: Address = Field(description=f"IPv4 address or host name reachable from here and from the other "
+                             f"servers (the tunnels' ends); {LOCAL!r}: this machine")
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(22, description="SSH port")
+    user: User = Field("root", description="login name (the network needs root there)")
+    key_file: str | None = Field(None, description="private key file on this machine (default: the ssh agent "
+                                 "and ~/.ssh/id_*)")
+
+
+class ClusterConf(Strict):
+    """One emulated network spread over several servers (Mininet's cluster edition)."""
+
+    servers: list[ServerConf] = Field(min_length=1, description="the first may be this machine (address local)")
+    known_hosts: str = Field("~/.ssh/known_hosts", description="the servers' host keys (checked, never "
+                             "accepted blindly)")
+    placement: Literal["auto"] | dict[NodeName, str] = Field(
+        "auto", description="auto: hosts balanced over the servers, each switch with most of its hosts; or "
+        "node (host or switch) -> server name (nodes left out are placed automatically)")
+    python: RemotePath = Field("/opt/dltestbed/venv/bin/python", description="interpreter on the servers that "
+                               "imports tensorflow and tf_keras")
+    workdir: RemotePath = Field("dltestbed", description="where the workload code is copied on each server")
+    connect_timeout: PositiveTime = Field(10.0, json_schema_extra={"default": "10s"})
+    max_link_share: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.9, description="fidelity guard: a link crossing a tunnel may be shaped to at most this share of the "
+        "tunnel's measured capacity")
+
+
 SWEEP_SCHEMA = {
     "type": ["object", "null"],
     "description": "dotted key path (as --set takes; aliases hosts, bw, strategy, model) -> values",
@@ -522,6 +556,8 @@ class Experiment(Strict):
     monitor: Monitor = Field(default_factory=Monitor)
     ssh: SshConf = Field(default_factory=SshConf, description="remote nodes: host keys, time-out")
     faults: list[Fault] = Field(default_factory=list, description="faults during training, in any order")
+    cluster: ClusterConf | None = Field(None, description="spread the emulated network over several servers "
+                                        "(Mininet's cluster edition); null: everything on this machine")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     _source: Source = PrivateAttr(default_factory=Source)
 

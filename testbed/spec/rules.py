@@ -33,7 +33,8 @@ def experiment_problems(exp: Experiment) -> list[Problem]:
     if shape:
         return shape
     topology = topology_problems(exp.topology)
-    return topology + workload_problems(exp) + ([] if topology else fault_problems(exp))
+    return (topology + workload_problems(exp) + ([] if topology else fault_problems(exp))
+            + ([] if topology or exp.cluster is None else cluster_problems(exp)))
 
 
 def topology_problems(topo: Topology) -> list[Problem]:
@@ -428,3 +429,55 @@ def _trigger_problems(at: tuple, fault, w) -> list[Problem]:
         return [Problem(at + ("at",), f"{fault.at} is past workload.timeout ({w.timeout:g} s)",
                         ("workload.timeout",))]
     return []
+
+
+def cluster_problems(exp: Experiment) -> list[Problem]:
+    """cluster: distinct servers, a placement naming known nodes and servers, and what the cluster
+    edition builds here (netns hosts on Open vSwitch bridges, tc shaping, no limits yet)."""
+    from testbed.spec.models import LOCAL
+    cluster, topo, out = exp.cluster, exp.topology, []
+    names, machines = {}, {}
+    for i, server in enumerate(cluster.servers):
+        at = ("cluster", "servers", i)
+        if server.name in names:
+            out.append(Problem(at + ("name",), f"duplicate server name {server.name!r} (also servers[{names[server.name]}])"))
+        names.setdefault(server.name, i)
+        machine = (server.address, server.port)
+        if machine in machines:
+            out.append(Problem(at + ("address",), f"{server.address}:{server.port} is also servers[{machines[machine]}]: "
+                               "one entry per server"))
+        machines.setdefault(machine, i)
+        if server.address == LOCAL and i != 0:
+            out.append(Problem(at + ("address",), f"only the first server may be this machine ({LOCAL})"))
+        if _example_address(server.address):
+            out.append(Problem(at + ("address",), f"{server.address} is an example address (RFC 5737 documentation "
+                               f"range, nobody's machine): put {server.name}'s real address here"))
+    graph = build_graph(topo)
+    nodes = [h.name for h in graph.hosts] + [s.name for s in graph.switches]
+    if isinstance(cluster.placement, dict):
+        for node, server in cluster.placement.items():
+            if node not in nodes:
+                out.append(Problem(("cluster", "placement", node), f"no host or switch {node!r} in this topology"
+                                   f"{suggest(node, nodes)} (nodes: {', '.join(nodes)})", ("topology",)))
+            if server not in names:
+                out.append(Problem(("cluster", "placement", node), f"unknown server {server!r}{suggest(server, list(names))} "
+                                   f"(servers: {', '.join(names)})"))
+    found: dict[tuple, list[str]] = {}       # one problem per key (hosts of a template share topology.host)
+    for name, kind in _kinds(topo).items():
+        key, conf = parse_path(topo.host_own(name)[0]), topo.host_conf(name)
+        if kind != "netns":
+            found.setdefault((key + ("kind",), f"kind {kind}: a cluster places netns hosts only (remove "
+                              "cluster: to run docker or remote nodes)"), []).append(name)
+        for limit in ("cpu", "memory"):
+            if getattr(conf, limit) is not None:
+                found.setdefault((key + (limit,), f"{limit} limits are not applied on cluster servers yet; "
+                                  "remove it or remove cluster:"), []).append(name)
+    out += [Problem(key, f"{', '.join(names)}: {message}", ("cluster",)) for (key, message), names in found.items()]
+    if topo.switch.kind != "ovs" or topo.switch.datapath == "kernel":
+        out.append(Problem(("topology", "switch"), "a cluster builds Open vSwitch bridges with the userspace "
+                           "datapath (switch kind ovs, datapath auto or user)", ("cluster",)))
+    if topo.shaping != "tc":
+        out.append(Problem(("topology", "shaping"), "a cluster shapes with tc on the hosts' interfaces "
+                           "(shaping: tc); OVS QoS on the servers' bridges is not done yet", ("cluster",)))
+    return out
+

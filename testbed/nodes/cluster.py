@@ -1,0 +1,88 @@
+"""A netns host placed on another server of a cluster (testbed.cluster): Mininet's cluster edition
+makes its namespace there (a ClusterHost shell reached by ssh); its processes are started the remote
+kind's way (paramiko exec channels, process groups, the run token, code synced by SFTP, a /proc
+sampler) and enter the host's namespace with `nsenter --target <shell pid> --net`.
+
+Not a kind of the spec: the network makes this node for a netns host that `cluster.placement` puts
+on a server other than this machine."""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+
+from testbed.nodes.base import Node
+from testbed.nodes.remote import AGENT, SAMPLE_INTERVAL, Connection, Lines, RemoteNode, sync_code
+
+NETNS = "-netns"     # remote_agent: count every interface of the namespace
+
+
+class ClusterNode(RemoteNode):
+    kind = "netns"   # what the spec asked for; `machine` says where it runs
+
+    def __init__(self, host, registry, server):
+        Node.__init__(self, host, registry)
+        self.server = server                 # testbed.cluster.bringup.Server
+        self.target = server.target
+        self.token = f"{os.getpid()}-{host.name}-{secrets.token_hex(4)}"
+        self.conn = None
+        self._cores = 1
+        self.workdir = None
+        self._records = []
+        self._latest = None
+        self.anchor_pid = None
+
+    @classmethod
+    def problems(cls, hosts, progress=lambda msg: None):
+        return []
+
+    def prepare(self, progress=lambda msg: None) -> None:
+        """Its own connection (channels per connection are few), the run's token recorded there, and
+        the workload code synced once per server."""
+        self.conn = Connection(self.target)
+        self._record(token=self.token, python=self.python)
+        cores = self.conn.exec(["getconf", "_NPROCESSORS_ONLN"])[1].strip()
+        self._cores = int(cores) if cores.isdigit() else 1
+        with self.server.lock:
+            if self.server.workdir is None:
+                with self.conn.sftp() as sftp:
+                    self.server.workdir, copied = sync_code(sftp, self.server.conf_workdir)
+                progress(f"{self.server.name}: code in {self.server.workdir} ({copied} file(s) copied)")
+        self.workdir = self.server.workdir
+
+    def mininet_host(self):
+        from testbed.cluster.edition import ClusterHost
+        c = self.server.conf
+        return ClusterHost, {"server": self.server.name, "serverIP": self.server.ip, "user": c.user,
+                             "ssh": self.server.ssh()}
+
+    def attach(self, mn_host) -> None:
+        """The shell's pid on the server anchors the namespace; the sampler runs in it."""
+        self.mn_host = mn_host
+        self.anchor_pid = mn_host.pid
+        self.popen([self.python, "-c", AGENT, "sample", self.token, NETNS, f"{SAMPLE_INTERVAL:g}"],
+                   stdout=Lines(self._sampled), stderr=subprocess.DEVNULL)
+
+    def _enter(self, argv: list[str]) -> list[str]:
+        return ["nsenter", "--target", str(self.anchor_pid), "--net", "--", *argv]
+
+    def popen(self, argv, cwd: str = "/", stdin=None, env=None, **kwargs):
+        return super().popen(self._enter([str(a) for a in argv]), cwd=cwd, stdin=stdin, env=env, **kwargs)
+
+    def _command(self, argv, cwd):
+        return super()._command(self._enter(argv), cwd)
+
+    def shape(self, params, qdisc: str) -> None:
+        """The network shapes this node's interfaces through its Mininet host, as for any netns host."""
+
+    @property
+    def python(self) -> str:
+        return self.server.python
+
+    @property
+    def facts(self) -> dict:
+        return {"server": self.server.name, "machine": self.target.label, **(self.conn.key_facts if self.conn else {})}
+
+    @property
+    def machine(self) -> str:
+        return self.server.name
