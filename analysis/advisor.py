@@ -10,7 +10,8 @@ the hosts cannot hold them, all-reduce is chosen.
 
 ``strategy: switch`` asks again at every epoch's end (testbed/switching.py): ``switch_verdict``
 compares the epoch's measured samples/s with the prediction for the other strategy over the
-steps left (its warm-up included). Pure: no network, no root.
+steps left (its warm-up and the measured start-up of new processes included). Pure: no network,
+no root.
 """
 from __future__ import annotations
 
@@ -169,16 +170,21 @@ class Verdict:
 
 
 def switch_verdict(epoch: int, current: str, measured_step_s: float, samples_per_step: float,
-                   advice: Advice, margin: float) -> Verdict:
-    """Switch when the other strategy's predicted samples/s exceed the measured ones x (1 + margin);
-    never when the other cannot be placed (NaN) or nothing was measured."""
+                   advice: Advice, margin: float, restart_s: float = 0.0, steps_left: int = 0) -> Verdict:
+    """Switch when the other strategy's predicted samples/s over the steps left, with the
+    `restart_s` a switch costs (new processes: TensorFlow's start and the cluster's set-up) spread
+    over them, exceed the measured ones x (1 + margin); never when the other cannot be placed
+    (NaN) or nothing was measured."""
     other = OTHER[current]
     measured = samples_per_step / measured_step_s if measured_step_s and measured_step_s > 0 else math.nan
-    predicted = advice.samples_per_s_ps if other == "ps" else advice.samples_per_s_allreduce
+    step = advice.predicted_step_s_ps if other == "ps" else advice.predicted_step_s_allreduce
+    rate = advice.samples_per_s_ps if other == "ps" else advice.samples_per_s_allreduce
+    predicted = rate * step / (step + restart_s / steps_left) if restart_s and steps_left else rate
     go = bool(np.isfinite(measured) and np.isfinite(predicted) and predicted > measured * (1 + margin))
     gain = predicted / measured - 1 if np.isfinite(measured) and np.isfinite(predicted) else math.nan
+    cost = f", {restart_s:.3g} s to restart over {steps_left} steps left" if restart_s and steps_left else ""
     reason = (f"epoch {epoch}: measured {measured:.4g} samples/s with {current}, the cost model predicts "
-              f"{predicted:.4g} with {other} ({gain:+.0%}; margin {margin:.0%})")
+              f"{predicted:.4g} with {other}{cost} ({gain:+.0%}; margin {margin:.0%})")
     return Verdict(epoch, current, other, measured, predicted, go, reason)
 
 

@@ -45,7 +45,7 @@ class Switcher:
         now = {"bw_bps": self.bandwidth(training.faults), "cpu": self.cpu(training.faults)}
         advice = advisor.advise(**{**self.inputs, **now}, steps=left)
         verdict = advisor.switch_verdict(epoch, strategy, statistics.median(times), per_step, advice,
-                                         self.w.switch.margin)
+                                         self.w.switch.margin, _startup(attempt, training), left)
         self.verdicts.append(verdict)
         self.progress(f"strategy switch: {verdict.reason}: {'switch' if verdict.switch else 'stay'}")
         if not verdict.switch:
@@ -71,6 +71,14 @@ class Switcher:
         cpu.update({r.fault.host: r.fault.cpu for r in (applier.records if applier else [])
                     if r.active and r.fault.action == "set_cpu"})
         return cpu
+
+
+def _startup(attempt: list[dict], training) -> float:
+    """Seconds from starting the running tasks to the lead's `start` event (TensorFlow's import,
+    the cluster's set-up): what new processes cost again at a switch (0 when unknown)."""
+    start = next((e["t"] for e in attempt if e.get("event") == "start" and e.get("t") is not None), None)
+    launched = getattr(training, "launched", None)
+    return max(0.0, start - launched) if start is not None and launched is not None else 0.0
 
 
 def _last_attempt(events: list[dict]) -> list[dict]:

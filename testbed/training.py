@@ -91,6 +91,7 @@ class Training:
                 why = "workload.recovery backup" if self.switcher is None else "strategy switch"
                 return Outcome(False, f"{why} needs a folder every task can write: {err}")
         self.job_path = self._write_job("job.json")
+        self.launched = time.time()     # strategy switch: the tasks' start-up is what a switch costs again
         try:
             for task in self.tasks:
                 self.procs[task] = self._start(task, self.job_path)
@@ -228,6 +229,7 @@ class Training:
         self.ran += [t for t in tasks if t not in self.ran]
         self.leads.append(final_tasks(tasks)[0])
         self.job_path = self._write_job(f"job-switch{len(self.switches) + 1}.json")
+        self.launched = time.time()
         for task in tasks:
             self.procs[task] = self._start(task, self.job_path, mode="a")
 

@@ -1,6 +1,7 @@
 """strategy switch on a real network with real TensorFlow: a network that favours all-reduce, a run
-that starts with ps (one worker of three hosts), switches once after an epoch, finishes, and whose
-loss goes on from where ps left it (no jump back to the untrained loss)."""
+that starts with ps (one worker of three hosts), switches once after its first epoch, finishes,
+and whose loss goes on from where ps left it (no jump back to the untrained loss). The epochs are
+long enough (120 steps) for the switch to pay for the start-up of new processes (about 6 s here)."""
 import json
 import subprocess
 import sys
@@ -12,13 +13,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
-EPOCHS, SPE = 3, 10
+EPOCHS, SPE = 2, 120
 SWITCH = f"""
 name: switch
 topology: {{template: star, hosts: 3, link: {{bw: 10mbit}}, shaping: tc}}
 workload:
   strategy: switch
-  switch: {{start: ps, margin: 0.2}}
+  switch: {{start: ps, margin: 0.1}}
   model: mlp
   model_params: {{input_dim: 32, width: 128, depth: 2, classes: 2}}
   batch_per_worker: 16
@@ -44,9 +45,10 @@ def test_switch_from_ps_to_allreduce_once_and_the_loss_goes_on(tmp_path, root, n
     assert row["final_loss"] > 0 and row["samples_per_s"] > 0
     journal = json.loads((out / "runs" / row["run_id"] / "switch.json").read_text())
     (switch,) = journal["switches"]
-    assert (switch["from"], switch["to"]) == ("ps", "allreduce") and switch["epoch"] < EPOCHS
-    verdict = journal["verdicts"][-1]
-    assert verdict["switch"] and verdict["predicted_samples_per_s"] > 1.2 * verdict["measured_samples_per_s"]
+    assert (switch["from"], switch["to"], switch["epoch"]) == ("ps", "allreduce", 1)
+    (verdict,) = journal["verdicts"]
+    assert verdict["switch"] and verdict["predicted_samples_per_s"] > 1.1 * verdict["measured_samples_per_s"]
+    assert "to restart over 120 steps left" in verdict["reason"]
 
     steps = pd.read_csv(out / "steps.csv")
     lead = steps[(steps["kind"] == "step") & (((steps["role"] == "chief") & (steps["strategy"] == "ps")) |

@@ -44,6 +44,15 @@ def test_switch_when_the_other_is_predicted_faster_by_more_than_the_margin():
     assert not advisor.switch_verdict(1, "ps", 0.5, 16, _advice(38.4, 20.0), margin=0.2).switch
 
 
+def test_the_restart_cost_spread_over_the_steps_left_can_outweigh_the_gain():
+    # all-reduce predicted 0.3 s per 48-sample step (160 samples/s); ps measured 16 / 0.25 s = 64
+    advice = advisor.Advice("allreduce", 0.3, 0.25, 160.0, 64.0, "", "hand-made")
+    assert advisor.switch_verdict(1, "ps", 0.25, 16, advice, 0.2, restart_s=6.0, steps_left=100).switch
+    few = advisor.switch_verdict(1, "ps", 0.25, 16, advice, 0.2, restart_s=6.0, steps_left=10)
+    assert not few.switch and few.predicted_samples_per_s == pytest.approx(48 / (0.3 + 0.6))
+    assert "6 s to restart over 10 steps left" in few.reason
+
+
 def test_no_switch_to_a_strategy_that_cannot_be_placed_or_without_a_measurement():
     assert not advisor.switch_verdict(2, "allreduce", 0.1, 48, _advice(100.0, math.nan), 0.0).switch
     assert advisor.switch_verdict(2, "allreduce", 0.1, 48, _advice(100.0, 1e6), 0.0).to == "ps"
@@ -94,6 +103,11 @@ def test_switcher_decides_once_per_epoch_never_after_the_last_and_at_most_max_sw
     # a restarted attempt is judged on its own steps
     restarted = _events("ps", 1, fast) + _events("ps", 2, slow, start_t=100)
     assert sw2.check(training, restarted).epoch == 2
+    # the tasks' start-up (launch to the start event) is counted against a switch
+    sw3, training = _switcher(tmp_path, BASE.replace("margin: 0.2", "margin: 0.2, max_switches: 3"))
+    training.launched = -1e6           # a start-up of 10^6 s: no switch pays for that
+    assert sw3.check(training, _events("ps", 1, slow)) is None
+    assert "restart over 8 steps left" in sw3.verdicts[-1].reason
 
 
 def test_switcher_bandwidth_follows_a_set_bw_fault(tmp_path):
