@@ -1,65 +1,159 @@
-"""Shaping fidelity: iperf3 goodput / configured rate for each shaper and switch, at several rates.
+"""Shaping fidelity: iperf3 goodput / configured rate for each shaper and switch, at several rates,
+and 4 flows sharing one shaped bottleneck (dumbbell): their sum / rate and their fairness.
 
-Prints one line per configuration, plus this machine's timer health (how late 1 ms sleeps wake up),
-which bounds what any kernel shaper can deliver on a VM whose host steals CPU.
-Run as root:  .venv/bin/python bench/fidelity.py [--rates 1mbit,10mbit,100mbit,1gbit] [--duration 3s]
+Each configuration is measured `--repeats` times; min, median and max are printed with the TCP
+retransmissions. The unshaped path of each switch is measured first in the same run: a shaper cannot
+deliver more than the path carries (the userspace OVS datapath and the Linux bridge are CPU-bound
+on this machine). The machine's load and timer overshoot are printed before and after.
+Run as root:  .venv/bin/python bench/fidelity.py [--rates 1mbit,10mbit,100mbit,1gbit,5gbit]
+              [--duration 3] [--repeats 3] [--dumbbell 10mbit,100mbit,1gbit] [--flows 4]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.checks import run_iperf  # noqa: E402
+from testbed.checks import IPERF_PORT  # noqa: E402
+from testbed.hosthealth import timer_overshoot  # noqa: E402
 from testbed.network import Network  # noqa: E402
 from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
+from testbed.spec.units import parse_bandwidth  # noqa: E402
 
-CONFIGS = [("tc", "htb", "ovs"), ("tc", "tbf", "ovs"), ("ovs", "htb", "ovs"), ("tc", "htb", "linuxbridge")]
-
-
-def timer_health(samples: int = 500) -> str:
-    late = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        time.sleep(0.001)
-        late.append(time.perf_counter() - t - 0.001)
-    late.sort()
-    return (f"1 ms sleeps overshoot: median {late[len(late) // 2] * 1e3:.2f} ms, "
-            f"p99 {late[int(len(late) * 0.99)] * 1e3:.1f} ms, max {late[-1] * 1e3:.0f} ms")
+CONFIGS = [("tc", "htb", "ovs"), ("tc", "tbf", "ovs"), ("ovs", "htb", "ovs"),
+           ("tc", "htb", "linuxbridge"), ("tc", "tbf", "linuxbridge")]
+SWITCHES = ("ovs", "linuxbridge")
 
 
-def spec_for(rate: str, shaping: str, qdisc: str, switch: str, folder: Path):
-    path = folder / f"bench-{rate}-{shaping}-{qdisc}-{switch}.yaml"
-    path.write_text(f"name: bench\ntopology: {{template: star, hosts: 2, link: {{bw: {rate}}}, shaping: {shaping},"
-                    f" qdisc: {qdisc}, switch: {{kind: {switch}}}}}\n")
-    return load_spec(path)
+def machine() -> str:
+    t = timer_overshoot()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{time.strftime('%Y-%m-%d %H:%M')}  load {load}  1 ms sleeps overshoot p50 {t['timer_p50_ms']} ms, "
+            f"p99 {t['timer_p99_ms']} ms, max {t['timer_max_ms']} ms")
+
+
+def jain(xs: list[float]) -> float:
+    """Jain's fairness index: 1 when every flow gets the same, 1/n when one flow gets everything."""
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
+
+
+def iperf(client, server, duration: float) -> tuple[float, int]:
+    """(received bits/s, retransmissions) of one iperf3 TCP test from client to server."""
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], env=server.env({}),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if f":{IPERF_PORT}" in server.run(["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=10):
+                break
+            time.sleep(0.1)
+        out = client.run(["iperf3", "-c", server.address, "-p", str(IPERF_PORT), "-t", f"{duration:g}", "-J"],
+                         timeout=duration + 60)
+        end = json.loads(out[out.find("{"):])["end"]
+        return float(end["sum_received"]["bits_per_second"]), int(end["sum_sent"].get("retransmits", 0))
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def network(folder: Path, topology: str):
+    path = folder / "bench.yaml"
+    path.write_text(f"name: fidelity\ntopology: {topology}\n")
+    spec = load_spec(path)
+    graph = build_graph(spec.topology)
+    return Network(graph, spec.topology)
+
+
+def summary(ratios: list[float], retrans: list[int]) -> str:
+    return (f"{min(ratios):6.3f} {statistics.median(ratios):6.3f} {max(ratios):6.3f}  {max(retrans):6d}  "
+            + " ".join(f"{r:.3f}" for r in ratios))
+
+
+def single_flows(args, folder: Path) -> None:
+    print(f"\n1 flow h2->h1, {args.duration:g} s each, {args.repeats} repeats; ratio = goodput / rate "
+          f"(TCP ceiling {TCP_GOODPUT_CEILING:.3f}); unshaped rows: Gbit/s the path carries")
+    print(f"{'rate':>8} {'shaping':>7} {'qdisc':>5} {'switch':>11}  {'min':>6} {'median':>6} {'max':>6}  "
+          f"{'retr':>6}  each run")
+    for switch in SWITCHES:
+        with network(folder, f"{{template: star, hosts: 2, switch: {{kind: {switch}}}}}") as net:
+            gbps = [iperf(net.nodes["h2"], net.nodes["h1"], args.duration) for _ in range(args.repeats)]
+            print(f"{'none':>8} {'-':>7} {'-':>5} {switch:>11}  "
+                  + summary([g / 1e9 for g, _ in gbps], [r for _, r in gbps]) + "  (Gbit/s)", flush=True)
+    for rate in args.rates.split(","):
+        for shaping, qdisc, switch in CONFIGS:
+            topo = (f"{{template: star, hosts: 2, link: {{bw: {rate}}}, shaping: {shaping}, qdisc: {qdisc},"
+                    f" switch: {{kind: {switch}}}}}")
+            with network(folder, topo) as net:
+                runs = [iperf(net.nodes["h2"], net.nodes["h1"], args.duration) for _ in range(args.repeats)]
+            bw = parse_bandwidth(rate)
+            print(f"{rate:>8} {shaping:>7} {qdisc:>5} {switch:>11}  "
+                  + summary([g / bw for g, _ in runs], [r for _, r in runs]), flush=True)
+
+
+def rx_bytes(node) -> int:
+    """Bytes (Ethernet frames) the node has received on its links."""
+    links = json.loads(node.run(["ip", "-j", "-s", "link", "show"]))
+    return sum(link["stats64"]["rx"]["bytes"] for link in links if link["ifname"] != "lo")
+
+
+def dumbbell(args, folder: Path) -> None:
+    """Rates from the receivers' byte counters over a window inside the test (all flows running, past
+    slow start): iperf3's own per-flow rates cover each flow's own start and end, so they do not add up."""
+    n, window = args.flows, args.dumbbell_duration - 4
+    print(f"\n{n} flows h{{i}}->h{{i+{n}}} at once through one shaped bottleneck s1-s2 (access links unshaped), "
+          f"{args.dumbbell_duration:g} s tests, {args.repeats} repeats, received frames counted over {window:g} s from "
+          "2 s in; sum = frame bytes / rate (1.0 = link full), Jain = fairness of the flows (1 = equal)")
+    print(f"{'rate':>8} {'shaping':>7} {'qdisc':>5} {'switch':>11}  {'sum min':>7} {'median':>6}  "
+          f"{'Jain min':>8} {'median':>6}  per-flow share, each run")
+    for rate in args.dumbbell.split(","):
+        for shaping, qdisc, switch in CONFIGS:
+            topo = (f"{{template: dumbbell, hosts: {2 * n}, bottleneck: {{bw: {rate}}}, shaping: {shaping},"
+                    f" qdisc: {qdisc}, switch: {{kind: {switch}}}}}")
+            sums, fairness, shares = [], [], []
+            with network(folder, topo) as net, ThreadPoolExecutor(n) as pool:
+                receivers = [net.nodes[f"h{i + n}"] for i in range(1, n + 1)]
+                for _ in range(args.repeats):
+                    runs = [pool.submit(iperf, net.nodes[f"h{i}"], net.nodes[f"h{i + n}"], args.dumbbell_duration)
+                            for i in range(1, n + 1)]
+                    time.sleep(2)
+                    before, t0 = [rx_bytes(r) for r in receivers], time.monotonic()
+                    time.sleep(window)
+                    after, t1 = [rx_bytes(r) for r in receivers], time.monotonic()
+                    for run in runs:
+                        run.result()
+                    flows = [(b - a) * 8 / (t1 - t0) for a, b in zip(before, after)]
+                    sums.append(sum(flows) / parse_bandwidth(rate))
+                    fairness.append(jain(flows))
+                    shares.append("/".join(f"{g / sum(flows):.2f}" for g in flows))
+            print(f"{rate:>8} {shaping:>7} {qdisc:>5} {switch:>11}  {min(sums):7.3f} {statistics.median(sums):6.3f}  "
+                  f"{min(fairness):8.3f} {statistics.median(fairness):6.3f}  {' '.join(shares)}", flush=True)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rates", default="1mbit,10mbit,100mbit,1gbit")
-    ap.add_argument("--duration", type=float, default=3.0)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="1mbit,10mbit,100mbit,1gbit,5gbit")
+    ap.add_argument("--duration", type=float, default=3.0, help="seconds per single-flow test")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dumbbell", default="10mbit,100mbit,1gbit", help="bottleneck rates ('' to skip)")
+    ap.add_argument("--dumbbell-duration", type=float, default=10.0, help="seconds per test (>= 6)")
+    ap.add_argument("--flows", type=int, default=4)
     args = ap.parse_args()
-    print(timer_health())
-    print(f"reference: TCP goodput ceiling over HTB = {TCP_GOODPUT_CEILING:.3f} of the configured rate")
-    print(f"{'rate':>8} {'shaping':>7} {'qdisc':>5} {'switch':>11}  ratio (each of {args.repeats} runs)  best")
+    print("before:", machine())
     with tempfile.TemporaryDirectory() as tmp:
-        for rate in args.rates.split(","):
-            for shaping, qdisc, switch in CONFIGS:
-                spec = spec_for(rate, shaping, qdisc, switch, Path(tmp))
-                graph = build_graph(spec.topology)
-                with Network(graph, spec.topology) as net:
-                    ratios = [run_iperf(net.nodes["h2"], net.nodes["h1"], args.duration) / graph.links[0].params.bw
-                              for _ in range(args.repeats)]
-                print(f"{rate:>8} {shaping:>7} {qdisc:>5} {switch:>11}  "
-                      + " ".join(f"{r:.3f}" for r in ratios) + f"  {max(ratios):.3f}", flush=True)
-    print(timer_health())
+        if args.rates:
+            single_flows(args, Path(tmp))
+        if args.dumbbell:
+            dumbbell(args, Path(tmp))
+    print("\nafter: ", machine())
 
 
 if __name__ == "__main__":

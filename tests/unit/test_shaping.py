@@ -72,3 +72,49 @@ def test_ovs_root_class_gets_the_same_burst():
 
 def test_tcp_ceiling_is_payload_per_frame():
     assert abs(TCP_GOODPUT_CEILING - 0.9564) < 1e-3
+
+
+class FakeOvs:
+    """ovs-vsctl / ovs-ctl stand-in: the TSO key, the bridges, and what was run."""
+
+    def __init__(self, tso: str = "", bridges: str = ""):
+        self.tso, self.bridges, self.calls = tso, bridges, []
+
+    def vsctl(self, *args):
+        self.calls.append(args)
+        if args[0] == "set":
+            self.tso = '"true"'
+        return {"list-br": self.bridges}.get(args[0], self.tso)
+
+    def run(self, cmd, **kw):
+        import subprocess
+        self.calls.append(tuple(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def test_userspace_tso_set_and_vswitchd_restarted_when_no_bridges(monkeypatch):
+    from testbed import shaping
+    fake = FakeOvs()
+    monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
+    monkeypatch.setattr(shaping.subprocess, "run", fake.run)
+    assert shaping.ensure_userspace_tso("ovs-ctl") is True
+    assert ("set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true") in fake.calls
+    assert ("ovs-ctl", "restart", "--system-id=random") in fake.calls
+
+
+def test_userspace_tso_already_on_restarts_nothing(monkeypatch):
+    from testbed import shaping
+    fake = FakeOvs(tso='"true"', bridges="s1")
+    monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
+    monkeypatch.setattr(shaping.subprocess, "run", fake.run)
+    assert shaping.ensure_userspace_tso("ovs-ctl") is True
+    assert all(c[0] not in ("set", "ovs-ctl") for c in fake.calls)
+
+
+def test_userspace_tso_never_restarts_a_switch_with_bridges(monkeypatch):
+    from testbed import shaping
+    fake = FakeOvs(bridges="br-theirs")
+    monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
+    monkeypatch.setattr(shaping.subprocess, "run", fake.run)
+    assert shaping.ensure_userspace_tso("ovs-ctl") is False
+    assert all(c[0] not in ("set", "ovs-ctl") for c in fake.calls)
