@@ -25,7 +25,7 @@ class LiveError(RuntimeError):
 def up(spec, progress=print, ready=lambda nodes: None) -> None:
     """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
     graph = build_graph(spec.topology)
-    with Network(graph, spec.topology, progress) as net:
+    with Network(graph, spec.topology, progress, cluster=spec.cluster) as net:
         for note in net.notes:
             progress(note)
         if spec.checks.iperf or spec.checks.ping:

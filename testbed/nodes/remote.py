@@ -603,4 +603,3 @@ def _remove_cluster_record(conn, r: dict, where: str) -> list[str]:
         if status == 0:
             done.append(f"deleted interface {r['link']} on {where}")
     return done
-

@@ -480,4 +480,3 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(("topology", "shaping"), "a cluster shapes with tc on the hosts' interfaces "
                            "(shaping: tc); OVS QoS on the servers' bridges is not done yet", ("cluster",)))
     return out
-

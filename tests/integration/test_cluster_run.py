@@ -1,0 +1,178 @@
+"""One emulated network spread over two local servers (`cluster up 2`) with Mininet's cluster edition:
+real sshd, Open vSwitch (userspace) on each server, VXLAN tunnels, iperf3, TensorFlow.
+
+A 4-host star placed 2 + 2 passes the 10mbit iperf3 check across the tunnel; a 2-worker all-reduce
+with one worker on each server finishes with step and usage rows from both; a link asked above the
+tunnel's measured capacity is refused before anything trains; nothing is left on either server or
+here after success, Ctrl-C, and SIGKILL + `cleanup`. Run it under the dev lock."""
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+import yaml
+from cli import REPO, cli
+
+from testbed.cluster import servers as local_servers
+from testbed.nodes.remote import Connection, Target
+
+pytestmark = pytest.mark.integration
+
+SNAPSHOT = r"""
+echo "bridges: $(ovs-vsctl --timeout=5 list-br | tr '\n' ' ')"
+echo "links: $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -v '^lo$\|^eth0$' | tr '\n' ' ')"
+echo "netns: $(readlink /proc/[0-9]*/ns/net 2>/dev/null | sort -u | wc -l)"
+echo "procs: $(pgrep -f 'mininet:|train.py|iperf3|dltestbed remote agent|nsenter' | wc -l)"
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(root):
+    """Two local servers (started if none run; taken down again then) and their cluster: section."""
+    was_up = len(local_servers.status()) >= 2
+    up = cli("cluster", "up", "2", timeout=900)
+    assert up.returncode == 0, up.stderr
+    section = yaml.safe_load(up.stdout[up.stdout.index("cluster:"):])["cluster"]
+    yield section
+    if not was_up:
+        local_servers.down()
+
+
+def server_state(section) -> dict:
+    """What each server holds that a run could leave: bridges, links, namespaces, processes."""
+    state = {}
+    for s in section["servers"]:
+        conn = Connection(Target(s["address"], 22, s["user"], s["key_file"], section["known_hosts"]))
+        try:
+            code, out = conn.exec(["sh", "-c", SNAPSHOT], timeout=60)
+        finally:
+            conn.close()
+        assert code == 0, out
+        state[s["name"]] = out
+    return state
+
+
+def spec(tmp_path, section, body: str, name="cluster") -> str:
+    path = tmp_path / f"{name}.yaml"
+    text = f"name: {name}\n" + textwrap.dedent(body).lstrip("\n") + yaml.safe_dump({"cluster": section})
+    path.write_text(text)
+    return str(path)
+
+
+def table(out, name) -> pd.DataFrame:
+    return pd.read_csv(out / f"{name}.csv")
+
+
+STAR = """
+topology: {template: star, hosts: 4, link: {bw: 10mbit}}
+workload: {strategy: single, epochs: 1, steps_per_epoch: 3, model_params: {width: 32, depth: 1}}
+checks: {pairs: first, duration: 3s, tolerance: 0.1}
+"""
+
+
+def test_a_star_placed_two_and_two_passes_the_iperf_check_across_the_tunnel(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    out = tmp_path / "out"
+    done = cli("run", spec(tmp_path, cluster, STAR), "--out", out, "--quiet", "--no-report", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = table(out, "runs")
+    assert list(runs["status"]) == ["ok"], runs["reason"].tolist()
+    topo = json.loads(next(out.glob("runs/*/topology.json")).read_text())
+    placed = {h["name"]: h.get("facts", {}).get("server") for h in topo["hosts"]}
+    assert placed == {"h1": "srv1", "h2": "srv1", "h3": "srv2", "h4": "srv2"}
+    checks = table(out, "checks")
+    iperf = checks[checks["tool"] == "iperf3"].set_index("src")
+    print(iperf[["dst", "configured_bps", "measured_bps", "ratio", "passed"]])
+    for across in ("h3", "h4"):            # h3 -> h1 and h4 -> h1 cross the tunnel srv2 -> srv1
+        assert iperf.loc[across, "passed"] and 0.9 <= iperf.loc[across, "ratio"] <= 1.1
+    tunnels = table(out, "tunnels")
+    print(tunnels)
+    assert list(tunnels["tunnel"]) == ["srv1-srv2"] and tunnels["capacity_bps"].iloc[0] > 10e6 / 0.9
+    assert set(tunnels["links"].iloc[0].split(";")) == {"h3-s1", "h4-s1"}
+    assert server_state(cluster) == before
+
+
+ALLREDUCE = """
+topology: {template: star, hosts: 2, link: {bw: 100mbit}}
+workload: {strategy: allreduce, epochs: 1, steps_per_epoch: 6, model_params: {width: 64, depth: 1}}
+checks: {iperf: false, ping: true}
+monitor: {interval: 0.5s}
+"""
+
+
+def test_two_workers_one_on_each_server_train_with_steps_and_usage_from_both(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
+    out = tmp_path / "out"
+    done = cli("run", spec(tmp_path, section, ALLREDUCE), "--out", out, "--quiet", "--no-report", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = table(out, "runs")
+    assert list(runs["status"]) == ["ok"], runs["reason"].tolist()
+    steps = table(out, "steps")
+    assert set(steps[steps["kind"] == "step"]["host"]) == {"h1", "h2"}
+    usage = table(out, "usage")
+    for host in ("h1", "h2"):
+        rows = usage[usage["node"] == host]
+        assert len(rows) >= 2 and rows["tx_bytes"].max() > 0 and rows["rss_bytes"].max() > 100e6, rows.tail()
+    assert server_state(cluster) == before
+
+
+def test_a_link_above_the_tunnels_capacity_is_refused_before_training(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    out = tmp_path / "out"
+    body = STAR.replace("bw: 10mbit", "bw: 400gbit")
+    done = cli("run", spec(tmp_path, cluster, body), "--out", out, "--quiet", "--no-report", timeout=600)
+    runs = table(out, "runs")
+    reason = runs["reason"].iloc[0]
+    assert runs["status"].iloc[0] == "failed" and "fidelity guard" in reason, reason
+    assert "h3-s1" in reason and "400gbit" in reason and "srv1-srv2" in reason and "measured" in reason
+    assert table(out, "steps").empty and table(out, "checks").empty
+    assert len(table(out, "tunnels")) == 1
+    assert server_state(cluster) == before
+    del done
+
+
+LONG = """
+topology: {template: star, hosts: 2, link: {bw: 100mbit}}
+workload: {strategy: allreduce, epochs: 200, steps_per_epoch: 5, model_params: {width: 64, depth: 1}}
+checks: {iperf: false, ping: false}
+"""
+
+
+def _start_long_run(cluster, tmp_path):
+    section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", spec(tmp_path, section, LONG),
+                             "--out", str(out), "--quiet", "--no-report"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 600
+    while not [p for p in out.glob("runs/*/h2-worker1.events.jsonl") if '"epoch"' in p.read_text()]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.poll() else "slow"
+        time.sleep(0.5)
+    return proc
+
+
+def test_ctrl_c_leaves_nothing_on_either_server(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    proc = _start_long_run(cluster, tmp_path)
+    assert server_state(cluster) != before          # bridges, tunnels, shells, workers exist now
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, output[-3000:]
+    assert server_state(cluster) == before
+
+
+def test_sigkill_then_cleanup_leaves_nothing_on_either_server(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    proc = _start_long_run(cluster, tmp_path)
+    proc.kill()
+    proc.communicate(timeout=30)
+    done = cli("cleanup", timeout=300)
+    assert done.returncode == 0, done.stderr
+    print(done.stdout)
+    assert "deleted OVS bridge s1 on root@172.31.250.2" in done.stdout
+    assert server_state(cluster) == before
