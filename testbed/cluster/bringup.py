@@ -192,9 +192,10 @@ class Cluster:
 
     # tunnels ------------------------------------------------------------------------------------
     def make_tunnel(self, node1, name1, mac1, node2, name2, mac2) -> dict:
-        """A VXLAN tunnel between two nodes on different servers; returns what `forget_tunnel` needs."""
+        """A VXLAN tunnel between two nodes on different servers (ClusterLink asks); returns what
+        `forget_tunnel` needs."""
         vni = next(self._vni)
-        ends, records = [], []
+        records = []
         for node, name, mac, peer in ((node1, name1, mac1, node2), (node2, name2, mac2, node1)):
             here, there = self._server_of(node), self._server_of(peer)
             records.append(self.record(here, link=name))
@@ -206,7 +207,6 @@ class Cluster:
                                    "(`run_experiment.py cleanup` removes what a crashed run left)")
             mtu = int(out.split()[0])
             self.mtu = mtu if self.mtu is None else min(self.mtu, mtu)
-            ends.append(name)
         return {"records": records, "vni": vni}
 
     def forget_tunnel(self, tunnel: dict) -> None:

@@ -6,7 +6,6 @@ kernel) or SSH tunnels (TCP over TCP through one ssh process per link; see READM
 A node knows its server by `server` (a name) and `serverIP`; a node without them is on this machine."""
 from __future__ import annotations
 
-import shlex
 import subprocess
 
 from mininet.examples.cluster import RemoteHost, RemoteLink, RemoteOVSSwitch
@@ -14,7 +13,6 @@ from mininet.link import Link
 from mininet.node import Node
 
 VXLAN_PORT = 4789
-VXLAN_OVERHEAD = 50          # outer Ethernet + IPv4 + UDP + VXLAN header
 
 
 def ssh_command(server, known_hosts: str, tty: bool = True) -> list[str]:
@@ -116,6 +114,3 @@ def run_local(argv: list[str], timeout: float = 30) -> tuple[int, str]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
-
-def quoted(argv: list[str]) -> str:
-    return shlex.join(map(str, argv))

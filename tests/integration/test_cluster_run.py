@@ -125,7 +125,7 @@ def test_a_link_above_the_tunnels_capacity_is_refused_before_training(cluster, n
     before = server_state(cluster)
     out = tmp_path / "out"
     body = STAR.replace("bw: 10mbit", "bw: 400gbit")
-    done = cli("run", spec(tmp_path, cluster, body), "--out", out, "--quiet", "--no-report", timeout=600)
+    cli("run", spec(tmp_path, cluster, body), "--out", out, "--quiet", "--no-report", timeout=600)
     runs = table(out, "runs")
     reason = runs["reason"].iloc[0]
     assert runs["status"].iloc[0] == "failed" and "fidelity guard" in reason, reason
@@ -133,7 +133,6 @@ def test_a_link_above_the_tunnels_capacity_is_refused_before_training(cluster, n
     assert table(out, "steps").empty and table(out, "checks").empty
     assert len(table(out, "tunnels")) == 1
     assert server_state(cluster) == before
-    del done
 
 
 LONG = """
