@@ -15,6 +15,7 @@ Containers and the network carry labels (LABEL.role = server / cluster-network),
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import ipaddress
 import os
@@ -40,6 +41,7 @@ KEY_FILE = KEY_DIR / "id_ed25519"
 KNOWN_HOSTS = KEY_DIR / "known_hosts"
 PREFIX = "dltestbed-"                   # container name = PREFIX + server name
 ROLE = f"{image.LABEL}.role"
+LOCK_FILE = dockerd.STATE_DIR / "cluster.lock"
 MAX_SERVERS = 64
 READY_TIMEOUT_S = 90.0
 
@@ -375,14 +377,30 @@ def verify(servers: list[Server], key_file: Path = KEY_FILE, known_hosts: Path =
 
 # ---------------------------------------------------------------- the verbs
 
+@contextlib.contextmanager
+def _exclusive(progress: Progress):
+    """One `up` or `down` at a time on this machine; the engine's errors as ClusterError."""
+    import docker.errors
+    with dockerd.file_lock(LOCK_FILE, lambda: progress("waiting for another cluster up/down to end")):
+        try:
+            yield
+        except DockerUnavailable as err:
+            raise ClusterError(str(err)) from None
+        except docker.errors.DockerException as err:
+            raise ClusterError(f"the Docker engine refused: {err}; `run_experiment.py cluster down` removes what "
+                               "was started") from None
+
+
 def up(n: int, progress: Progress = lambda msg: None) -> list[Server]:
     """Make servers srv1..srvN run (reusing the ones that do), keys installed and checked."""
     if not 1 <= n <= MAX_SERVERS:
         raise ClusterError(f"cluster up N: N must be 1 to {MAX_SERVERS}, not {n}")
-    try:
-        tag = build_server_image(progress)
-    except DockerUnavailable as err:
-        raise ClusterError(str(err)) from None
+    with _exclusive(progress):
+        return _up(n, progress)
+
+
+def _up(n: int, progress: Progress) -> list[Server]:
+    tag = build_server_image(progress)
     key_file = ensure_key()
     cli = _client(progress)
     try:
@@ -437,6 +455,11 @@ def down(progress: Progress = lambda msg: None) -> list[str]:
     """Remove every server container and the cluster network (found by their labels)."""
     if not dockerd.docker_installed() or not dockerd.dockerd_running():
         return []
+    with _exclusive(progress):
+        return _down(progress)
+
+
+def _down(progress: Progress) -> list[str]:
     actions = []
     cli = _client()
     try:
