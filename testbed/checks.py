@@ -84,6 +84,27 @@ def run_iperf(client, server, duration: float) -> float:
         srv.wait()
 
 
+# Pings the address given as $1 (never pasted into the line) every 0.2 s until it answers or $0 s
+# pass, and prints the ones that answered.
+_PING_ONE = 'ping -c 1 -i 0.2 -w "$0" -q "$1" >/dev/null 2>&1 && echo "ok $1"'
+
+
+def unreachable(first, others, parallel: int = 128, wait_s: float = 5.0, tries: int = 2) -> list[str]:
+    """Names of the nodes in `others` that do not answer a ping from node `first`: up to `parallel`
+    pings at once (xargs -P in the node, one process however many hosts), each repeated every 0.2 s
+    until an answer or `wait_s`; a node missed is pinged once more (`tries`)."""
+    missing = {n.address: n.name for n in others}
+    for _ in range(tries):
+        if not missing:
+            break
+        script = f"xargs -P {int(parallel)} -n 1 sh -c '{_PING_ONE}' {wait_s:g}"
+        out = first.run(["sh", "-c", f'printf "%s\\n" "$@" | {script}', "sh", *missing],
+                        timeout=wait_s * (len(missing) / parallel + 2) + 60)
+        for line in out.splitlines():
+            missing.pop(line[3:].strip() if line.startswith("ok ") else None, None)
+    return sorted(missing.values(), key=lambda name: (len(name), name))
+
+
 def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=lambda msg: None) -> list[dict]:
     """Measure every pair; rows follow the checks.csv contract."""
     rows = []

@@ -7,7 +7,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import resource
+import shlex
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -58,23 +61,29 @@ def _kernel_datapath_available(try_load: bool = True) -> bool:
 
 
 USERSPACE_MAX_PORTS = 57   # measured: one userspace-datapath bridge forwarded only its first 57 ports
+LINUX_BRIDGE_MAX_PORTS = 1023   # the kernel's BR_MAX_PORTS (1024), port 0 being reserved
 
 
 def port_problems(topology, graph) -> list[tuple[str, str]]:
-    """(key, message) when a userspace OVS bridge would get more ports than it forwards."""
-    if topology.switch.kind != "ovs" or ovs_datapath_guess(topology.switch.datapath) != "user":
+    """(key, message) when a switch would get more ports than it forwards (userspace OVS) or takes (Linux bridge)."""
+    if topology.switch.kind == "linuxbridge":
+        limit, why = LINUX_BRIDGE_MAX_PORTS, f"a Linux bridge takes at most {LINUX_BRIDGE_MAX_PORTS} ports"
+    elif topology.switch.kind == "ovs" and ovs_datapath_guess(topology.switch.datapath) == "user":
+        limit, why = USERSPACE_MAX_PORTS, (f"an OVS userspace-datapath bridge forwarded only its first "
+                                           f"{USERSPACE_MAX_PORTS} ports on this kind of machine")
+    else:
         return []
     ports: dict[str, int] = {}
     for e in graph.links:
         for end in (e.a, e.b):
             ports[end] = ports.get(end, 0) + 1
     crowded = [f"{s.name} ({ports.get(s.name, 0)} ports)" for s in graph.switches
-               if ports.get(s.name, 0) > USERSPACE_MAX_PORTS]
+               if ports.get(s.name, 0) > limit]
     if not crowded:
         return []
-    return [("topology.hosts", f"{', '.join(crowded)}: an OVS userspace-datapath bridge forwarded only its "
-             f"first {USERSPACE_MAX_PORTS} ports on this kind of machine; use template tree (e.g. fanout 8) "
-             "or switch kind linuxbridge for this many hosts")]
+    other = " or switch kind linuxbridge" if limit == USERSPACE_MAX_PORTS else ""
+    return [("topology.hosts", f"{', '.join(crowded)}: {why}; use template tree with fanout at most {limit - 1} "
+             f"(e.g. fanout 32: 1000 hosts on 33 switches){other} for this many hosts")]
 
 
 def ovs_datapath_guess(requested: str) -> str:
@@ -109,6 +118,45 @@ def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
     for h in graph.hosts:
         by_kind.setdefault(h.kind, []).append(h)
     return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress)]
+
+
+MAX_LINE = 3000    # a Mininet node reads its commands through a terminal: at most 4095 bytes a line
+
+
+def run_on_nodes(lines: dict, what: str) -> None:
+    """Shell lines per Mininet node (a line or a list), each round sent to every node before waiting
+    for any (each node has its own shell); NetworkError naming the nodes where one failed."""
+    lines = {node: [line] if isinstance(line, str) else line for node, line in lines.items()}
+    failed = []
+    for i in range(max(map(len, lines.values()), default=0)):
+        busy = [node for node, todo in lines.items() if len(todo) > i]
+        for node in busy:
+            node.sendCmd(f"{{ {lines[node][i]}; }} 2>&1; echo rc=$?")
+        for node in busy:
+            out = node.waitOutput().strip()
+            if not out.endswith("rc=0"):
+                failed.append(f"{node.name}: {out[-300:]}")
+        if failed:
+            raise NetworkError(f"{what} failed on {len(failed)} node(s): " + "; ".join(failed[:3]))
+
+
+def batch_lines(command: str, items: list[str]) -> list[str]:
+    """`printf ITEM... | command` lines of at most MAX_LINE bytes, feeding each item as a line."""
+    out, chunk = [], []
+    for item in map(shlex.quote, items):
+        if chunk and sum(len(c) + 1 for c in chunk) + len(item) + len(command) + 20 > MAX_LINE:
+            out.append(chunk)
+            chunk = []
+        chunk.append(item)
+    return [f"printf '%s\\n' {' '.join(c)} | {command}" for c in out + ([chunk] if chunk else [])]
+
+
+def _config_host(host) -> None:
+    """What Mininet's configHosts does to each host (address, MAC, loopback up)."""
+    if host.defaultIntf():
+        host.configDefault()
+    else:
+        host.configDefault(ip=None, mac=None)
 
 
 def _each(action, nodes) -> None:
@@ -151,6 +199,7 @@ class Network:
         try:
             if self._net is not None:
                 try:
+                    self._delete_links()
                     self._net.stop()
                 except Exception as err:  # noqa: BLE001 - the registry below removes the rest
                     log.warning("mininet stop failed: %s", err)
@@ -201,6 +250,7 @@ class Network:
         setLogLevel("error")
         kind = self.topology.switch.kind
         self._check_free_names()
+        self._raise_limits(len(self.graph.hosts) + len(self.graph.switches))
         here = [s for s in self.graph.switches if self.cluster is None or self.cluster.server(s.name).local]
         switch_cls = self._switch_class(kind) if here or self.cluster is None else None
         if switch_cls is None:
@@ -224,6 +274,7 @@ class Network:
         self._record_root_interfaces()
         for e in self._links:
             self._net.addLink(e.a, e.b, **self._link_class())
+        self._net.configHosts = lambda: _each(_config_host, self._net.hosts)  # one at a time: 13 s for 1000
         self._net.build()
         nodes = self._net.hosts + self._net.switches   # on a server: the local end is the ssh client (shell.pid)
         self._registry.add("pids", *(n.pid if self.cluster is None else n.shell.pid for n in nodes if n.pid))
@@ -293,7 +344,8 @@ class Network:
             " (no kernel module: TX checksum offload off on links; OVS's other_config:userspace-tso-enable is"
             " off and its bridges kept it from being restarted: at most about 0.9 Gbit/s per flow)"
             if self.datapath == "user" else ""))
-        return partial(OVSBridge, datapath=self.datapath)
+        # batch: every bridge in one ovs-vsctl (Mininet only batches a switch class, not a partial of one)
+        return partial(OVSBridge, datapath=self.datapath, batch=True)
 
     def _root_interfaces(self) -> list[tuple[str, str]]:
         """(switch, interface) per switch-side link end: they live in a root namespace."""
@@ -317,6 +369,23 @@ class Network:
                                + " and ".join(f"`ip link del {name}`" for name in taken)
                                + " if they are not in use, or name the switches differently (template custom)")
 
+    def _raise_limits(self, nodes: int) -> None:
+        """Room for many nodes: Mininet keeps a terminal (2 descriptors) per node, and every namespace's
+        neighbour entries count against the kernel's one ARP table (a full table drops pings)."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < 4 * nodes + 1024:
+            want = 4 * nodes + 1024
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want if hard != resource.RLIM_INFINITY and
+                                                        hard < want else hard))
+        for level, per_node in ((1, 1), (2, 2), (3, 4)):
+            path = Path(f"/proc/sys/net/ipv4/neigh/default/gc_thresh{level}")
+            old = int(path.read_text()) if path.exists() else None
+            if old is not None and old < per_node * nodes:
+                self._registry.remember_sysctl(f"net.ipv4.neigh.default.gc_thresh{level}", str(old))
+                path.write_text(str(per_node * nodes))
+                self.notes.append(f"net.ipv4.neigh.default.gc_thresh{level}={per_node * nodes} for this run "
+                                  f"(was {old}); restored after")
+
     def _allow_bridged_traffic(self) -> None:
         """With dockerd running, bridged frames pass iptables' FORWARD chain (policy DROP)."""
         path = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
@@ -326,22 +395,48 @@ class Network:
             self.notes.append(f"set {BRIDGE_NF}=0 for this run (iptables would drop bridged traffic); restored after")
 
     def _tag_bridges(self) -> None:
+        here = []
         for s in self.graph.switches:
             if self.cluster is not None and not self.cluster.server(s.name).local:
                 self._net.get(s.name).cmd(f"ovs-vsctl set Bridge {s.name} external_ids:dltestbed=1")
                 continue
-            subprocess.run(["ovs-vsctl", "set", "Bridge", s.name, "external_ids:dltestbed=1"], check=True)
+            here.append(s.name)
+        tags = [arg for name in here for arg in ("--", "set", "Bridge", name, "external_ids:dltestbed=1")]
+        if tags:
+            subprocess.run(["ovs-vsctl", *tags], check=True)    # one call: 33 took a second
 
     def _disable_tx_offload(self) -> None:
-        for node in self._net.hosts:
-            for intf in node.intfList():
-                if intf.name != "lo":
-                    node.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
+        lines = {node: "; ".join(f"ethtool -K {intf.name} tx off >/dev/null 2>&1" for intf in node.intfList()
+                                 if intf.name != "lo") + "; true" for node in self._net.hosts}
+        run_on_nodes(lines, "ethtool")
 
     # shaping -------------------------------------------------------------------------------
     def _link_ends(self, edge):
-        link = self._net.linksBetween(self._net.get(edge.a), self._net.get(edge.b))[0]
+        if getattr(self, "_link_index", None) is None:   # Mininet's linksBetween scans every link
+            self._link_index = {}
+            for link in self._net.links:
+                self._link_index.setdefault(frozenset((link.intf1.node.name, link.intf2.node.name)), link)
+        link = self._link_index[frozenset((edge.a, edge.b))]
         return (link.intf1, link.intf2)
+
+    def _delete_links(self) -> None:
+        """Hosts and links before Mininet stops the switches (it deletes links one `ip link del` at a time:
+        most of a 1000-host teardown). A host's namespace ends with its shell and takes its links with it,
+        in one batch of the kernel's; what remains (a container's links) goes in one `ip -batch`."""
+        if getattr(self, "cluster", None) is not None:    # tunnels and other servers' ends: Mininet's way
+            return
+        ends = [intf.name for s in self._net.switches for intf in s.intfList() if intf.name != "lo"]
+        for host in self._net.hosts:
+            host.terminate()
+        self._net.hosts, self._net.links = [], []         # done: Mininet's stop must not do them again
+        left, progress = ends, time.monotonic()
+        while left and time.monotonic() - progress < 2.0:   # the kernel ends namespaces in batches
+            time.sleep(0.05)
+            still = [n for n in left if Path(f"/sys/class/net/{n}").exists()]
+            progress = progress if len(still) == len(left) else time.monotonic()
+            left = still
+        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del dev {n}\n" for n in left),
+                       capture_output=True, text=True)
 
     def problem(self) -> str | None:
         """What broke the running network, when this machine can tell (Open vSwitch stopped mid-run);
@@ -363,25 +458,22 @@ class Network:
 
     def _apply_shaping(self) -> None:
         switches = {s.name for s in self.graph.switches}
-        qos = []
+        qos, tc = [], {}
         for edge in self._links:
             for intf in self._link_ends(edge):
                 if self.topology.shaping == "ovs":
                     if intf.node.name in switches and edge.params.bw is not None:
                         qos.append((intf.name, edge.params.bw))
                 else:
-                    for args in shaping.tc_commands(intf.name, edge.params, self.topology.qdisc):
-                        self._tc(intf, args)
+                    tc.setdefault(intf.node, []).extend(shaping.tc_commands(intf.name, edge.params, self.topology.qdisc))
+        # One `tc -batch` per node, every node at once (a command at a time took most of a 1000-host bring-up).
+        run_on_nodes({node: batch_lines("tc -batch -", [" ".join(args) for args in cmds])
+                      for node, cmds in tc.items() if cmds}, "tc")
         for port, rate in qos:
             self._run_checked(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], f"OVS QoS on {port}")
         # Only once every port has its QoS: OVS rewrites a port's classes when it reconfigures the bridge.
         for port, rate in qos:
             self._run_checked(["tc", *shaping.ovs_root_class_command(port, rate)], f"OVS QoS root class on {port}")
-
-    def _tc(self, intf, args: list[str]) -> None:
-        out = intf.node.cmd(" ".join(["tc", *args, "2>&1; echo rc=$?"]))
-        if not out.strip().endswith("rc=0"):
-            raise NetworkError(f"tc {' '.join(args)} failed on {intf.name}: {out.strip()}")
 
     def _run_checked(self, cmd: list[str], what: str) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -63,6 +63,15 @@ def test_a_userspace_ovs_star_beyond_57_ports_is_refused_before_start(tmp_path):
     path.write_text("name: big\ntopology: {template: tree, fanout: 8, hosts: 64, switch: {kind: ovs, datapath: user}}\n")
     spec = load_spec(path)
     assert port_problems(spec.topology, build_graph(spec.topology)) == []
+    path.write_text("name: big\ntopology: {template: star, hosts: 1024, switch: {kind: linuxbridge}}\n")
+    spec = load_spec(path)
+    (key, message), = port_problems(spec.topology, build_graph(spec.topology))
+    assert "s1 (1024 ports): a Linux bridge takes at most 1023 ports" in message and "fanout at most 1022" in message
+    for topology in ("{template: star, hosts: 1000, switch: {kind: linuxbridge}}",
+                     "{template: tree, fanout: 56, hosts: 3000, switch: {kind: ovs, datapath: user}}"):
+        path.write_text(f"name: big\ntopology: {topology}\n")
+        spec = load_spec(path)
+        assert port_problems(spec.topology, build_graph(spec.topology)) == []
 
 
 def test_tf_config_per_task_lists_the_cluster_in_task_order():
