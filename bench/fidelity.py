@@ -100,7 +100,8 @@ def single_flows(args, folder: Path) -> None:
 
 
 def rx_bytes(node) -> int:
-    """Bytes (Ethernet frames) the node has received on its links."""
+    """Bytes the node has received on its links (the kernel's counters: one header per TCP segment,
+    however many frames the segment stood for on the wire)."""
     links = json.loads(node.run(["ip", "-j", "-s", "link", "show"]))
     return sum(link["stats64"]["rx"]["bytes"] for link in links if link["ifname"] != "lo")
 
@@ -111,7 +112,8 @@ def dumbbell(args, folder: Path) -> None:
     n, window = args.flows, args.dumbbell_duration - 4
     print(f"\n{n} flows h{{i}}->h{{i+{n}}} at once through one shaped bottleneck s1-s2 (access links unshaped), "
           f"{args.dumbbell_duration:g} s tests, {args.repeats} repeats, received frames counted over {window:g} s from "
-          "2 s in; sum = frame bytes / rate (1.0 = link full), Jain = fairness of the flows (1 = equal)")
+          "2 s in; sum = received bytes / rate (a 64 kB TCP segment's headers count once, so about goodput: "
+          f"ceiling {TCP_GOODPUT_CEILING:.3f}), Jain = fairness of the flows (1 = equal)")
     print(f"{'rate':>8} {'shaping':>7} {'qdisc':>5} {'switch':>11}  {'sum min':>7} {'median':>6}  "
           f"{'Jain min':>8} {'median':>6}  per-flow share, each run")
     for rate in args.dumbbell.split(","):
