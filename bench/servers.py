@@ -3,9 +3,11 @@
 What a link between servers can carry before any shaping, for the cluster edition's choice of
 tunnel: iperf3 (TCP, one stream) and ping between srv1 and srv2 of `run_experiment.py cluster up 2`
 over (a) their docker network directly, (b) cluster.py's SSH tunnel (`ssh -o Tunnel=Ethernet -w`,
-a tap pair), (c) a VXLAN pair on the same interfaces, at the MTU the kernel gives it: the underlay's
-less 50 (`DLTB_CLUSTER_MTU=1500`, after `cluster down`, shows the 1450 case; above that it is refused). The plain tool in the same run: iperf3 over loopback inside srv1 (the
-CPU ceiling) and the root namespaces; every path is given as a ratio to the root namespaces.
+a tap pair; ssh's default cipher, and AES-GCM), (c) a VXLAN pair on the same interfaces, at the
+MTU the kernel gives it: the underlay's less 50 (`DLTB_CLUSTER_MTU=1500`, after `cluster down`,
+shows the 1450 case; above that it is refused). The plain tool in the same run: iperf3 over
+loopback inside srv1 (the CPU ceiling) and the root namespaces; every path is given as a ratio to
+the root namespaces.
 Also the largest ping that passes with DF set (the path MTU) on each.
 
 Uses the servers that run (starts two if none; removes only what it started). Its tunnel, VXLAN
@@ -32,6 +34,7 @@ from testbed.nodes import dockerd  # noqa: E402
 
 PORT = 5299
 TAP, VX, VNI, VX_PORT = "tap7", "dltbvx7", 4207, 4799
+AES = "aes128-gcm@openssh.com"    # ssh's default is chacha20-poly1305; AES-GCM uses the CPU's AES instructions
 NET = "10.254.7"      # inside the two servers' own namespaces only
 
 
@@ -80,11 +83,13 @@ def measure(name: str, a, b, address: str, args, rows: list) -> None:
           flush=True)
 
 
-def ssh_tunnel(a, b, addr_b: str):
-    """cluster.py's makeTunnel on tap7: returns the pid (in server a) of the ssh that carries it."""
+def ssh_tunnel(a, b, addr_b: str, cipher: str | None = None):
+    """cluster.py's makeTunnel on tap7 (ssh's default cipher, or `cipher`): returns the pid (in server a)
+    of the ssh that carries it."""
     for c in (a, b):
         sh(c, f"ip tuntap add dev {TAP} mode tap user root")
-    exe = a.client.api.exec_create(a.id, ["sh", "-c", f"echo $$ > /tmp/{TAP}.pid; exec ssh -n -o Tunnel=Ethernet "
+    flags = f"-c {cipher} " if cipher else ""
+    exe = a.client.api.exec_create(a.id, ["sh", "-c", f"echo $$ > /tmp/{TAP}.pid; exec ssh -n {flags}-o Tunnel=Ethernet "
                                            f"-w 7:7 root@{addr_b} 'echo @; sleep 100000' >/tmp/{TAP}.out 2>&1"])
     a.client.api.exec_start(exe["Id"], detach=True)
     deadline = time.monotonic() + 20
@@ -132,6 +137,9 @@ def main() -> int:
         measure("root ns (docker bridge)", a, b, addr[b.name], args, rows)
         pid = ssh_tunnel(a, b, addr[b.name])
         measure(f"SSH tunnel ({TAP}, MTU 1500)", a, b, f"{NET}.2", args, rows)
+        undo(a, b, pid)
+        pid = ssh_tunnel(a, b, addr[b.name], AES)
+        measure("SSH tunnel, aes128-gcm", a, b, f"{NET}.2", args, rows)
         undo(a, b, pid)
         pid = None
         vxlan(a, b, addr)

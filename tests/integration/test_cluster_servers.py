@@ -4,11 +4,14 @@ Two local servers answer over SSH with their host keys checked (a wrong key is r
 vSwitch and mnexec, reach each other over SSH (as cluster.py's tunnels need) including an
 `ssh -w` tap tunnel, have writable cgroups of their own; `up` again reuses them; `down` leaves
 nothing. It removes any servers already up (run it under the dev lock)."""
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from cli import cli
+from cli import REPO, cli
 
 from testbed.cluster import servers
 from testbed.nodes import dockerd
@@ -97,6 +100,30 @@ def test_cluster_up_two_servers_reachable_verified_then_down_leaves_nothing(root
         cli_.close()
     assert not servers.KNOWN_HOSTS.exists()
     assert cli("cluster", "status").stdout.strip() == "no servers running"
+
+
+def test_cluster_down_removes_what_a_killed_up_left(root, no_leftovers):
+    """SIGKILL of `cluster up` while its servers start: `cluster down` finds them by their labels."""
+    servers.down()
+    cli_ = dockerd.client()
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "cluster", "up", "3"], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not cli_.containers.list(all=True, filters={"label": f"{servers.ROLE}=server"}):
+            assert proc.poll() is None, "cluster up ended before it started a server"
+            assert time.monotonic() < deadline, "cluster up started no server within 300 s"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert cli_.networks.list(filters={"label": f"{servers.ROLE}=cluster-network"})
+    down = cli("cluster", "down")
+    assert down.returncode == 0, down.stderr
+    assert "removed server container dltestbed-srv1" in down.stderr
+    assert not cli_.containers.list(all=True, filters={"label": f"{servers.ROLE}=server"})
+    assert not cli_.networks.list(filters={"label": f"{servers.ROLE}=cluster-network"})
+    cli_.close()
 
 
 def swapped_known_hosts(known_hosts: str, source: str, target: str) -> str:
