@@ -19,6 +19,7 @@ import contextlib
 import io
 import ipaddress
 import os
+import shutil
 import subprocess
 import tarfile
 import time
@@ -236,6 +237,8 @@ def ensure_key(key_file: Path = KEY_FILE) -> Path:
     key_file.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(key_file.parent, 0o700)
     if not key_file.exists() or not key_file.with_suffix(".pub").exists():
+        if shutil.which("ssh-keygen") is None:
+            raise ClusterError("ssh-keygen is not installed (it makes the servers' key): apt-get install openssh-client")
         key_file.unlink(missing_ok=True)
         key_file.with_suffix(".pub").unlink(missing_ok=True)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dltestbed-cluster",

@@ -78,3 +78,11 @@ def test_the_ssh_folder_is_private():
 def test_up_refuses_a_count_out_of_range_before_touching_docker():
     with pytest.raises(ClusterError, match="1 to"):
         servers.up(0)
+
+
+def test_the_key_pair_is_made_once_and_private(tmp_path):
+    key = servers.ensure_key(tmp_path / "cluster" / "id_ed25519")
+    first = key.read_bytes()
+    assert key.stat().st_mode & 0o777 == 0o600 and key.parent.stat().st_mode & 0o777 == 0o700
+    assert key.with_suffix(".pub").read_text().startswith("ssh-ed25519 ")
+    assert servers.ensure_key(key).read_bytes() == first          # kept: servers already trust it
