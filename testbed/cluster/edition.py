@@ -6,6 +6,8 @@ kernel) or SSH tunnels (TCP over TCP through one ssh process per link; see READM
 A node knows its server by `server` (a name) and `serverIP`; a node without them is on this machine."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 
 from mininet.examples.cluster import RemoteHost, RemoteLink, RemoteOVSSwitch
@@ -43,8 +45,16 @@ class _Ours:
             if not tt and "-tt" in ssh:
                 ssh.remove("-tt")
             cmd = ssh + list(cmd)
-        params.update(preexec_fn=self._ignoreSignal)
+        params.update(preexec_fn=_own_group_hup_default)
         return Node._popen(self, cmd, **params)
+
+
+def _own_group_hup_default() -> None:
+    """A process group of its own (Ctrl-C here is not for it), and SIGHUP back to its default:
+    Mininet ends a node by SIGHUP to its shell, and a run started under nohup would hand ssh an
+    ignored SIGHUP (its teardown then waited forever on a shell that never ended)."""
+    os.setpgrp()
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 class ClusterHost(_Ours, RemoteHost):

@@ -128,3 +128,18 @@ def test_ssh_checks_host_keys_and_vxlan_words_stay_words():
     argv = vxlan_script("s1-eth3", 4200, "172.31.250.3", "00:00:00:00:00:03", 123)
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "s1-eth3", "4200", "172.31.250.3", "4789",
                                                      "00:00:00:00:00:03", "123"]
+
+
+def test_a_node_shell_ends_on_sighup_even_when_this_run_ignores_it():
+    """Mininet ends a node by SIGHUP to its (ssh) shell; under nohup ssh would inherit SIG_IGN."""
+    import signal
+    import subprocess
+    from testbed.cluster.edition import _own_group_hup_default
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(["sleep", "30"], preexec_fn=_own_group_hup_default)
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    import os
+    os.killpg(proc.pid, signal.SIGHUP)
+    assert proc.wait(timeout=10) == -signal.SIGHUP
