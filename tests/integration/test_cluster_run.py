@@ -26,7 +26,7 @@ SNAPSHOT = r"""
 echo "bridges: $(ovs-vsctl --timeout=5 list-br | tr '\n' ' ')"
 echo "links: $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -v '^lo$\|^eth0$' | tr '\n' ' ')"
 echo "netns: $(readlink /proc/[0-9]*/ns/net 2>/dev/null | sort -u | wc -l)"
-echo "procs: $(pgrep -f 'mininet:|train.py|iperf3|dltestbed remote agent|nsenter' | wc -l)"
+echo "procs: $(pgrep -f 'mininet[:]|train[.]py|iperf[3]|dltestbed remote agen[t]|nsente[r]' | wc -l)"
 """
 
 
@@ -174,4 +174,20 @@ def test_sigkill_then_cleanup_leaves_nothing_on_either_server(cluster, no_leftov
     assert done.returncode == 0, done.stderr
     print(done.stdout)
     assert "deleted OVS bridge s1 on root@172.31.250.2" in done.stdout
+    assert server_state(cluster) == before
+
+
+def test_this_machine_as_the_first_server_with_a_tunnel_to_the_other(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    section = {**cluster, "servers": [{"name": "here", "address": "local"}, cluster["servers"][1]]}
+    out = tmp_path / "out"
+    done = cli("run", spec(tmp_path, section, STAR), "--out", out, "--quiet", "--no-report", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert list(table(out, "runs")["status"]) == ["ok"], table(out, "runs")["reason"].tolist()
+    topo = json.loads(next(out.glob("runs/*/topology.json")).read_text())
+    assert {h["name"]: h.get("facts", {}).get("server") for h in topo["hosts"]} == \
+        {"h1": None, "h2": None, "h3": "srv2", "h4": "srv2"}          # h1, h2 (and s1) here
+    iperf = table(out, "checks").query("tool == 'iperf3'").set_index("src")
+    assert iperf.loc["h3", "passed"] and iperf.loc["h4", "passed"]
+    assert list(table(out, "tunnels")["tunnel"]) == ["here-srv2"]
     assert server_state(cluster) == before
