@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from testbed.hosthealth import timer_overshoot  # noqa: E402
 
 SPEC = """name: overhead
-topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {{bw: {bw}}}}}
+topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {link}}}
 workload: {{strategy: allreduce, model: mlp, model_params: {{width: {width}}}, epochs: {epochs}, steps_per_epoch: {steps}}}
 checks: {{iperf: false, ping: false}}
 monitor: {{enabled: {monitor}, interval: {interval}}}
@@ -43,7 +43,7 @@ def machine_state() -> str:
 
 
 def run_plain(args) -> dict:
-    mbit = float(args.bw.lower().removesuffix("mbit"))
+    mbit = 0 if args.bw == "unshaped" else float(args.bw.lower().removesuffix("mbit"))
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(REPO / "bench/plain_allreduce.py"), "--hosts", str(args.hosts),
                            "--bw", str(mbit), "--steps", str(args.steps), "--epochs", str(args.epochs),
@@ -53,13 +53,16 @@ def run_plain(args) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"plain Mininet script failed: {proc.stderr[-1500:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not out["tx_offload"]:
+        print("  plain: TX offload off (OVS userspace TSO is off)", flush=True)
     return {"training_s": out["training_time_s"], "command_s": wall, "step_s": out["time_per_step_s"],
             "monitor_cpu_pct": float("nan")}
 
 
 def run_testbed(args, tmp: Path, tag: str, monitor: bool) -> dict:
     spec = tmp / f"{tag}.yaml"
-    spec.write_text(SPEC.format(hosts=args.hosts, bw=args.bw, width=args.width, epochs=args.epochs,
+    link = "{}" if args.bw == "unshaped" else f"{{bw: {args.bw}}}"
+    spec.write_text(SPEC.format(hosts=args.hosts, link=link, width=args.width, epochs=args.epochs,
                                 steps=args.steps, monitor=str(monitor).lower(), interval=args.interval))
     out = tmp / tag
     t0 = time.monotonic()
@@ -79,7 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=2)
-    ap.add_argument("--bw", default="100mbit", help="per link, in mbit")
+    ap.add_argument("--bw", default="100mbit", help="per link, in mbit, or unshaped (takes shaping out of the comparison)")
     ap.add_argument("--width", type=int, default=256, help="MLP width (depth 2, 784 inputs)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--epochs", type=int, default=2)

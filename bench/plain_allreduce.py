@@ -1,7 +1,8 @@
 """The reference for bench/overhead.py: an all-reduce job on plain Mininet, written by hand, no testbed.
 
 What a user would write without the testbed: N hosts on one Open vSwitch bridge (userspace datapath,
-the only one this kernel has, so TX checksum offload off as Mininet needs there), TCLink bandwidth,
+the only one this kernel has; TX checksum offload off as Mininet needs there, unless OVS's userspace
+TSO is on, as the testbed turns it on, so that both keep the same link settings), TCLink bandwidth,
 then workloads/train.py started in every host with TF_CONFIG, waited for, network stopped.
 Prints one JSON line: wall_s (network up to down) and the chief's `done` event figures.
 
@@ -14,6 +15,7 @@ import argparse
 import fcntl
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +41,7 @@ def job(hosts: int, steps: int, epochs: int, width: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=2)
-    ap.add_argument("--bw", type=float, default=100, help="Mbit/s per link")
+    ap.add_argument("--bw", type=float, default=100, help="Mbit/s per link (0: unshaped)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--width", type=int, default=256)
@@ -58,9 +60,11 @@ def main() -> None:
             s1 = net.addSwitch("s1", datapath="user")
             hosts = [net.addHost(f"h{i + 1}", ip=f"10.0.0.{i + 1}/24") for i in range(args.hosts)]
             for h in hosts:
-                net.addLink(h, s1, bw=args.bw)
+                net.addLink(h, s1, **({"bw": args.bw} if args.bw else {}))
             net.start()
-            for h in hosts:
+            tso = subprocess.run(["ovs-vsctl", "get", "Open_vSwitch", ".", "other_config:userspace-tso-enable"],
+                                 capture_output=True, text=True).stdout.strip().strip('"') == "true"
+            for h in hosts if not tso else []:
                 h.cmd(f"ethtool -K {h.defaultIntf()} tx off")
             path = Path(tmp) / "job.json"
             spec = job(args.hosts, args.steps, args.epochs, args.width)
@@ -87,7 +91,7 @@ def main() -> None:
                     p.wait()
             net.stop()
     done = next(e for e in events if e.get("event") == "done")
-    print(json.dumps({"wall_s": round(time.monotonic() - t0, 3), "training_time_s": done["training_time_s"],
+    print(json.dumps({"wall_s": round(time.monotonic() - t0, 3), "tx_offload": tso, "training_time_s": done["training_time_s"],
                       "time_per_step_s": done.get("time_per_step_s")}))
 
 

@@ -3,8 +3,8 @@
 All-reduce (the built-in MLP) on a tree of OVS switches with 4, 8, 16, 32 ... workers, one run each
 through the testbed's command line. Per size: time per step, training and wall time, each worker's
 resident memory (peak per host, from the monitor's usage rows) and the machine's peak used memory.
-Before each size the memory it needs is estimated from the largest size run so far (workers x the
-peak RSS per worker, on top of what the machine uses now); a size whose estimate exceeds --max-ram
+Before each size the memory it needs is estimated from the largest size run so far (one worker at
+the largest peak RSS, the chief, and the others at the median, on top of what the machine uses now); a size whose estimate exceeds --max-ram
 (default 75 %) of the RAM is not started, and the output says so. CPU is the other limit: with W
 workers on C cores each worker gets C/W of a core (TensorFlow intra-op threads: 1 each).
 
@@ -103,14 +103,16 @@ def main() -> None:
           f"{args.bw} links, OVS userspace; memory limit {args.max_ram:.0%} of RAM = {args.max_ram * total / GIB:.1f} GiB")
     print(f"{'workers':>7} {'depth':>5} {'status':>7} {'s/step':>7} {'train s':>8} {'cmd s':>7} "
           f"{'RSS/worker MB (median, max)':>28} {'machine peak GiB':>16} {'cores/worker':>12}", flush=True)
-    per_worker, stopped = FIRST_GUESS, None
+    typical = largest = FIRST_GUESS       # bytes per worker: median and max of the last size run
+    stopped = None
     with tempfile.TemporaryDirectory() as tmp:
         for n in map(int, args.workers.split(",")):
             vm = psutil.virtual_memory()
-            estimate = (vm.total - vm.available) + n * per_worker
+            estimate = (vm.total - vm.available) + largest + (n - 1) * typical
             if estimate > args.max_ram * total:
                 stopped = (f"{n} workers not started: estimated {estimate / GIB:.1f} GiB (in use now "
-                           f"{(vm.total - vm.available) / GIB:.1f} GiB + {n} x {per_worker / 2**20:.0f} MB per worker) "
+                           f"{(vm.total - vm.available) / GIB:.1f} GiB + {largest / 2**20:.0f} MB + {n - 1} x "
+                           f"{typical / 2**20:.0f} MB per worker) "
                            f"> {args.max_ram:.0%} of {total / GIB:.1f} GiB RAM")
                 break
             r = run(n, args, Path(tmp))
@@ -120,7 +122,7 @@ def main() -> None:
                 stopped = f"{n} workers failed: {r['reason']}"
                 break
             if r["rss_max"] == r["rss_max"]:      # measured (not NaN): the next estimate uses it
-                per_worker = int(r["rss_max"])
+                typical, largest = int(r["rss_median"]), int(r["rss_max"])
             print(f"{n:>7} {depth:>5} {r['status']:>7} {r['step_s']:>7.3f} {r['training_s']:>8.1f} {r['command_s']:>7.1f} "
                   f"{r['rss_median'] / 2**20:>16.0f}, {r['rss_max'] / 2**20:>9.0f} {r['machine_peak'] / GIB:>16.1f} "
                   f"{cores / n:>12.3f}", flush=True)
