@@ -4,7 +4,8 @@ do it (mininet/examples/tree1024.py, treeping64.py), with nothing of the testbed
 Star or tree of N hosts (hosts on the leaves in order, `fanout` per leaf switch, as the testbed's
 template tree), OVSBridge on the userspace datapath or LinuxBridge, TCLink shaping both ends of every
 link with HTB at --bw Mbit/s, TX checksum offload off on the host ends with --tx-off (as the testbed
-does on the OVS userspace datapath when OVS's userspace TSO is off). Prints one JSON line: up and down seconds, hosts reachable from h1.
+does on the OVS userspace datapath when OVS's userspace TSO is off). Prints one JSON line: up and down
+seconds, hosts reachable from h1.
 
 Run as root:  .venv/bin/python bench/plain_bringup.py --hosts 64 --template tree --fanout 32
 """

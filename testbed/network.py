@@ -465,7 +465,8 @@ class Network:
                     if intf.node.name in switches and edge.params.bw is not None:
                         qos.append((intf.name, edge.params.bw))
                 else:
-                    tc.setdefault(intf.node, []).extend(shaping.tc_commands(intf.name, edge.params, self.topology.qdisc))
+                    tc.setdefault(intf.node, []).extend(
+                        shaping.tc_commands(intf.name, edge.params, self.topology.qdisc))
         # One `tc -batch` per node, every node at once (a command at a time took most of a 1000-host bring-up).
         run_on_nodes({node: batch_lines("tc -batch -", [" ".join(args) for args in cmds])
                       for node, cmds in tc.items() if cmds}, "tc")
