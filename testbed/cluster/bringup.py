@@ -183,7 +183,7 @@ class Cluster:
             if e.params.bw is None or e.params.bw > limit:
                 asked = format_bandwidth(e.params.bw) if e.params.bw else "unshaped (as fast as it goes)"
                 refused.append(f"link {e.a}-{e.b} is {asked}, above {share:.0%} of the tunnel {row['tunnel']} "
-                               f"it crosses, which measured {format_bandwidth(int(row['capacity_bps']))} "
+                               f"it crosses, which measured {rate(row['capacity_bps'])} "
                                f"(RTT {row['rtt_ms']:.2f} ms)")
         if refused:
             raise ClusterError("fidelity guard: " + "; ".join(refused) + ". Shape the link lower (bw), place both "
@@ -217,6 +217,11 @@ class Cluster:
         if name == "localhost":
             return next(s for s in self.servers.values() if s.local)
         return self.servers[name]
+
+
+def rate(bps: float) -> str:
+    """A measured rate for people: 11.6 Gbit/s, 940.2 Mbit/s."""
+    return f"{bps / 1e9:.1f} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.1f} Mbit/s"
 
 
 def _ipv4(address: str) -> str:

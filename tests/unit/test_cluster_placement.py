@@ -115,7 +115,7 @@ def test_the_guard_refuses_a_link_above_its_share_of_the_tunnel_naming_both_figu
     with pytest.raises(bringup.ClusterError) as err:
         guard_cluster(bw=95_000_000, capacity=100_000_000).guard()
     text = str(err.value)
-    assert "h3-s1" in text and "srv1-srv2" in text and "95mbit" in text and "100mbit" in text
+    assert "h3-s1" in text and "srv1-srv2" in text and "95mbit" in text and "100.0 Mbit/s" in text
     with pytest.raises(bringup.ClusterError, match="unshaped"):
         guard_cluster(bw=None, capacity=100_000_000).guard()
 
