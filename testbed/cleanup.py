@@ -212,6 +212,7 @@ def _owner_alive(pid: int) -> bool:
 def cleanup(force: bool = False) -> list[str]:
     """Remove what dead runs left (all recorded runs with force=True), and stray training processes."""
     actions: list[str] = []
+    live_runs = False
     if STATE_DIR.exists():
         for path in sorted(STATE_DIR.glob("run-*.json")):
             try:
@@ -221,16 +222,27 @@ def cleanup(force: bool = False) -> list[str]:
                 continue
             if _owner_alive(state.owner_pid) and not force:
                 actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive")
+                live_runs = True
                 continue
             actions += remove_state(state)
             settle(path, state)
             if state.remote:
                 actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
     actions += _forget_dead_live_network()
-    actions += kill_processes(_pids_matching("workloads/train.py"))
+    if (live_runs or _live_network_alive()) and not force:   # a live run's tasks are its own
+        actions.append("left training processes alone: a run is still alive (`cleanup --force` ends them too)")
+    else:
+        actions += kill_processes(_pids_matching("workloads/train.py"))
     actions += destroy_labelled_containers(force)
     actions += destroy_tagged_ovs_rows()
     return actions
+
+
+def _live_network_alive() -> bool:
+    try:
+        return _owner_alive(json.loads((STATE_DIR / "live.json").read_text())["owner_pid"])
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def _forget_dead_live_network() -> list[str]:

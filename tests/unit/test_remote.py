@@ -330,3 +330,20 @@ def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup
     path.unlink()                              # another cleanup finished it meanwhile: it stays gone
     cleanup.settle(path, state)
     assert not path.exists()
+
+
+def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeypatch):
+    from testbed import cleanup
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path)
+    (tmp_path / "run-1-1.json").write_text(json.dumps({"owner_pid": 4242}))
+    monkeypatch.setattr(cleanup, "_owner_alive", lambda pid: pid == 4242)
+    monkeypatch.setattr(cleanup, "_pids_matching", lambda marker: [999999])
+    killed = []
+    monkeypatch.setattr(cleanup, "kill_processes", lambda pids: killed.extend(pids) or [f"killed {pids}"])
+    for name in ("destroy_labelled_containers", "destroy_tagged_ovs_rows"):
+        monkeypatch.setattr(cleanup, name, lambda *a: [])
+    actions = cleanup.cleanup()
+    assert killed == [] and any("left training processes alone" in a for a in actions)
+    monkeypatch.setattr(cleanup, "remove_state", lambda state: [])
+    cleanup.cleanup(force=True)
+    assert killed == [999999]
