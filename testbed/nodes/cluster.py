@@ -69,8 +69,9 @@ class ClusterNode(RemoteNode):
     def popen(self, argv, cwd: str = "/", stdin=None, env=None, **kwargs):
         return super().popen(self._enter([str(a) for a in argv]), cwd=cwd, stdin=stdin, env=env, **kwargs)
 
-    def _command(self, argv, cwd):
-        return super()._command(self._enter(argv), cwd)
+    def exec_prefix(self) -> list[str]:
+        """ssh to the server, then into the host's namespace (`exec`, and every command line)."""
+        return [*super().exec_prefix(), *self._enter([])]
 
     def shape(self, params, qdisc: str) -> None:
         """The network shapes this node's interfaces through its Mininet host, as for any netns host."""

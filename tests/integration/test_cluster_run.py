@@ -191,3 +191,27 @@ def test_this_machine_as_the_first_server_with_a_tunnel_to_the_other(cluster, no
     assert iperf.loc["h3", "passed"] and iperf.loc["h4", "passed"]
     assert list(table(out, "tunnels")["tunnel"]) == ["here-srv2"]
     assert server_state(cluster) == before
+
+
+def test_up_then_exec_enters_a_host_on_a_server_and_ctrl_c_leaves_nothing(cluster, no_leftovers, tmp_path):
+    before = server_state(cluster)
+    body = STAR.replace("checks: {pairs: first, duration: 3s, tolerance: 0.1}", "checks: {iperf: false}")
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "up", spec(tmp_path, cluster, body)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines = []
+    try:
+        deadline = time.monotonic() + 300
+        while not any(line.startswith("up: ") for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)[-3000:]
+            lines.append(proc.stdout.readline())
+        addresses = cli("exec", "h3", "--", "ip", "-br", "addr", timeout=60)      # h3 is on srv2
+        assert "h3-eth0" in addresses.stdout and "10.0.0.3/" in addresses.stdout, addresses.stdout + addresses.stderr
+        ping = cli("exec", "h3", "--", "ping", "-c1", "-W", "2", "10.0.0.1", timeout=60)   # across the tunnel
+        assert ping.returncode == 0 and "1 received" in ping.stdout, ping.stdout + ping.stderr
+        assert cli("exec", "h3", "--", "false", timeout=60).returncode == 1, "the command's exit code"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0 and "torn down" in out, out[-2000:]
+    assert server_state(cluster) == before
