@@ -1,7 +1,9 @@
 """The testbed's command line as the integration tests call it."""
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -12,3 +14,22 @@ def cli(*args, **kwargs) -> subprocess.CompletedProcess:
     so that messages are not wrapped)."""
     return subprocess.run([sys.executable, str(REPO / "run_experiment.py"), *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "1000"}, **kwargs)
+
+
+def start_up(*args, timeout: float = 300) -> tuple[subprocess.Popen, str]:
+    """`run_experiment.py up ARGS` in the background (SIGINT at its default, whatever this process
+    inherited), returned once it says "up: " with what it printed so far; killed if it never does."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "up", *map(str, args)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines = []
+    try:
+        deadline = time.monotonic() + timeout
+        while not any(line.startswith("up: ") for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)[-3000:]
+            lines.append(proc.stdout.readline())
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=180)
+        raise
+    return proc, "".join(lines)

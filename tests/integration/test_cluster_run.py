@@ -15,7 +15,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from cli import REPO, cli
+from cli import REPO, cli, start_up
 
 from testbed.cluster import servers as local_servers
 from testbed.nodes.remote import Connection, Target
@@ -196,15 +196,8 @@ def test_this_machine_as_the_first_server_with_a_tunnel_to_the_other(cluster, no
 def test_up_then_exec_enters_a_host_on_a_server_and_ctrl_c_leaves_nothing(cluster, no_leftovers, tmp_path):
     before = server_state(cluster)
     body = STAR.replace("checks: {pairs: first, duration: 3s, tolerance: 0.1}", "checks: {iperf: false}")
-    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "up", spec(tmp_path, cluster, body)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lines = []
+    proc, _ = start_up(spec(tmp_path, cluster, body))
     try:
-        deadline = time.monotonic() + 300
-        while not any(line.startswith("up: ") for line in lines):
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)[-3000:]
-            lines.append(proc.stdout.readline())
         addresses = cli("exec", "h3", "--", "ip", "-br", "addr", timeout=60)      # h3 is on srv2
         assert "h3-eth0" in addresses.stdout and "10.0.0.3/" in addresses.stdout, addresses.stdout + addresses.stderr
         ping = cli("exec", "h3", "--", "ping", "-c1", "-W", "2", "10.0.0.1", timeout=60)   # across the tunnel

@@ -1,31 +1,19 @@
 """`up` keeps a network for you to step into; `exec` runs commands in its hosts from another shell."""
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from cli import cli
+from cli import cli, start_up
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
 
 def test_up_then_exec_ping_then_ctrl_c_leaves_nothing(tmp_path, root, no_leftovers):
     assert "no live network" in cli("exec", "h1", "--", "true", timeout=60).stderr
-    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "up", "topologies/smoke.yaml",
-                             "--set", "topology.host_overrides.h2.kind=docker", "--set", "checks.iperf=false"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
+    proc, text = start_up("topologies/smoke.yaml", "--set", "topology.host_overrides.h2.kind=docker",
+                          "--set", "checks.iperf=false")
     try:
-        deadline = time.monotonic() + 300
-        while not any(line.startswith("up: ") for line in lines):
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)[-3000:]
-            lines.append(proc.stdout.readline())
-        text = "".join(lines)
         assert "h1       10.0.0.1        netns" in text and "h2       10.0.0.2        docker" in text
         ping = cli("exec", "h2", "--", "ping", "-c1", "-W", "2", "10.0.0.1", timeout=60)
         assert ping.returncode == 0 and "1 received" in ping.stdout, ping.stdout + ping.stderr
