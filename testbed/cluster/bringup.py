@@ -56,10 +56,6 @@ class Server:
         return self.conf.address == LOCAL
 
     @property
-    def mininet_name(self) -> str:
-        return "localhost" if self.local else self.name
-
-    @property
     def target(self) -> Target:
         c = self.conf
         return Target(c.address, c.port, c.user, os.path.expanduser(c.key_file) if c.key_file else None,
