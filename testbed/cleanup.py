@@ -238,23 +238,25 @@ def cleanup(force: bool = False) -> list[str]:
     return actions
 
 
-def _live_network_alive() -> bool:
+def _live_owner() -> int | None:
+    """The pid of the `up` that wrote live.json, if there is one."""
     try:
-        return _owner_alive(json.loads((STATE_DIR / "live.json").read_text())["owner_pid"])
+        return json.loads((STATE_DIR / "live.json").read_text())["owner_pid"]
     except (OSError, ValueError, KeyError):
-        return False
+        return None
+
+
+def _live_network_alive() -> bool:
+    owner = _live_owner()
+    return owner is not None and _owner_alive(owner)
 
 
 def _forget_dead_live_network() -> list[str]:
     """The live.json of an `up` that was killed (its network is removed with its state file)."""
-    live = STATE_DIR / "live.json"
-    try:
-        owner = json.loads(live.read_text())["owner_pid"]
-    except (OSError, ValueError, KeyError):
+    owner = _live_owner()
+    if owner is None or _owner_alive(owner):
         return []
-    if _owner_alive(owner):
-        return []
-    live.unlink(missing_ok=True)
+    (STATE_DIR / "live.json").unlink(missing_ok=True)
     return [f"forgot the live network of `up` (pid {owner})"]
 
 
