@@ -238,9 +238,10 @@ class Network:
 
     def _node(self, host):
         """The host's Node: of its kind, or on the cluster server that holds it."""
-        if self.cluster is not None and not self.cluster.server(host.name).local:
+        server = self._elsewhere(host.name)
+        if server is not None:
             from testbed.nodes.cluster import ClusterNode
-            return ClusterNode(host, self._registry, self.cluster.server(host.name))
+            return ClusterNode(host, self._registry, server)
         return node_class(host.kind)(host, self._registry)
 
     def _start_mininet(self, hosts: dict) -> None:
@@ -251,7 +252,7 @@ class Network:
         kind = self.topology.switch.kind
         self._check_free_names()
         self._raise_limits(len(self.graph.hosts) + len(self.graph.switches))
-        here = [s for s in self.graph.switches if self.cluster is None or self.cluster.server(s.name).local]
+        here = [s for s in self.graph.switches if self._elsewhere(s.name) is None]
         switch_cls = self._switch_class(kind) if here or self.cluster is None else None
         if switch_cls is None:
             self.datapath = "user"
@@ -265,7 +266,7 @@ class Network:
                 self._record_shell(h.name)
                 self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
         for s in self.graph.switches:
-            if self.cluster is not None and not self.cluster.server(s.name).local:
+            if self._elsewhere(s.name) is not None:
                 self._record_shell(s.name, bridge=s.name)
                 self._net.addSwitch(s.name, cls=self._remote_switch(s.name), dpid=f"{s.dpid:016x}")
                 continue
@@ -293,10 +294,18 @@ class Network:
         self._apply_shaping()
 
     # building ------------------------------------------------------------------------------
+    def _elsewhere(self, name: str):
+        """The cluster server that holds node `name` when that is not this machine, else None."""
+        if self.cluster is None:
+            return None
+        server = self.cluster.server(name)
+        return None if server.local else server
+
     def _record_shell(self, name: str, **more) -> None:
         """A node about to be made on another server: its shell (and bridge) recorded there first."""
-        if self.cluster is not None and not self.cluster.server(name).local:
-            self.cluster.record(self.cluster.server(name), shell=name, **more)
+        server = self._elsewhere(name)
+        if server is not None:
+            self.cluster.record(server, shell=name, **more)
 
     def _remote_switch(self, name: str):
         from functools import partial
@@ -315,8 +324,9 @@ class Network:
         """Switch-side link ends live in a root namespace: this machine's, or their server's."""
         here = []
         for switch, name in self._root_interfaces():
-            if self.cluster is not None and not self.cluster.server(switch).local:
-                self.cluster.record(self.cluster.server(switch), link=name)
+            server = self._elsewhere(switch)
+            if server is not None:
+                self.cluster.record(server, link=name)
             else:
                 here.append(name)
         self._registry.add("interfaces", *here)
@@ -360,7 +370,7 @@ class Network:
         return names
 
     def _check_free_names(self) -> None:
-        here = [s for s in self.graph.switches if self.cluster is None or self.cluster.server(s.name).local]
+        here = [s for s in self.graph.switches if self._elsewhere(s.name) is None]
         taken = [s.name for s in here if Path(f"/sys/class/net/{s.name}").exists()]
         if taken:
             raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine. If a crashed "
@@ -397,7 +407,7 @@ class Network:
     def _tag_bridges(self) -> None:
         here = []
         for s in self.graph.switches:
-            if self.cluster is not None and not self.cluster.server(s.name).local:
+            if self._elsewhere(s.name) is not None:
                 self._net.get(s.name).cmd(f"ovs-vsctl set Bridge {s.name} external_ids:dltestbed=1")
                 continue
             here.append(s.name)
