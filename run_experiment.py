@@ -92,7 +92,7 @@ def cmd_run(args) -> int:
         print(f"{len(points)} run point(s) -> {out}")
         return 0
     _need_root("run")
-    from testbed.sweep import run_sweep
+    from testbed.run.sweep import run_sweep
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)   # even when started with SIGINT ignored
     out.mkdir(parents=True, exist_ok=True)
@@ -119,8 +119,8 @@ def cmd_up(args) -> int:
         return 2
     exp, points = loaded
     _need_root("up")
-    from testbed.live import up
-    from testbed.runner import preflight
+    from testbed.run.live import up
+    from testbed.run.runner import preflight
     if len(points) > 1:
         console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -145,7 +145,7 @@ def cmd_up(args) -> int:
 
 def cmd_exec(args) -> int:
     _need_root("exec")
-    from testbed.live import LiveError, exec_in
+    from testbed.run.live import LiveError, exec_in
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     try:
         return exec_in(args.host, argv)
@@ -171,7 +171,7 @@ def _probe_kernel(path, overrides, text: str) -> tuple[bool, str]:
     (real machines, the Docker engine) are checked by `run`, not here."""
     if os.geteuid() != 0:
         return True, text + "\n  (kernel capability probe skipped: it needs root; run checks it before starting)"
-    from testbed.runner import preflight
+    from testbed.run.runner import preflight
     from testbed.spec import SpecError, expand_points, load_spec
     exp = load_spec(path, overrides)
     try:
@@ -189,7 +189,7 @@ def cmd_report(args) -> int:
 
 def cmd_cleanup(args) -> int:
     _need_root("cleanup")
-    from testbed.cleanup import cleanup
+    from testbed.run.cleanup import cleanup
     actions = cleanup(force=args.force)
     for a in actions:
         print(a)

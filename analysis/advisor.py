@@ -8,7 +8,7 @@ samples per second (all-reduce: batch x workers per step; ps: batch per step, as
 ps needs a coordinator and ``ps.servers`` servers besides its workers (or ``ps.placement``); when
 the hosts cannot hold them, all-reduce is chosen.
 
-``strategy: switch`` asks again at every epoch's end (testbed/switching.py): ``switch_verdict``
+``strategy: switch`` asks again at every epoch's end (testbed/run/switching.py): ``switch_verdict``
 compares the epoch's measured samples/s with the prediction for the other strategy over the
 steps left (its warm-up and the measured start-up of new processes included). Pure: no network,
 no root.

@@ -61,7 +61,7 @@ def parse_nodes(text: str) -> list[int]:
 
 
 def parse_bandwidths(text: str) -> list[int]:
-    from testbed.spec.units import parse_bandwidth
+    from testbed.units import parse_bandwidth
     return [parse_bandwidth(t.strip()) for t in str(text).split(",") if t.strip()]
 
 
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from testbed.spec.units import parse_size, parse_time
+    from testbed.units import parse_size, parse_time
     try:
         exps = [tables.load_experiment(r) for r in args.results]
     except FileNotFoundError as err:

@@ -10,7 +10,7 @@ Conventions used by the derived tables:
 * "nodes" is the ``hosts`` column (every host of the run, ps/chief included).
 * ``net_bytes_total`` is read as the bytes *sent* by all hosts of the run during training
   (sum of tx). Bytes on the wire per step per worker = net_bytes_total / steps / workers.
-* ``usage.csv`` byte counters are cumulative per node (as testbed/monitor.py samples them):
+* ``usage.csv`` byte counters are cumulative per node (as testbed/run/monitor.py samples them):
   a node sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span,
   the same as ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
 """

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
-from testbed.checks import run_iperf  # noqa: E402
+from testbed.run.checks import run_iperf  # noqa: E402
 from testbed.cluster import bringup, servers  # noqa: E402
-from testbed.hosthealth import timer_overshoot  # noqa: E402
-from testbed.network import Network  # noqa: E402
+from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from testbed.net.network import Network  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 
 

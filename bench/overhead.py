@@ -26,7 +26,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from testbed.hosthealth import timer_overshoot  # noqa: E402
+from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 
 SPEC = """name: overhead
 topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {link}}}

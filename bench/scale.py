@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from testbed.graph import tree_depth  # noqa: E402
-from testbed.hosthealth import timer_overshoot  # noqa: E402
+from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 
 GIB = 1 << 30
 FIRST_GUESS = 700 << 20      # bytes per TensorFlow worker before any run measured it (ENVIRONMENT.md: 650-700 MB)

@@ -60,7 +60,7 @@ class Outcome:
     interrupted) and the report it wrote (None when no point finished)."""
 
     folder: Path
-    summary: Any  # testbed.sweep.SweepSummary
+    summary: Any  # testbed.run.sweep.SweepSummary
     report: Path | None
 
     @property
@@ -80,7 +80,7 @@ def run(spec_or_path, out: str | os.PathLike | None = None, progress: bool = Fal
     from rich.console import Console
 
     from analysis.report import build_report
-    from testbed.sweep import run_sweep
+    from testbed.run.sweep import run_sweep
 
     folder = Path(out or Path("results") / exp.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,7 @@ def run(spec_or_path, out: str | os.PathLike | None = None, progress: bool = Fal
 def load_results(folder: str | os.PathLike) -> dict:
     """The result tables of a results folder as DataFrames: runs, checks, steps, usage, evals
     (an absent table is an empty frame with the contract's columns)."""
-    from testbed import results
+    from testbed.run import results
 
     folder = Path(folder)
     if not folder.is_dir():

@@ -15,13 +15,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from testbed.checks import parse_iperf3, parse_ping
+from testbed.run.checks import parse_iperf3, parse_ping
 from testbed.cluster.edition import ssh_command, run_local, server_of, vxlan_script
 from testbed.cluster.placement import crossing_links, place
-from testbed.network import NetworkError
+from testbed.net.network import NetworkError
 from testbed.nodes.base import NodeError
 from testbed.nodes.remote import Connection, Target
-from testbed.spec.units import format_bandwidth
+from testbed.units import format_bandwidth
 
 LOCAL = "local"
 GUARD_PORT = 5299            # iperf3 between the servers' root namespaces (the underlay)

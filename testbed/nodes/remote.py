@@ -417,7 +417,7 @@ class RemoteNode(Node):
 
     def shape(self, params, qdisc: str) -> None:
         """With remote.shape: the link's limits on the machine's interface (egress), by tc."""
-        from testbed.shaping import tc_commands
+        from testbed.net.shaping import tc_commands
         commands = tc_commands(self.remote.interface, params, qdisc) if self.remote.shape else []
         if commands:
             self._record(tc=self.remote.interface)

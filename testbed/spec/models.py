@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PlainSerializer,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
-import testbed.spec.units as units
-from testbed.faults import ACTIONS, parse_task, parse_trigger
+import testbed.units as units
+from testbed.run.faults import ACTIONS, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names
 from testbed.nodes.reference import reference_problem
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest

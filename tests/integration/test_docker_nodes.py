@@ -12,9 +12,9 @@ import pytest
 
 from cli import cli
 from leftovers import containers
-from testbed.checks import run_checks
-from testbed.hosthealth import healthy, timer_overshoot
-from testbed.network import Network, node_problems
+from testbed.run.checks import run_checks
+from testbed.run.hosthealth import healthy, timer_overshoot
+from testbed.net.network import Network, node_problems
 from testbed.spec import build_graph, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.network import Network
+from testbed.net.network import Network
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration

@@ -3,10 +3,10 @@ import subprocess
 
 import pytest
 
-from testbed.checks import run_checks
-from testbed.hosthealth import healthy, timer_overshoot
-from testbed.network import Network
-from testbed.shaping import kernel_has_qdisc
+from testbed.run.checks import run_checks
+from testbed.run.hosthealth import healthy, timer_overshoot
+from testbed.net.network import Network
+from testbed.net.shaping import kernel_has_qdisc
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,7 @@ def test_exception_inside_network_still_tears_down(tmp_path, root, no_leftovers)
 
 @pytest.mark.skipif(kernel_has_qdisc("netem"), reason="kernel has netem (CONFIG_NET_SCH_NETEM): delay is allowed here")
 def test_delay_without_netem_is_refused_before_anything_starts(tmp_path, root, no_leftovers):
-    from testbed.runner import preflight
+    from testbed.run.runner import preflight
     from testbed.spec import SpecError, expand_points
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs").replace("{bw: 10mbit}", "{bw: 10mbit, delay: 5ms}"))
     with pytest.raises(SpecError) as err:
@@ -151,8 +151,8 @@ def test_validate_as_root_probes_the_kernel_and_refuses_loss(tmp_path, root):
 
 def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
     import subprocess
-    from testbed.cleanup import ovs_running
-    from testbed.network import OVS_CTL
+    from testbed.run.cleanup import ovs_running
+    from testbed.net.network import OVS_CTL
     subprocess.run([OVS_CTL, "stop"], capture_output=True)
     assert not ovs_running()
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
@@ -166,8 +166,8 @@ def test_teardown_with_open_vswitch_stopped_leaves_no_tap_and_the_next_run_works
     and the bridge row left in the OVS database is removed by `cleanup` once OVS runs again."""
     import subprocess
     from pathlib import Path
-    from testbed.cleanup import cleanup
-    from testbed.network import OVS_CTL
+    from testbed.run.cleanup import cleanup
+    from testbed.net.network import OVS_CTL
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
     try:
         with Network(build_graph(spec.topology), spec.topology):

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from cli import cli
-from testbed.cleanup import STATE_DIR
-from testbed.network import node_problems
+from testbed.run.cleanup import STATE_DIR
+from testbed.net.network import node_problems
 from testbed.nodes import remote
 from testbed.spec import build_graph, load_spec
 

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from testbed.checks import unreachable
-from testbed.network import Network
+from testbed.run.checks import unreachable
+from testbed.net.network import Network
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration

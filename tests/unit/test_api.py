@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from testbed import api, results
+from testbed import api
+from testbed.run import results
 from testbed.spec import SpecError, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from spec_helpers import issues, write
 
 from testbed import nodes
 from testbed.graph import HostNode, build_graph
-from testbed.network import node_problems
+from testbed.net.network import node_problems
 from testbed.nodes import cgroups
 from testbed.nodes.base import GroupPopen, Node, Usage, in_namespaces
 from testbed.spec import load_spec

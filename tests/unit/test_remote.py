@@ -15,12 +15,12 @@ import pytest
 from spec_helpers import issues, load, write
 
 from testbed.graph import build_graph
-from testbed.network import node_problems
+from testbed.net.network import node_problems
 from testbed.nodes import remote, remote_agent
 from testbed.nodes.remote import RemotePopen, command_line, exit_code, machine_problems
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
-from testbed.training import job_document
+from testbed.run.training import job_document
 from workloads import train
 
 TWO_PCS = """
@@ -312,7 +312,7 @@ def test_exec_prefix_quotes_what_follows_for_the_machine_s_shell(tmp_path):
 
 
 def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup(tmp_path, monkeypatch):
-    from testbed import cleanup
+    from testbed.run import cleanup
 
     def refuse(target):
         raise remote.NodeError(f"{target.label} did not answer within 5 s: timed out")
@@ -333,7 +333,7 @@ def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup
 
 
 def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeypatch):
-    from testbed import cleanup
+    from testbed.run import cleanup
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path)
     (tmp_path / "run-1-1.json").write_text(json.dumps({"owner_pid": 4242}))
     monkeypatch.setattr(cleanup, "_owner_alive", lambda pid: pid == 4242)

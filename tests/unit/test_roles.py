@@ -53,7 +53,7 @@ def test_ps_placement_with_unknown_host_is_refused():
 
 
 def test_a_userspace_ovs_star_beyond_57_ports_is_refused_before_start(tmp_path):
-    from testbed.network import port_problems
+    from testbed.net.network import port_problems
     from testbed.spec import build_graph, load_spec
     path = tmp_path / "big.yaml"
     path.write_text("name: big\ntopology: {template: star, hosts: 64, switch: {kind: ovs, datapath: user}}\n")

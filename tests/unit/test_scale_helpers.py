@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.checks import unreachable
-from testbed.network import MAX_LINE, NetworkError, batch_lines, run_on_nodes
+from testbed.run.checks import unreachable
+from testbed.net.network import MAX_LINE, NetworkError, batch_lines, run_on_nodes
 
 
 class LocalNode:

@@ -8,12 +8,12 @@ import pytest
 
 from analysis import advisor
 from spec_helpers import issues, load
-from testbed import switching
-from testbed.faults import Record
+from testbed.run import switching
+from testbed.run.faults import Record
 from testbed.graph import build_graph
 from testbed.roles import Task, assign_tasks
-from testbed.runner import step_rows_from
-from testbed.training import Outcome, Training
+from testbed.run.runner import step_rows_from
+from testbed.run.training import Outcome, Training
 
 BASE = """
 name: sw

@@ -1,6 +1,6 @@
 import pytest
 
-from testbed.spec.units import (UnitError, format_bandwidth, format_percent, format_size, format_time,
+from testbed.units import (UnitError, format_bandwidth, format_percent, format_size, format_time,
                            parse_bandwidth, parse_percent, parse_size, parse_time)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from testbed import shaping
+from testbed.net import shaping
 from testbed.roles import Task
 
 # ---- triggers ----------------------------------------------------------------------------------
@@ -51,7 +51,7 @@ class Trigger:
 
 def parse_trigger(text) -> Trigger:
     """'step 20', 'epoch 2' (both from 1) or a time after training starts such as '15s' or '1m'."""
-    from testbed.spec.units import parse_time     # spec imports this module: import at call time
+    from testbed.units import parse_time     # spec imports this module: import at call time
     hint = "a trigger is 'step N', 'epoch N' or a time after training starts such as 15s"
     if not isinstance(text, str):
         raise ValueError(f"{text!r} is not a trigger: {hint}")
@@ -196,7 +196,7 @@ def describe(fault) -> str:
 
 
 def _text(key: str, value) -> str:
-    from testbed.spec import units
+    from testbed import units
     fmt = {"bw": units.format_bandwidth, "delay": units.format_time, "loss": units.format_percent}
     return fmt[key](value) if key in fmt else f"{value:g}"
 
@@ -324,7 +324,7 @@ class Applier:
 
     def _write(self) -> None:
         """The journal (runs/<id>/faults.json): readable even after an interrupted run."""
-        from testbed.results import write_json
+        from testbed.run.results import write_json
         write_json(self.journal, [dict(fault=describe(r.fault), applied_step=r.applied_step,
                                        applied_t=r.applied_t, undone_step=r.undone_step, undone_t=r.undone_t,
                                        outcome=r.outcome) for r in self.records])

@@ -14,11 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from testbed import shaping
-from testbed.cleanup import STATE_DIR, Registry, ovs_running
+from testbed.net import shaping
+from testbed.run.cleanup import STATE_DIR, Registry, ovs_running
 from testbed.nodes import node_class
 
-log = logging.getLogger("testbed.network")
+log = logging.getLogger("testbed.net.network")
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"

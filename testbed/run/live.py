@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 
-from testbed.checks import failure_reason, run_checks
-from testbed.cleanup import STATE_DIR
-from testbed.network import Network
+from testbed.run.checks import failure_reason, run_checks
+from testbed.run.cleanup import STATE_DIR
+from testbed.net.network import Network
 from testbed.spec import build_graph
 
 LIVE = STATE_DIR / "live.json"

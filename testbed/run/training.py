@@ -75,7 +75,7 @@ class Training:
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
         self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
-        self.switcher = switcher        # strategy switch: testbed.switching.Switcher (checked at epoch ends) or None
+        self.switcher = switcher        # strategy switch: testbed.run.switching.Switcher (checked at epoch ends) or None
         self.procs: dict[Task, subprocess.Popen] = {}
         self.restarts: list[dict] = []
         self.switches: list[dict] = []

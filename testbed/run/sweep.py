@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from testbed import results
-from testbed.runner import preflight, run_point
+from testbed.run import results
+from testbed.run.runner import preflight, run_point
 from testbed.spec import expand_points
 
 

@@ -10,16 +10,17 @@ from pathlib import Path
 import yaml
 
 from analysis import advisor
-from testbed import faults, results, shaping, switching
-from testbed.checks import failure_reason, run_checks
-from testbed.hosthealth import describe, healthy, timer_overshoot
-from testbed.monitor import Monitor, summarize
-from testbed.network import Network, NetworkError, node_problems, port_problems
+from testbed.run import faults, results, switching
+from testbed.net import shaping
+from testbed.run.checks import failure_reason, run_checks
+from testbed.run.hosthealth import describe, healthy, timer_overshoot
+from testbed.run.monitor import Monitor, summarize
+from testbed.net.network import Network, NetworkError, node_problems, port_problems
 from testbed.nodes.base import NodeError
 from testbed.roles import PlacementError, assign_tasks, final_tasks
 from testbed.spec import SpecError, SpecIssue, build_graph
-from testbed.training import Training
-from testbed.spec.units import format_bandwidth
+from testbed.run.training import Training
+from testbed.units import format_bandwidth
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
@@ -163,7 +164,7 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
 
 
 def _switcher(spec, graph, net, check_rows, progress):
-    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/switching.py)."""
+    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/run/switching.py)."""
     try:
         return switching.Switcher(spec, graph, check_rows, len({n.machine for n in net.nodes.values()}) <= 1,
                                   progress)

@@ -1,0 +1,1 @@
+"""Network bring-up: Mininet, switches, link shaping, and where each node lives."""
