@@ -1,0 +1,159 @@
+"""Time dilation K: the emulated world runs K times slower than the wall clock (Gupta et al., NSDI
+2006; DieCast, NSDI 2008). Choosing K for a sweep, and the scaling rules, as pure functions.
+
+- a node of `cores` cores gets cores/K real cores (budgets.real_cores);
+- a link's rate is divided by K; its delay and jitter are multiplied by K;
+- every time the user writes is emulated time: the wall clock waits K times as long;
+- every time recorded on the wall clock is divided by K (rates per second multiplied by K), with
+  the raw wall figure kept in its own `<column>_wall`.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable, Iterable
+
+import testbed.units as units
+from testbed.emulation.budgets import DEFAULT_RESERVE
+
+AUTO_STEP = 0.25
+_EPS = 1e-9
+
+# How each quantity-valued key of the experiment file scales ("[]": every item of a list):
+#   time  emulated time, x K on the wall clock (delay and jitter included; 'step N' triggers stay)
+#   rate  a link rate, / K
+#   wall  real-world time, unchanged: connecting to real machines and servers is not emulated
+# tests/unit/test_emulation.py walks the spec models and fails on any such key missing here.
+SCALED_KEYS: tuple[tuple[str, str], ...] = (
+    ("topology.link.bw", "rate"),
+    ("topology.link.delay", "time"),
+    ("topology.link.jitter", "time"),
+    ("topology.bottleneck.bw", "rate"),
+    ("topology.bottleneck.delay", "time"),
+    ("topology.bottleneck.jitter", "time"),
+    ("topology.links[].bw", "rate"),
+    ("topology.links[].delay", "time"),
+    ("topology.links[].jitter", "time"),
+    ("workload.timeout", "time"),
+    ("checks.duration", "time"),
+    ("monitor.interval", "time"),
+    ("faults[].at", "time"),
+    ("faults[].duration", "time"),
+    ("faults[].delay", "time"),
+    ("faults[].bw", "rate"),
+    ("ssh.connect_timeout", "wall"),
+    ("cluster.connect_timeout", "wall"),
+)
+
+# runs.csv figures measured on the wall clock (the lead may extend these as columns are added).
+RUN_TIME_COLUMNS = ("training_time_s", "time_per_step_s", "time_lost_s")
+RUN_RATE_COLUMNS = ("samples_per_s",)
+
+
+def choose(points: Iterable[Iterable[float]], machine_cores: float, reserve: float = DEFAULT_RESERVE,
+           step: float = AUTO_STEP) -> float:
+    """`dilation: auto`: the smallest K >= 1 at which the sweep's largest point (by total cores)
+    fits this machine with the reserve, rounded UP to a multiple of `step`.
+
+    Rounding up keeps the fit (a larger K needs less) and gives a factor that reads well in logs
+    and reports ("x2.75", not "x2.6667") and whole-ish quotas; it costs at most `step`/K of extra
+    run time. One K for the whole sweep, so that every point is emulated alike."""
+    largest = max((sum(p) for p in points), default=0.0)
+    room = machine_cores - reserve
+    if room <= 0:
+        raise ValueError(f"the reserve of {reserve:g} core leaves nothing of this {machine_cores:g}-core machine")
+    k = max(1.0, largest / room)
+    return max(1.0, math.ceil(k / step - _EPS) * step)
+
+
+def wall_time(emulated_s: float, dilation: float) -> float:
+    """A time the user wrote (emulated) as wall-clock time: x K (rounded to the microsecond)."""
+    return round(emulated_s * dilation, 6)
+
+
+def emulated_time(wall_s: float, dilation: float) -> float:
+    """A time measured on the wall clock as emulated time: / K."""
+    return wall_s / dilation
+
+
+def link_rate(bps: int, dilation: float) -> int:
+    """A link's rate in the dilated world, bits/s: / K."""
+    return max(1, round(bps / dilation))
+
+
+def _time(value: Any, k: float) -> Any:
+    if isinstance(value, str):
+        try:
+            seconds = units.parse_time(value)
+        except ValueError:
+            return value                      # a 'step N' / 'epoch N' trigger: counts, not time
+        return units.format_time(wall_time(seconds, k))
+    return wall_time(value, k)
+
+
+def _rate(value: Any, k: float) -> Any:
+    if isinstance(value, str):
+        return units.format_bandwidth(link_rate(units.parse_bandwidth(value), k))
+    return link_rate(value, k)
+
+
+_RULES: dict[str, Callable[[Any, float], Any]] = {"time": _time, "rate": _rate, "wall": lambda v, k: v}
+
+
+def _parts(pattern: str) -> list[str]:
+    return pattern.replace("[]", ".[]").split(".")
+
+
+def _apply(data: Any, parts: list, change: Callable[[Any], Any]) -> Any:
+    """`data` with change() applied at every leaf `parts` reaches (absent or null leaves left)."""
+    if not parts:
+        return data if data is None else change(data)
+    head, rest = parts[0], parts[1:]
+    if head == "[]":
+        return [_apply(item, rest, change) for item in data] if isinstance(data, list) else data
+    if isinstance(data, dict) and head in data:
+        return {**data, head: _apply(data[head], rest, change)}
+    return data
+
+
+def _axis_parts(axis: str) -> list[str]:
+    """A sweep axis' canonical path as pattern parts: 'topology.links[2].bw' -> [..., '[]', 'bw']."""
+    parts = []
+    for part in axis.replace("[", ".[").split("."):
+        parts.append("[]" if part.startswith("[") or part.isdigit() else part)
+    return parts
+
+
+def dilate(spec: dict, dilation: float) -> dict:
+    """A dilated copy of an experiment's dict form (model_dump, JSON or python mode; a whole file
+    or any part of it rooted at the file's root): every key of SCALED_KEYS scaled by its rule,
+    sweep axes on those keys (or on their parents) as well. The argument is left unchanged."""
+    if dilation < 1:
+        raise ValueError(f"dilation must be >= 1 (got {dilation})")
+    out = copy.deepcopy(spec)
+    for pattern, rule in SCALED_KEYS:
+        change = lambda v, r=_RULES[rule]: r(v, dilation)
+        parts = _parts(pattern)
+        out = _apply(out, parts, change)
+        sweep = out.get("sweep") if isinstance(out, dict) else None
+        for axis, values in (sweep or {}).items():
+            if axis == "repeats" or not isinstance(values, list):
+                continue
+            head = _axis_parts(axis)
+            if parts[:len(head)] == head:
+                sweep[axis] = [_apply(v, parts[len(head):], change) for v in values]
+    return out
+
+
+def to_emulated(row: dict, dilation: float, times: Iterable[str] = RUN_TIME_COLUMNS,
+                rates: Iterable[str] = RUN_RATE_COLUMNS) -> dict:
+    """A copy of a result row in emulated units: time columns / K, per-second columns x K, each
+    raw value kept as `<column>_wall`. Missing columns and non-numbers are left as they are."""
+    out = dict(row)
+    for columns, scale in ((times, 1 / dilation), (rates, dilation)):
+        for column in columns:
+            value = row.get(column)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{column}_wall"] = value
+                out[column] = value * scale
+    return out
