@@ -1,0 +1,169 @@
+"""The fidelity verdict of a run, as Mininet-HiFi gives (Handigol et al., CoNEXT 2012): pure rules
+over what was measured, "ok" or "degraded: <reasons>", each reason naming its cause and figures.
+
+Rules and thresholds:
+- cpu, planned: the nodes' budgets (cores/K) plus the reserve must fit the machine; with no
+  budgets (the thesis's mode), the cores the nodes stand for must. Otherwise the emulation cannot
+  hold whatever is measured: 4 one-core nodes on 2 cores at dilation 1 is degraded in both modes.
+- cpu, per node: while runnable, a node must have run at least CPU_SHARE_MIN of its budget.
+  Estimate: used / (min(budget, 1) x (used + wait)), wait being the time its tasks were runnable
+  but not running (a v2 cgroup's cpu.pressure 'some'), which includes the node's own throttling, so
+  a node held to its quota scores 1 and one that lost the CPU to others scores less. 0.9: the
+  dilation aim is +-5 % on time per step; a node short of 10 % of its CPU is beyond it even when
+  compute is half the step, while wake-up latency on a healthy machine costs a few percent.
+- cpu, machine: busy over MACHINE_BUSY_MAX of its CPUs means someone outside the budgets (another
+  user, the switch) took what the nodes were promised, or, without budgets, that they fought for it.
+- cpu, system pressure (only where no per-node wait is known, e.g. cgroup v1): runnable tasks
+  waiting over SYSTEM_WAIT_MAX of the time. Ignored once a node was throttled: a throttled task
+  counts as waiting too, so the figure then says nothing about contention.
+- switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
+  user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
+- timers: testbed.run.hosthealth's bounds (p99 5 ms, max 20 ms of sleep overshoot).
+- shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
+  within checks.tolerance of it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from testbed.emulation.budgets import DEFAULT_RESERVE, fits
+from testbed.net.shaping import TCP_GOODPUT_CEILING
+from testbed.run.hosthealth import HEALTHY_MAX_MS, HEALTHY_P99_MS
+
+CPU_SHARE_MIN = 0.9
+MIN_ACTIVE = 0.05        # a node runnable under 5 % of the run gives too few samples to judge
+MACHINE_BUSY_MAX = 0.95
+SYSTEM_WAIT_MAX = 0.10
+SWITCH_CORES_MAX = 0.9
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class NodeCpu:
+    """One node's CPU over the run (deltas of readers.read_cpu_stat and readers.cgroup_wait_s)."""
+
+    name: str
+    cores: float | None = None       # the cores of the machine it emulates (None: not set)
+    budget: float | None = None      # real cores it was held to (cores/K); None: no budget
+    used_s: float = 0.0
+    wait_s: float | None = None      # runnable but not running; None: not measured (cgroup v1)
+    nr_periods: int = 0
+    nr_throttled: int = 0
+    throttled_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunMeasures:
+    """What the verdict looks at; None (or empty) where a figure was not measured."""
+
+    wall_s: float
+    machine_cpus: float
+    dilation: float = 1.0
+    reserve: float = DEFAULT_RESERVE
+    nodes: tuple[NodeCpu, ...] = ()
+    machine_busy_s: float | None = None     # readers.machine_busy_s() delta
+    system_wait_s: float | None = None      # readers.system_wait_s() delta
+    switch_cpu_s: float | None = None       # readers.process_cpu_s() delta
+    switch_lost: int | None = None          # upcalls the datapath lost
+    timers: dict | None = None              # hosthealth.timer_overshoot()
+    checks: tuple[dict, ...] = field(default_factory=tuple)   # checks.csv rows
+    tolerance: float = 0.10                 # checks.tolerance
+
+
+def _n(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def cpu_plan(m: RunMeasures) -> list[str]:
+    """The budgets (or, with none, the cores asked) against the machine, before anything ran."""
+    budgets = [n.budget for n in m.nodes if n.budget is not None]
+    if budgets:
+        if fits(budgets, m.machine_cpus, 1.0, m.reserve):
+            return []
+        return [f"cpu: {len(budgets)} nodes' budgets need {_n(sum(budgets))} cores plus the {_n(m.reserve)} "
+                f"reserve of a {_n(m.machine_cpus)}-core machine (dilation x{_n(m.dilation)})"]
+    asked = [n.cores for n in m.nodes if n.cores is not None]
+    if asked and not fits(asked, m.machine_cpus, m.dilation, m.reserve):
+        return [f"cpu: {len(asked)} nodes asked {sum(asked):.1f} cores of a {_n(m.machine_cpus)}-core machine "
+                f"(no budgets)"]
+    return []
+
+
+def node_share(node: NodeCpu) -> float | None:
+    """The share of its budget (or, without one, of one core) a node ran while runnable, or None."""
+    if node.wait_s is None or node.used_s + node.wait_s <= 0:
+        return None
+    rate = min(node.budget, 1.0) if node.budget is not None else 1.0
+    return min(1.0, node.used_s / (rate * (node.used_s + node.wait_s)))
+
+
+def cpu_nodes(m: RunMeasures) -> list[str]:
+    out = []
+    for node in m.nodes:
+        share = node_share(node)
+        if share is None or node.used_s + node.wait_s < MIN_ACTIVE * m.wall_s or share >= CPU_SHARE_MIN:
+            continue
+        what = f"of its {_n(node.budget)}-core budget" if node.budget is not None else "of the CPU (no budget)"
+        out.append(f"cpu: {node.name} got {share:.2f} {what} while runnable")
+    return out
+
+
+def cpu_machine(m: RunMeasures) -> list[str]:
+    out = []
+    if m.machine_busy_s is not None and m.wall_s > 0:
+        busy = m.machine_busy_s / m.wall_s
+        if busy >= MACHINE_BUSY_MAX * m.machine_cpus:
+            out.append(f"cpu: the machine was saturated ({busy:.2f} of {_n(m.machine_cpus)} cores busy)")
+    per_node = any(n.wait_s is not None for n in m.nodes)
+    throttled = any(n.nr_throttled > 0 for n in m.nodes)
+    if m.system_wait_s is not None and m.wall_s > 0 and not per_node and not throttled:
+        waited = m.system_wait_s / m.wall_s
+        if waited > SYSTEM_WAIT_MAX:
+            out.append(f"cpu: runnable tasks waited for a CPU {waited:.0%} of the time (/proc/pressure/cpu)")
+    return out
+
+
+def switch(m: RunMeasures) -> list[str]:
+    out = []
+    if m.switch_cpu_s is not None and m.wall_s > 0 and m.switch_cpu_s / m.wall_s >= SWITCH_CORES_MAX:
+        out.append(f"switch: ovs-vswitchd used {m.switch_cpu_s / m.wall_s:.2f} of a core")
+    if m.switch_lost:
+        out.append(f"switch: ovs-vswitchd lost {m.switch_lost} packets")
+    return out
+
+
+def timers(m: RunMeasures) -> list[str]:
+    t = m.timers
+    if not t or (t["timer_p99_ms"] <= HEALTHY_P99_MS and t["timer_max_ms"] <= HEALTHY_MAX_MS):
+        return []
+    return [f"timers: p99 sleep overshoot {t['timer_p99_ms']:.0f} ms (max {t['timer_max_ms']:.0f} ms)"]
+
+
+def shaping(m: RunMeasures) -> list[str]:
+    out = []
+    for row in m.checks:
+        ratio = row.get("ratio")
+        if row.get("tool") != "iperf3" or not row.get("configured_bps"):
+            continue
+        pair = f"{row['src']}-{row['dst']}"
+        if ratio is None or math.isnan(ratio):
+            out.append(f"shaping: iperf3 {pair} gave no reading")
+        elif abs(ratio / TCP_GOODPUT_CEILING - 1) > m.tolerance:
+            out.append(f"shaping: iperf3 {pair} read {ratio:.2f} of the rate "
+                       f"(TCP's ceiling {TCP_GOODPUT_CEILING:.3f}, tolerance {m.tolerance:g})")
+    return out
+
+
+RULES = (cpu_plan, cpu_nodes, cpu_machine, switch, timers, shaping)
+
+
+def reasons(m: RunMeasures) -> list[str]:
+    """Every reason the run is not faithful, in rule order (empty: it is)."""
+    return [reason for rule in RULES for reason in rule(m)]
+
+
+def verdict(m: RunMeasures) -> str:
+    """runs.csv's `fidelity`: 'ok' or 'degraded: <reason>; <reason>'."""
+    found = reasons(m)
+    return OK if not found else "degraded: " + "; ".join(found)
