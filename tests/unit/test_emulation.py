@@ -1,0 +1,415 @@
+"""Faithful compute's pure core: budgets to cgroup values, the dilation factor and the scaling of
+every time and rate, the fidelity verdict's rules, the counter readers and PSS/USS."""
+
+import math
+import os
+import re
+import subprocess
+import sys
+import typing
+
+import psutil
+import pytest
+from pydantic import BaseModel
+
+import testbed.units as units
+from testbed.emulation import budgets, dilation, fidelity, memory, readers
+from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
+from testbed.emulation.dilation import SCALED_KEYS, choose, dilate, to_emulated
+from testbed.emulation.fidelity import NodeCpu, RunMeasures, reasons, verdict
+from testbed.net.shaping import TCP_GOODPUT_CEILING
+from testbed.spec.models import Experiment
+
+
+# ---- budgets ------------------------------------------------------------------------------------
+
+def test_real_cores_divides_by_the_factor_and_refuses_nonsense():
+    assert real_cores(1, 2.5) == 0.4
+    assert real_cores(0.5) == 0.5
+    for cores, k in ((0, 1), (-1, 1), (1, 0.5)):
+        with pytest.raises(ValueError):
+            real_cores(cores, k)
+
+
+@pytest.mark.parametrize("real", [4, 2, 1, 0.8, 0.5, 1 / 3, 0.2, 0.1, 0.0625, 0.03, 0.01, 0.001])
+def test_quota_holds_the_budget_within_the_kernel_limits(real):
+    q = quota(real)
+    assert budgets.MIN_QUOTA_US <= q.quota_us
+    assert budgets.MIN_QUOTA_US <= q.period_us <= budgets.MAX_PERIOD_US
+    assert q.cores == pytest.approx(real, rel=1e-3)
+    # the short period unless the quota would fall under the minimum
+    assert q.period_us == budgets.PERIOD_US or q.quota_us == budgets.MIN_QUOTA_US
+
+
+def test_quota_values_for_each_interface():
+    assert quota(1) == Quota(10_000, 10_000)
+    assert quota(2.5) == Quota(25_000, 10_000)
+    small = quota(1 / 16)
+    assert small == Quota(1_000, 16_000)
+    assert small.v1() == {"cpu.cfs_period_us": "16000", "cpu.cfs_quota_us": "1000"}
+    assert small.v2() == "1000 16000"
+    assert small.docker() == {"cpu_period": 16000, "cpu_quota": 1000}
+    with pytest.raises(ValueError, match="under"):
+        quota(0.0005)
+
+
+def test_fits_counts_the_budgets_and_the_reserve():
+    assert not fits([1, 1, 1, 1], 2, dilation=1)
+    assert fits([1, 1, 1, 1], 2, dilation=3)                 # 4/3 + 0.5 = 1.83
+    assert fits([0.75, 0.75], 2, reserve=0.5)                # exactly 2
+    assert not fits([0.75, 0.75], 2, reserve=0.6)
+    assert budgets.demand([1, 1], 2, 0.25) == 1.25
+
+
+def _budget_per_cpu(sets, given):
+    placed = {}
+    for name, cpus in sets.items():
+        for cpu in cpus:
+            placed[cpu] = placed.get(cpu, 0) + given[name] / len(cpus)
+    return placed
+
+
+def test_cpusets_exclusive_for_whole_cores_packed_for_fractions():
+    given = {"h1": 1, "h2": 0.5, "h3": 0.5, "h4": 0.25, "h5": 2}
+    sets = cpusets(given, list(range(6)), reserve=0.5)
+    assert len(sets["h5"]) == 2 and len(sets["h1"]) == 1
+    others = [cpu for name, cpus in sets.items() if name not in ("h5", "h1") for cpu in cpus]
+    assert not set(sets["h5"]) & set(others) and not set(sets["h1"]) & set(others)
+    assert all(share <= 1 + 1e-9 for share in _budget_per_cpu(sets, given).values())
+    used = {cpu for cpus in sets.values() for cpu in cpus}
+    assert len(used) <= 6 - 1            # one CPU left for the reserve
+
+
+def test_cpusets_none_when_the_cpus_do_not_hold_them():
+    assert cpusets({f"h{i}": 0.375 for i in range(4)}, [0, 1], reserve=0.5) is None
+    assert cpusets({"h1": 1, "h2": 1}, [0, 1], reserve=0.5) is None
+    assert cpusets({"h1": 1}, [0, 1], reserve=0.5) == {"h1": [0]}
+    assert cpusets({"h1": 1, "h2": 1}, [0, 1], reserve=0) == {"h1": [0], "h2": [1]}
+
+
+def test_cpuset_text():
+    assert cpuset_text([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
+    assert cpuset_text([3]) == "3"
+
+
+def test_tf_threads_follow_the_emulated_machine():
+    assert tf_threads(0.0625, 2) == (1, 2)
+    assert tf_threads(1, 2) == (1, 2)
+    assert tf_threads(2.5, 8) == (3, 3)
+    assert tf_threads(8, 2) == (2, 2)                         # never more busy threads than CPUs
+    assert tf_threads(4, 16) == (4, 4)
+
+
+# ---- dilation -------------------------------------------------------------------------------------
+
+def test_choose_the_smallest_fitting_factor_on_a_step():
+    points = [[1], [1, 1], [1, 1, 1, 1]]
+    k = choose(points, machine_cores=2, reserve=0.5)
+    assert k == 2.75                                          # 4 / 1.5 = 2.67, up to the next 0.25
+    assert fits(points[-1], 2, k, 0.5) and not fits(points[-1], 2, k - dilation.AUTO_STEP, 0.5)
+    assert choose([[1, 1, 1]], 2, 0.5) == 2.0                 # an exact fit is not bumped
+    assert choose([[0.5, 0.5]], 2, 0.5) == 1.0
+    assert choose([], 2) == 1.0
+    assert choose([[1] * 32], 2, 0.5, step=1) == 22
+    with pytest.raises(ValueError, match="reserve"):
+        choose([[1]], 1, reserve=1)
+
+
+def test_scaling_rules():
+    assert dilation.wall_time(0.5, 2.5) == 1.25
+    assert dilation.emulated_time(1.25, 2.5) == 0.5
+    assert dilation.link_rate(100_000_000, 3) == 33_333_333
+    assert dilation.wall_time(0.1, 3) == 0.3                  # no float noise in written files
+
+
+def _quantity_kind(annotation, metadata=()) -> str | None:
+    """'time', 'rate' or None for a field's annotation: the spec's Time/PositiveTime (format_time),
+    Bandwidth (format_bandwidth), or a text type whose schema accepts time units (fault triggers)."""
+    text = repr(list(metadata)) + repr(annotation)
+    if "format_bandwidth" in text:
+        return "rate"
+    if "format_time" in text or "(us|ms|s|m)" in text:
+        return "time"
+    return None
+
+
+def _models_in(annotation):
+    """(model, path suffix) of every model inside an annotation: '[]' through a list, '.*' a dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation, ""
+    origin = typing.get_origin(annotation)
+    step = "[]" if origin is list else ".*" if origin is dict else ""
+    for arg in typing.get_args(annotation):
+        for model, suffix in _models_in(arg):
+            yield model, step + suffix
+
+
+def _quantity_paths(model, prefix="") -> dict[str, str]:
+    found = {}
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        kind = _quantity_kind(info.annotation, info.metadata)
+        if kind or re.search(r"time|interval|duration|delay|jitter|period|_s$|^at$", name):
+            found[path] = kind or "untyped"
+        for sub, suffix in _models_in(info.annotation):
+            if sub is not model:
+                found.update(_quantity_paths(sub, f"{path}{suffix}."))
+    return found
+
+
+def test_every_time_and_rate_key_of_the_spec_is_classified_once():
+    found = _quantity_paths(Experiment)
+    # hosts items and overrides hold no times; the walk must still see the well-known keys
+    assert {"workload.timeout", "faults[].at", "topology.links[].delay", "ssh.connect_timeout"} <= set(found)
+    classified = [path for path, _ in SCALED_KEYS]
+    assert len(classified) == len(set(classified))
+    assert sorted(found) == sorted(classified), "classify the new time or rate key in dilation.SCALED_KEYS"
+    for path, rule in SCALED_KEYS:
+        assert rule in ("time", "rate", "wall")
+        assert found[path] == ("time" if rule == "wall" else rule), path
+
+
+def _spec():
+    return Experiment.model_validate({
+        "name": "x",
+        "topology": {"template": "custom", "hosts": [{"name": "h1"}, {"name": "h2"}], "switches": [{"name": "s1"}],
+                     "link": {"bw": "100mbit", "delay": "10ms", "jitter": "1ms"},
+                     "links": [{"a": "h1", "b": "s1", "bw": "50mbit"}, {"a": "h2", "b": "s1", "delay": "2ms"}]},
+        "workload": {"timeout": "2m"},
+        "checks": {"duration": "3s"},
+        "monitor": {"interval": "0.5s"},
+        "ssh": {"connect_timeout": "10s"},
+        "faults": [{"at": "step 3", "action": "set_bw", "link": ["h1", "s1"], "bw": "10mbit", "duration": "5s"},
+                   {"at": "2s", "action": "set_delay", "link": ["h1", "s1"], "delay": "20ms"}],
+        "sweep": {"topology.link.bw": ["1mbit", "10mbit"], "workload.timeout": ["1m"],
+                  "topology.links[0].bw": ["8mbit"], "checks": [{"duration": "2s"}], "hosts": [1, 2]},
+    })
+
+
+def test_dilate_scales_times_up_and_rates_down():
+    k = 2.5
+    before = _spec().model_dump(mode="json")
+    after = dilate(before, k)
+    assert before == _spec().model_dump(mode="json")          # the argument is left as it was
+    exp = Experiment.model_validate(after)                     # still a valid file
+    plain = _spec()
+    assert exp.topology.link.bw == plain.topology.link.bw / k
+    assert exp.topology.link.delay == plain.topology.link.delay * k
+    assert exp.topology.link.jitter == plain.topology.link.jitter * k
+    assert exp.topology.links[0].bw == 20_000_000 and exp.topology.links[0].delay is None
+    assert exp.topology.links[1].delay == 0.005
+    assert exp.workload.timeout == 300 and exp.checks.duration == 7.5 and exp.monitor.interval == 1.25
+    assert exp.ssh.connect_timeout == 10                       # real machines: wall clock
+    assert exp.faults[0].at == "step 3" and exp.faults[0].duration == 12.5 and exp.faults[0].bw == 4_000_000
+    assert exp.faults[1].at == "5s" and exp.faults[1].delay == 0.05
+    axes = exp.sweep.axes
+    assert axes["topology.link.bw"] == ["400kbit", "4mbit"] and units.parse_time(axes["workload.timeout"][0]) == 150
+    assert axes["topology.links[0].bw"] == ["3.2mbit"] and axes["checks"] == [{"duration": "5s"}]
+    assert axes["topology.hosts"] == [1, 2]
+    assert dilate(before, 1) == before
+
+
+def test_dilate_python_form_and_parts():
+    python = _spec().model_dump()
+    after = dilate(python, 2)
+    assert after["topology"]["link"]["bw"] == 50_000_000 and after["workload"]["timeout"] == 240.0
+    assert dilate({"workload": {"timeout": "10s"}}, 3) == {"workload": {"timeout": "30s"}}
+    assert dilate({"faults": [{"at": "epoch 2", "duration": None}]}, 3) == {"faults": [{"at": "epoch 2", "duration": None}]}
+    with pytest.raises(ValueError):
+        dilate({}, 0.5)
+
+
+def test_to_emulated_keeps_the_wall_figures():
+    row = {"run_id": "r1", "training_time_s": 10.0, "time_per_step_s": 0.5, "samples_per_s": 64.0,
+           "time_lost_s": None}
+    out = to_emulated(row, 2.0)
+    assert out["training_time_s"] == 5.0 and out["training_time_s_wall"] == 10.0
+    assert out["time_per_step_s"] == 0.25 and out["samples_per_s"] == 128.0 and out["samples_per_s_wall"] == 64.0
+    assert out["time_lost_s"] is None and "time_lost_s_wall" not in out and out["run_id"] == "r1"
+    assert row["training_time_s"] == 10.0
+
+
+# ---- fidelity -------------------------------------------------------------------------------------
+
+def _cpu(reason_list):
+    return [r for r in reason_list if r.startswith("cpu:")]
+
+
+def _oversubscribed(budget, **node):
+    """4 one-core nodes on a 2-core machine at dilation 1, each running flat out for 10 s."""
+    nodes = tuple(NodeCpu(f"h{i}", cores=1, budget=budget, **node) for i in range(1, 5))
+    return RunMeasures(wall_s=10, machine_cpus=2, nodes=nodes, machine_busy_s=19.9)
+
+
+def test_oversubscribed_without_budgets_is_degraded_naming_the_cpu():
+    m = _oversubscribed(None, used_s=5.0)
+    assert verdict(m).startswith("degraded: cpu: 4 nodes asked 4.0 cores of a 2-core machine (no budgets)")
+    assert any("saturated" in r for r in reasons(m))
+
+
+def test_oversubscribed_with_budgets_is_degraded_naming_the_cpu():
+    m = _oversubscribed(1.0, used_s=5.0, wait_s=5.0)           # cgroup v2: each ran half the time
+    found = _cpu(reasons(m))
+    assert found[0].startswith("cpu: 4 nodes' budgets need 4 cores plus the 0.5 reserve of a 2-core machine")
+    assert "cpu: h3 got 0.50 of its 1-core budget while runnable" in found
+    # cgroup v1: no per-node wait; the plan and the saturated machine still say it
+    v1 = _oversubscribed(1.0, used_s=5.0)
+    assert len(_cpu(reasons(v1))) == 2 and verdict(v1).startswith("degraded: cpu:")
+
+
+def test_dilated_point_that_fits_is_ok():
+    k = choose([[1] * 4], 2)
+    nodes = tuple(NodeCpu(f"h{i}", cores=1, budget=1 / k, used_s=10 / k, wait_s=10 - 10 / k,
+                          nr_periods=1000, nr_throttled=900, throttled_s=10 - 10 / k) for i in range(1, 5))
+    m = RunMeasures(wall_s=10, machine_cpus=2, dilation=k, nodes=nodes, machine_busy_s=16,
+                    system_wait_s=9.0, switch_cpu_s=1.0, timers={"timer_p99_ms": 0.2, "timer_max_ms": 3},
+                    checks=({"tool": "iperf3", "src": "h2", "dst": "h1", "configured_bps": 10**7, "ratio": 0.955},))
+    assert verdict(m) == "ok"
+
+
+def test_node_share_rules():
+    held = NodeCpu("h1", budget=0.5, used_s=5, wait_s=5)       # held to its quota only
+    starved = NodeCpu("h2", budget=0.5, used_s=3, wait_s=7)    # 3 of the 5 s it was owed
+    unbudgeted = NodeCpu("h3", used_s=4, wait_s=6)
+    assert fidelity.node_share(held) == 1.0
+    assert fidelity.node_share(starved) == pytest.approx(0.6)
+    assert fidelity.node_share(NodeCpu("h4", budget=2, used_s=20, wait_s=0)) == 1.0
+    assert fidelity.node_share(NodeCpu("h5", used_s=1)) is None
+    m = RunMeasures(wall_s=10, machine_cpus=8, nodes=(held, starved, unbudgeted))
+    assert reasons(m) == ["cpu: h2 got 0.60 of its 0.5-core budget while runnable",
+                          "cpu: h3 got 0.40 of the CPU (no budget) while runnable"]
+    idle = NodeCpu("h6", budget=1, used_s=0.1, wait_s=0.2)     # too little activity to judge
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=8, nodes=(idle,))) == []
+
+
+def test_machine_and_system_pressure_rules():
+    busy = RunMeasures(wall_s=10, machine_cpus=2, machine_busy_s=19.5)
+    assert reasons(busy) == ["cpu: the machine was saturated (1.95 of 2 cores busy)"]
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, machine_busy_s=18.9)) == []
+    waited = RunMeasures(wall_s=10, machine_cpus=2, system_wait_s=3.4, nodes=(NodeCpu("h1", used_s=1),))
+    assert reasons(waited) == ["cpu: runnable tasks waited for a CPU 34% of the time (/proc/pressure/cpu)"]
+    # a throttled node counts as waiting in the system's figure: then it proves nothing
+    throttled = RunMeasures(wall_s=10, machine_cpus=2, system_wait_s=3.4,
+                            nodes=(NodeCpu("h1", budget=0.5, used_s=5, nr_periods=100, nr_throttled=90),))
+    assert reasons(throttled) == []
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, system_wait_s=0.5)) == []
+
+
+def test_switch_timer_and_shaping_rules():
+    m = RunMeasures(wall_s=10, machine_cpus=2, switch_cpu_s=9.7, switch_lost=12)
+    assert reasons(m) == ["switch: ovs-vswitchd used 0.97 of a core", "switch: ovs-vswitchd lost 12 packets"]
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, switch_cpu_s=5, switch_lost=0)) == []
+    late = RunMeasures(wall_s=10, machine_cpus=2, timers={"timer_p50_ms": 0.1, "timer_p99_ms": 12.0, "timer_max_ms": 40.0})
+    assert reasons(late) == ["timers: p99 sleep overshoot 12 ms (max 40 ms)"]
+    rows = ({"tool": "ping", "src": "h2", "dst": "h1", "configured_bps": 10**7, "ratio": math.nan},
+            {"tool": "iperf3", "src": "h2", "dst": "h1", "configured_bps": 10**7, "ratio": TCP_GOODPUT_CEILING},
+            {"tool": "iperf3", "src": "h3", "dst": "h1", "configured_bps": 10**7, "ratio": 0.71},
+            {"tool": "iperf3", "src": "h4", "dst": "h1", "configured_bps": 10**7, "ratio": math.nan},
+            {"tool": "iperf3", "src": "h5", "dst": "h1", "configured_bps": None, "ratio": math.nan})
+    found = reasons(RunMeasures(wall_s=10, machine_cpus=2, checks=rows, tolerance=0.1))
+    assert len(found) == 2
+    assert found[0].startswith("shaping: iperf3 h3-h1 read 0.71 of the rate")
+    assert found[1] == "shaping: iperf3 h4-h1 gave no reading"
+    edge = ({"tool": "iperf3", "src": "h2", "dst": "h1", "configured_bps": 10**7, "ratio": 0.87},)
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, checks=edge, tolerance=0.1)) == []
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, checks=edge, tolerance=0.05))
+
+
+def test_verdict_joins_every_reason():
+    m = RunMeasures(wall_s=10, machine_cpus=2, switch_cpu_s=9.7, machine_busy_s=19.9)
+    assert verdict(m) == ("degraded: cpu: the machine was saturated (1.99 of 2 cores busy); "
+                          "switch: ovs-vswitchd used 0.97 of a core")
+    assert verdict(RunMeasures(wall_s=10, machine_cpus=2)) == "ok"
+
+
+# ---- readers --------------------------------------------------------------------------------------
+
+def test_read_cpu_stat_v2(tmp_path):
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"
+                                       "nr_periods 300\nnr_throttled 120\nthrottled_usec 1500000\n")
+    assert readers.read_cpu_stat(tmp_path) == {"nr_periods": 300, "nr_throttled": 120, "usage_s": 2.5,
+                                               "throttled_s": 1.5}
+
+
+def test_read_cpu_stat_v1(tmp_path):
+    cpu, acct = tmp_path / "cpu", tmp_path / "cpuacct"
+    cpu.mkdir(), acct.mkdir()
+    (cpu / "cpu.stat").write_text("nr_periods 10\nnr_throttled 4\nthrottled_time 2000000000\nnr_bursts 0\n")
+    (acct / "cpuacct.usage").write_text("3500000000\n")
+    assert readers.read_cpu_stat(cpu, acct) == {"nr_periods": 10, "nr_throttled": 4, "throttled_s": 2.0,
+                                                "usage_s": 3.5}
+    assert readers.read_cpu_stat(cpu)["usage_s"] is None
+    (cpu / "cpuacct.usage").write_text("1000000000\n")          # cpu,cpuacct co-mounted
+    assert readers.read_cpu_stat(cpu)["usage_s"] == 1.0
+    assert readers.read_cpu_stat(tmp_path / "none") == {"nr_periods": 0, "nr_throttled": 0, "throttled_s": 0.0,
+                                                        "usage_s": None}
+
+
+def test_read_pressure_files(tmp_path):
+    text = ("some avg10=1.50 avg60=0.41 avg300=0.48 total=7205057\n"
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n")
+    (tmp_path / "cpu.pressure").write_text(text)
+    p = readers.read_pressure(tmp_path / "cpu.pressure")
+    assert p["some"] == {"avg10": 1.5, "avg60": 0.41, "avg300": 0.48, "total_s": 7.205057}
+    assert p["full"]["total_s"] == 1.0
+    assert readers.cgroup_wait_s(tmp_path) == 7.205057
+    assert readers.system_wait_s(tmp_path / "cpu.pressure") == 7.205057
+    assert readers.cgroup_wait_s(tmp_path / "v1") is None
+    assert readers.system_wait_s(tmp_path / "absent") is None
+
+
+def test_delta():
+    before = {"usage_s": 1.0, "nr_periods": 10, "wait": None}
+    after = {"usage_s": 3.5, "nr_periods": 25, "wait": 2.0, "new": 1}
+    assert readers.delta(before, after) == {"usage_s": 2.5, "nr_periods": 15, "wait": None}
+
+
+def test_machine_busy_and_process_cpu():
+    first = readers.machine_busy_s()
+    sum(i * i for i in range(300_000))
+    assert 0 < first <= readers.machine_busy_s() <= sum(psutil.cpu_times())
+    own = psutil.Process().name()
+    assert readers.process_cpu_s(own) > 0
+    assert readers.process_cpu_s("no-such-process-here") is None
+
+
+# ---- memory ---------------------------------------------------------------------------------------
+
+def test_tree_memory_sums_a_process_and_its_children():
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+                              "print(p.pid, flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+        tree = memory.tree_memory(child.pid)
+        alone = memory.tree_memory(grandchild)
+        assert tree["processes"] == 2 and alone["processes"] == 1
+        assert 0 < tree["uss"] <= tree["pss"] <= tree["rss"]
+        assert tree["pss"] > alone["pss"]
+    finally:
+        for pid in (grandchild, child.pid):
+            os.kill(pid, 9)
+        child.wait()
+    assert memory.tree_memory(child.pid) == {"rss": 0, "pss": 0, "uss": 0, "processes": 0}
+
+
+def test_tree_memory_skips_processes_that_end_while_read(monkeypatch):
+    class Info(typing.NamedTuple):
+        rss: int
+        pss: int
+        uss: int
+
+    class Fake:
+        def __init__(self, pid, gone=False):
+            self.pid, self.gone = pid, gone
+
+        def children(self, recursive):
+            return [Fake(2), Fake(3, gone=True)]
+
+        def memory_full_info(self):
+            if self.gone:
+                raise psutil.NoSuchProcess(self.pid)
+            return Info(100, 60, 40)
+
+    monkeypatch.setattr(memory.psutil, "Process", Fake)
+    assert memory.tree_memory(1) == {"rss": 200, "pss": 120, "uss": 80, "processes": 2}
