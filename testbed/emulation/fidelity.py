@@ -41,7 +41,8 @@ OK = "ok"
 
 @dataclass(frozen=True)
 class NodeCpu:
-    """One node's CPU over the run (deltas of readers.read_cpu_stat and readers.cgroup_wait_s)."""
+    """One emulated node's CPU over the run (deltas of readers.read_cpu_stat and
+    readers.cgroup_wait_s). Remote nodes are real machines: leave them out."""
 
     name: str
     cores: float | None = None       # the cores of the machine it emulates (None: not set)
@@ -114,7 +115,8 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     if m.machine_busy_s is not None and m.wall_s > 0:
         busy = m.machine_busy_s / m.wall_s
         if busy >= MACHINE_BUSY_MAX * m.machine_cpus:
-            out.append(f"cpu: the machine was saturated ({busy:.2f} of {_n(m.machine_cpus)} cores busy)")
+            nodes = f", {sum(n.used_s for n in m.nodes) / m.wall_s:.2f} by the nodes" if m.nodes else ""
+            out.append(f"cpu: the machine was saturated ({busy:.2f} of {_n(m.machine_cpus)} cores busy{nodes})")
     per_node = any(n.wait_s is not None for n in m.nodes)
     throttled = any(n.nr_throttled > 0 for n in m.nodes)
     if m.system_wait_s is not None and m.wall_s > 0 and not per_node and not throttled:

@@ -285,6 +285,8 @@ def test_node_share_rules():
 def test_machine_and_system_pressure_rules():
     busy = RunMeasures(wall_s=10, machine_cpus=2, machine_busy_s=19.5)
     assert reasons(busy) == ["cpu: the machine was saturated (1.95 of 2 cores busy)"]
+    others = RunMeasures(wall_s=10, machine_cpus=2, machine_busy_s=20, nodes=(NodeCpu("h1", budget=1, used_s=6),))
+    assert reasons(others) == ["cpu: the machine was saturated (2.00 of 2 cores busy, 0.60 by the nodes)"]
     assert reasons(RunMeasures(wall_s=10, machine_cpus=2, machine_busy_s=18.9)) == []
     waited = RunMeasures(wall_s=10, machine_cpus=2, system_wait_s=3.4, nodes=(NodeCpu("h1", used_s=1),))
     assert reasons(waited) == ["cpu: runnable tasks waited for a CPU 34% of the time (/proc/pressure/cpu)"]
