@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits
+from testbed.emulation.readers import delta
 from testbed.net.shaping import TCP_GOODPUT_CEILING
 from testbed.run.hosthealth import HEALTHY_MAX_MS, HEALTHY_P99_MS
 
@@ -53,6 +54,15 @@ class NodeCpu:
     nr_throttled: int = 0
     throttled_s: float = 0.0
 
+    @classmethod
+    def from_readings(cls, name: str, cores: float | None, budget: float | None, before: dict, after: dict,
+                      wait_before: float | None = None, wait_after: float | None = None) -> "NodeCpu":
+        """From two readers.read_cpu_stat readings (and two readers.cgroup_wait_s, where v2 has them)."""
+        d = delta(before, after)
+        wait = None if wait_before is None or wait_after is None else wait_after - wait_before
+        return cls(name, cores, budget, d.get("usage_s") or 0.0, wait, d.get("nr_periods") or 0,
+                   d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0)
+
 
 @dataclass(frozen=True)
 class RunMeasures:
@@ -66,7 +76,7 @@ class RunMeasures:
     machine_busy_s: float | None = None     # readers.machine_busy_s() delta
     system_wait_s: float | None = None      # readers.system_wait_s() delta
     switch_cpu_s: float | None = None       # readers.process_cpu_s() delta
-    switch_lost: int | None = None          # upcalls the datapath lost
+    switch_lost: int | None = None          # readers.datapath_lost() delta
     timers: dict | None = None              # hosthealth.timer_overshoot()
     checks: tuple[dict, ...] = field(default_factory=tuple)   # checks.csv rows
     tolerance: float = 0.10                 # checks.tolerance

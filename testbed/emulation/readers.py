@@ -4,6 +4,7 @@ CPU time, and one process's CPU time (ovs-vswitchd) via psutil. Take one reading
 after a run; `delta` gives the difference."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import psutil
@@ -90,6 +91,12 @@ def process_cpu_s(name: str = "ovs-vswitchd") -> float | None:
             continue
         total, found = total + times.user + times.system, True
     return total if found else None
+
+
+def datapath_lost(dpctl_show: str) -> int:
+    """Packets the OVS datapaths lost (upcalls that found no handler): the sum of every
+    'lookups: hit:H missed:M lost:L' line of `ovs-appctl dpctl/show` output."""
+    return sum(int(n) for n in re.findall(r"lookups:.*\blost:(\d+)", dpctl_show))
 
 
 def delta(before: dict, after: dict) -> dict:

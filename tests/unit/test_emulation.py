@@ -366,6 +366,23 @@ def test_delta():
     assert readers.delta(before, after) == {"usage_s": 2.5, "nr_periods": 15, "wait": None}
 
 
+def test_datapath_lost():
+    show = ("netdev@ovs-netdev:\n  lookups: hit:12508 missed:9 lost:3\n  flows: 9\n  port 0: ovs-netdev (tap)\n"
+            "system@ovs-system:\n  lookups: hit:1 missed:2 lost:4\n  flows: 0\n")
+    assert readers.datapath_lost(show) == 7
+    assert readers.datapath_lost("") == 0
+
+
+def test_node_cpu_from_two_readings(tmp_path):
+    (tmp_path / "cpu.stat").write_text("usage_usec 1000000\nnr_periods 10\nnr_throttled 2\nthrottled_usec 50000\n")
+    before = readers.read_cpu_stat(tmp_path)
+    (tmp_path / "cpu.stat").write_text("usage_usec 4000000\nnr_periods 110\nnr_throttled 52\nthrottled_usec 650000\n")
+    node = NodeCpu.from_readings("h1", 1, 0.5, before, readers.read_cpu_stat(tmp_path), 1.0, 2.5)
+    assert node == NodeCpu("h1", 1, 0.5, used_s=3.0, wait_s=1.5, nr_periods=100, nr_throttled=50,
+                           throttled_s=pytest.approx(0.6))
+    assert NodeCpu.from_readings("h1", 1, None, before, before).wait_s is None
+
+
 def test_machine_busy_and_process_cpu():
     first = readers.machine_busy_s()
     sum(i * i for i in range(300_000))
