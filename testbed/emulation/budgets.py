@@ -107,17 +107,13 @@ def cpusets(budgets: dict[str, float], cpus: list[int], reserve: float = DEFAULT
 
 def cpuset_text(cpus: list[int]) -> str:
     """cpuset.cpus text: [0, 1, 2, 5] -> '0-2,5' (also Docker's cpuset_cpus)."""
-    parts, run = [], []
+    runs: list[list[int]] = []
     for cpu in sorted(cpus):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [cpu]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(parts)
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 class Threads(NamedTuple):
