@@ -6,9 +6,11 @@ Rules and thresholds:
   budgets (the thesis's mode), the cores the nodes stand for must. Otherwise the emulation cannot
   hold whatever is measured: 4 one-core nodes on 2 cores at dilation 1 is degraded in both modes.
 - cpu, per node: while runnable, a node must have run at least CPU_SHARE_MIN of its budget.
-  Estimate: used / (min(budget, 1) x (used + wait)), wait being the time its tasks were runnable
-  but not running (a v2 cgroup's cpu.pressure 'some'), which includes the node's own throttling, so
-  a node held to its quota scores 1 and one that lost the CPU to others scores less. 0.9: the
+  Estimate: lost = wait - throttled, the time its tasks were runnable but not running (a v2
+  cgroup's cpu.pressure 'some') beyond what its own quota explains; share = used / (used +
+  min(budget, 1) x lost), the lost time counted at the rate its budget would have let it run. A
+  node held to its quota scores 1 (also when PSI does not count throttling), one that lost the CPU
+  to others less. cgroup v1 has no per-cgroup pressure: there the machine rules speak. 0.9: the
   dilation aim is +-5 % on time per step; a node short of 10 % of its CPU is beyond it even when
   compute is half the step, while wake-up latency on a healthy machine costs a few percent.
 - cpu, machine: busy over MACHINE_BUSY_MAX of its CPUs means someone outside the budgets (another
@@ -103,10 +105,11 @@ def cpu_plan(m: RunMeasures) -> list[str]:
 
 def node_share(node: NodeCpu) -> float | None:
     """The share of its budget (or, without one, of one core) a node ran while runnable, or None."""
-    if node.wait_s is None or node.used_s + node.wait_s <= 0:
+    lost = None if node.wait_s is None else max(0.0, node.wait_s - node.throttled_s)
+    if lost is None or node.used_s + lost <= 0:
         return None
     rate = min(node.budget, 1.0) if node.budget is not None else 1.0
-    return min(1.0, node.used_s / (rate * (node.used_s + node.wait_s)))
+    return node.used_s / (node.used_s + rate * lost)
 
 
 def cpu_nodes(m: RunMeasures) -> list[str]:

@@ -268,11 +268,14 @@ def test_dilated_point_that_fits_is_ok():
 
 
 def test_node_share_rules():
-    held = NodeCpu("h1", budget=0.5, used_s=5, wait_s=5)       # held to its quota only
-    starved = NodeCpu("h2", budget=0.5, used_s=3, wait_s=7)    # 3 of the 5 s it was owed
+    held = NodeCpu("h1", budget=0.5, used_s=5, wait_s=5, throttled_s=5)      # held to its quota only
+    starved = NodeCpu("h2", budget=0.5, used_s=3, wait_s=5, throttled_s=1)   # lost 4 s: 2 s of CPU at 0.5
     unbudgeted = NodeCpu("h3", used_s=4, wait_s=6)
     assert fidelity.node_share(held) == 1.0
+    assert fidelity.node_share(NodeCpu("h1", budget=0.5, used_s=5, wait_s=0)) == 1.0   # PSI without throttling
     assert fidelity.node_share(starved) == pytest.approx(0.6)
+    # two threads on a 1-core budget: they wait while throttled on both CPUs, and lose nothing
+    assert fidelity.node_share(NodeCpu("h4", budget=1, used_s=10, wait_s=5, throttled_s=10)) == 1.0
     assert fidelity.node_share(NodeCpu("h4", budget=2, used_s=20, wait_s=0)) == 1.0
     assert fidelity.node_share(NodeCpu("h5", used_s=1)) is None
     m = RunMeasures(wall_s=10, machine_cpus=8, nodes=(held, starved, unbudgeted))
