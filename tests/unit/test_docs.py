@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = sorted([REPO / "README.md", REPO / "bench" / "README.md", REPO / "analysis" / "README.md",
+PAGES = sorted([REPO / "README.md", REPO / "bench" / "README.md", REPO / "analysis" / "README.md", REPO / "results" / "README.md",
                 *(REPO / "docs").rglob("*.md")])
 USER_PAGES = [REPO / "README.md", *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name != "benchmarks.md")]
 
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
 
 
@@ -115,8 +115,8 @@ def test_the_checker_finds_a_broken_link_and_a_missing_heading(tmp_path):
     page = tmp_path / "page.md"
     (tmp_path / "other.md").write_text("# Other page\n\n## A `code` heading (with punctuation)\n")
     page.write_text("[ok](other.md#a-code-heading-with-punctuation) [gone](missing.md) "
-                    "[no heading](other.md#nope) `[not a link](nowhere.md)`\n")
-    assert links(page) == ["other.md#a-code-heading-with-punctuation", "missing.md", "other.md#nope"]
+                    "[no heading](other.md#nope) `[not a link](nowhere.md)` [spaced](../a b)\n")
+    assert links(page) == ["other.md#a-code-heading-with-punctuation", "missing.md", "other.md#nope", "../a b"]
     assert anchors(tmp_path / "other.md") == {"other-page", "a-code-heading-with-punctuation"}
     assert offending("Measured on 2026-11-22, load average 3", DATED) == [
         "an ISO date ('2026-11-22')", "a load average ('load average')"]
