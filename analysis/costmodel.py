@@ -634,7 +634,7 @@ def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
 COMPARISON = ["run_id", "strategy", "model", "hosts", "workers", "servers", "bw", "bw_bps",
               "bw_meas_bps", "steps", "slowdown", "measured_steady_s", "predicted_steady_s",
               "measured_warmup_s", "predicted_warmup_s", "measured_step_s", "predicted_step_s",
-              "rel_error", "split", "bound"]
+              "rel_error", "split", "bound", "degraded"]
 
 
 def _compare(model, feats, split) -> pd.DataFrame:

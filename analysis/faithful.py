@@ -109,8 +109,13 @@ def time_split(runs: pd.DataFrame) -> pd.DataFrame:
     return out[SPLIT_COLUMNS].sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
 
 
-def point_label(row) -> str:
-    return f"{plural(row['hosts'], 'node')} at {mbit(row['bw_bps'])} ({row['strategy']})"
+def _where(points: pd.DataFrame) -> str:
+    """'10 Mbit/s (allreduce, 2 and 4 nodes) and 1 Gbit/s (allreduce, 4 nodes)'."""
+    parts = []
+    for (strat, bw), rows in points.groupby(["strategy", "bw_bps"]):
+        hosts = sorted(int(h) for h in rows["hosts"].unique())
+        parts.append(f"{mbit(bw)} ({strat}, {_listing(hosts)} node{'' if hosts == [1] else 's'})")
+    return _listing(parts)
 
 
 def _range(shares) -> str:
@@ -119,34 +124,33 @@ def _range(shares) -> str:
 
 
 def domination_sentences(split: pd.DataFrame) -> list[str]:
-    """What dominates the time per step, from the measured split only; under shared compute, a
-    warning that the node-count trend includes CPU sharing."""
+    """What dominates the time per step (of the multi-node points, if any), from the measured split
+    only; under shared compute, a warning that the node-count trend includes CPU sharing."""
     out = []
     split = split[split["strategy"] != "single"] if (split["strategy"] != "single").any() else split
-    measured = split[split["compute_s"].notna() & (split["time_per_step_s"] > 0)]
+    multi = split[split["hosts"] > 1] if (split["hosts"] > 1).any() else split
+    measured = multi[multi["compute_s"].notna() & (multi["time_per_step_s"] > 0)]
+    every = "every multi-node point measured" if (multi["hosts"] > 1).any() else "every point measured"
     if measured.empty:
         out.append("No compute time was measured (compute_per_step_s), so this report does not say "
                    "whether compute or communication dominates the time per step.")
     else:
         compute = measured[measured["compute_share"] >= 0.5]
         rest = measured[measured["compute_share"] < 0.5]
-        shares = _range(measured["compute_share"])
+        shares = _range(measured["compute_share"].clip(upper=1))
         if rest.empty:
-            out.append(f"Compute dominates the time per step at every point measured (compute is {shares} "
-                       "of the step): more bandwidth could not make these steps much faster.")
+            out.append(f"Compute dominates the time per step at {every} (compute is {shares} of the step): "
+                       "a faster network could not make these steps much faster.")
         elif compute.empty:
-            out.append(f"Communication and waiting (the rest of the step, beyond one worker's compute) "
-                       f"dominate the time per step at every point measured: compute is only {shares} of it.")
+            out.append(f"Communication and waiting (the step beyond one worker's compute) dominate the time "
+                       f"per step at {every}: compute is only {shares} of the step.")
         else:
-            out.append("Compute dominates the time per step at "
-                       + _listing([point_label(r) for _, r in compute.iterrows()])
-                       + "; communication and waiting dominate at "
-                       + _listing([point_label(r) for _, r in rest.iterrows()])
-                       + f" (compute is {shares} of the step).")
-        missing = len(split) - len(measured)
+            out.append(f"Compute dominates the time per step at {_where(compute)}; communication and waiting "
+                       f"dominate at {_where(rest)} (compute is {shares} of the step).")
+        missing = len(multi) - len(measured)
         if missing:
-            out.append(f"{plural(missing, 'point')} had no compute measurement and {'is' if missing == 1 else 'are'} "
-                       "left out of this.")
+            out.append(f"{plural(missing, 'point')} had no compute measurement and "
+                       f"{'is' if missing == 1 else 'are'} left out of this.")
     if split["compute"].str.contains("shared").any():
         out.append("The nodes shared the machine's cores without budgets: every node added took CPU from "
                    "the others, so the trend of time with the number of nodes includes CPU sharing, not "

@@ -162,7 +162,7 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _baseline(summary: pd.DataFrame, row) -> tuple[float, str]:
+def baseline_time(summary: pd.DataFrame, row) -> tuple[float, str]:
     """1-node mean time for the row's model/bw: same strategy, else 'single', else any."""
     one = summary[(summary["hosts"] == 1) & (summary["model"] == row["model"])
                   & (summary["bw_bps"] == row["bw_bps"])]
@@ -192,7 +192,7 @@ def time_summary(runs: pd.DataFrame) -> pd.DataFrame:
                     time_mean_s=("training_time_s", "mean"),
                     time_std_s=("training_time_s", "std"),
                     time_per_step_mean_s=("time_per_step_s", "mean")).reset_index()
-    base = [_baseline(summary, r) for _, r in summary.iterrows()]
+    base = [baseline_time(summary, r) for _, r in summary.iterrows()]
     summary["baseline_time_s"] = [b[0] for b in base]
     summary["baseline_strategy"] = [b[1] for b in base]
     summary["speedup"] = summary["baseline_time_s"] / summary["time_mean_s"]
