@@ -320,8 +320,9 @@ def cost_model(exp, outdir: Path):
             f"{st} median |err| {v:.0%} {sp}" for (st, sp), v in acc.items()), fontsize=10)
         h1, l1 = a1.get_legend_handles_labels()
         h2, l2 = a2.get_legend_handles_labels()
-        a2.legend(h1 + h2, l1 + l2, loc="center left", bbox_to_anchor=(1.01, 0.5),
-                  framealpha=0.9)
+        more = [(h, lab) for h, lab in zip(h2, l2) if lab not in l1]     # the degraded cross once
+        a2.legend(h1 + [h for h, _ in more], l1 + [lab for _, lab in more], loc="center left",
+                  bbox_to_anchor=(1.01, 0.5), framealpha=0.9)
         path = save(fig, outdir / "cost_model.png")
     return path, pd.concat([f for f in (ins, held, deg) if len(f)], ignore_index=True)
 
@@ -433,7 +434,7 @@ def timeline(exp, outdir: Path):
 def time_split(exp, outdir: Path):
     """Where the time per step went, per point: compute (the workload's probe: one worker's local
     steps without the collective) and the rest (communication and waiting), stacked; left in
-    seconds, right as shares of the step. A point without a compute measurement is one hatched bar
+    seconds, below as shares of the step. A point without a compute measurement is one hatched bar
     (older results: every point, and no shares panel)."""
     split = faithful.time_split(tables.counted_runs(exp))
     if split.empty:
@@ -448,10 +449,10 @@ def time_split(exp, outdir: Path):
     names = [f"{plural(r.hosts, 'node')}\n{mbit(r.bw_bps)}\n{r.strategy}" + (f"\n{r.model}" if many_models else "")
              for r in split.itertuples()]
     with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, 2 if known.any() else 1, squeeze=False,
-                                 figsize=(max(10, 1.4 * len(split) + 4) if known.any() else max(7, 0.9 * len(split) + 3), 5))
-        a1, a2 = axes[0][0], axes[0][-1]
-        for ax, scale in ((a1, np.ones_like(total)), (a2, 100 / total))[:axes.shape[1]]:
+        rows = 2 if known.any() else 1
+        fig, axes = plt.subplots(rows, 1, squeeze=False, sharex=True, figsize=(max(7, 0.95 * len(split) + 3), 4.2 * rows))
+        a1, a2 = axes[0][0], axes[-1][0]
+        for ax, scale in ((a1, np.ones_like(total)), (a2, 100 / total))[:rows]:
             if known.any():
                 ax.bar(x[known], (compute * scale)[known], color=pal.colour("part", "compute"),
                        label="compute: one worker's steps without the collective (measured)")
@@ -472,11 +473,9 @@ def time_split(exp, outdir: Path):
             a2.set_ylim(0, 100)
             a1.set_title("Time per step: compute and the rest")
             a2.set_title("Shares of the step")
-            if len(a1.get_legend_handles_labels()[0]) > len(a2.get_legend_handles_labels()[0]):
-                legend(a1, loc="upper left")          # the degraded-run cross
         else:
             a1.set_title("Time per step (compute not measured, so not split)")
-        legend(a2, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        legend(a1, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.suptitle("Where the time per step went", fontsize=13)
         path = save(fig, outdir / "time_split.png")
     return path, split
