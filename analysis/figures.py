@@ -356,26 +356,29 @@ def prediction(exp, outdir: Path):
 # 9 ------------------------------------------------------------------------------------------
 def bleu(exp, outdir: Path):
     """BLEU-1..4 on the held-out images vs epoch: one line per n, one panel per node count."""
-    b = tables.bleu_summary(exp.runs, exp.evals)
+    b = tables.bleu_summary(tables.counted_runs(exp), exp.evals)
     if b.empty:
         raise FigureSkipped("no evaluation rows of ok runs in evals.csv (the caption model "
                             "writes them when evaluation is on)")
     pal = palette_for(exp)
-    nodes = sorted(b["hosts"].unique())
+    deg = exp.evals.merge(degraded_ok(exp)[["run_id", "hosts"]], on="run_id")
+    nodes = sorted(set(b["hosts"]) | set(deg["hosts"]))      # a node count of degraded runs only: crosses
     with plt.rc_context(RC):
         fig, axes = plt.subplots(1, len(nodes), figsize=(5 * len(nodes) + 2, 4.6), sharey=True,
                                  squeeze=False)
         for ax, h in zip(axes[0], nodes):
             rows = b[b["hosts"] == h]
+            mark_degraded(ax, deg.loc[deg["hosts"] == h, "epoch"], deg.loc[deg["hosts"] == h, "value"],
+                          exp.include_degraded)
             for metric, r in rows.groupby("metric"):
                 ax.errorbar(r["epoch"], r["value_mean"], yerr=r["value_std"].fillna(0), marker="o",
                             capsize=3, color=pal.colour("metric", metric),
                             label=metric.replace("bleu", "BLEU-"))
             ax.scatter(*THESIS_FIG14, marker="*", s=180, facecolors="none", edgecolors="black",
                        zorder=3, label="thesis fig. 14: best BLEU-1, 0.578 at epoch 2")
-            ax.set_xticks(sorted(rows["epoch"].unique()))
+            ax.set_xticks(sorted(set(rows["epoch"]) | set(deg.loc[deg["hosts"] == h, "epoch"])))
             ax.set_xlabel("epoch")
-            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max(), 'run')})")
+            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max() if len(rows) else 0, 'run')})")
         axes[0][0].set_ylabel("BLEU on the held-out images")
         axes[0][0].set_ylim(0, max(1.05 * b["value_mean"].max(), THESIS_FIG14[1] * 1.1))
         legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.01, 0.5))

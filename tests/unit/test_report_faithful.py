@@ -211,3 +211,38 @@ def test_every_figure_that_draws_runs_crosses_the_degraded_one(tmp_path, monkeyp
     assert drawn["time_split"][0][1] == [pytest.approx(tps)]
     assert drawn["cost_model"][0][1] == [pytest.approx(tps, rel=1e-3)]      # measured time per step
     assert all(c[0] == [hosts] for c in drawn["scaling"])
+
+
+def _with_degraded(src, dst, run_ids, reason="cpu: 4 nodes asked 4 cores of a 2-core machine"):
+    shutil.copytree(src, dst)
+    runs = pd.read_csv(dst / "runs.csv")
+    runs["fidelity"] = np.where(runs["run_id"].isin(run_ids), f"degraded: {reason}", "ok")
+    runs.to_csv(dst / "runs.csv", index=False)
+    return tables.load_experiment(dst)
+
+
+def test_the_other_figures_cross_degraded_runs_too(tmp_path, monkeypatch):
+    crossed = []
+    monkeypatch.setattr(figures, "mark_degraded",
+                        lambda ax, x, y, counted=False: crossed.append(len(np.atleast_1d(np.asarray(x)))))
+    ar, ps = "h4-bw100mbit-allreduce-r0-3f48d3", "h4-bw100mbit-ps-r0-1da26d"
+    small = _with_degraded(OLD, tmp_path / "small", [ar, ps])
+    for name in ("bandwidth_checks", "resources", "strategies", "wire_bytes"):
+        crossed.clear()
+        figures.FIGURES[name][0](small, tmp_path / "fig")
+        assert sum(crossed) >= 2, name                          # both degraded runs drawn crossed
+    caption = tables.load_experiment(FIXTURES / "report_caption")
+    rid = caption.runs.loc[(caption.runs["status"] == "ok") & (caption.runs["hosts"] > 1), "run_id"].iloc[0]
+    caption = _with_degraded(FIXTURES / "report_caption", tmp_path / "caption", [rid])
+    crossed.clear()
+    figures.bleu(caption, tmp_path / "fig")
+    assert sum(crossed) == (caption.evals["run_id"] == rid).sum()
+    faults = _with_degraded(FIXTURES / "report_faults", tmp_path / "faults", ["link_down-r0-6dc05c"])
+    import matplotlib.pyplot as plt
+    titles = []
+    real_save = figures.save
+    monkeypatch.setattr(figures, "save", lambda fig, path: titles.extend(a.get_title() for a in fig.axes)
+                        or real_save(fig, path))
+    figures.timeline(faults, tmp_path / "fig")
+    plt.close("all")
+    assert "run link_down-r0-6dc05c, DEGRADED: cpu: 4 nodes asked 4 cores of a 2-core machine" in titles
