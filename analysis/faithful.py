@@ -77,8 +77,11 @@ def _shared(runs: pd.DataFrame) -> str:
 
 
 def setup_sentence(runs: pd.DataFrame) -> str:
-    """What was emulated, e.g. 'What was emulated: 4 machines of 1 core each, dilation ×2.5.'"""
+    """What was emulated, e.g. 'What was emulated: 4 machines of 1 core each, dilation ×2.5.', from
+    the ok runs (all runs when none is ok: a run that never started may not record its set-up)."""
     runs = tables.with_faithful_defaults(runs)
+    if "status" in runs and (runs["status"] == "ok").any():
+        runs = runs[runs["status"] == "ok"]
     parts = []
     budgets = runs[runs["compute"] == "budgets"]
     if len(budgets):

@@ -246,3 +246,8 @@ def test_the_other_figures_cross_degraded_runs_too(tmp_path, monkeypatch):
     figures.timeline(faults, tmp_path / "fig")
     plt.close("all")
     assert "run link_down-r0-6dc05c, DEGRADED: cpu: 4 nodes asked 4 cores of a 2-core machine" in titles
+
+
+def test_setup_sentence_from_the_ok_runs():
+    runs = _runs(compute=["budgets", "budgets", np.nan], cores=1.0, dilation=2.0, status=["ok", "ok", "skipped"])
+    assert faithful.setup_sentence(runs) == "What was emulated: machines of 1 core each (1 and 2 nodes), dilation ×2."
