@@ -94,6 +94,14 @@ def setup_sentence(runs: pd.DataFrame) -> str:
     return "What was emulated: " + "; ".join(parts) + "."
 
 
+def dilation_note(runs: pd.DataFrame) -> str:
+    """Under dilation, that every time shown is emulated; '' in real time."""
+    if not (tables.with_faithful_defaults(runs)["dilation"] > 1).any():
+        return ""
+    return ("Every time in this report is emulated time (wall clock / K); runs.csv keeps the wall clock in "
+            "training_time_wall_s and time_per_step_wall_s.")
+
+
 # -- where the time went -------------------------------------------------------------------------
 def time_split(runs: pd.DataFrame) -> pd.DataFrame:
     """Per point (model, strategy, nodes, bandwidth; ok runs): mean time per step, mean compute per

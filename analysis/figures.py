@@ -453,7 +453,8 @@ def time_split(exp, outdir: Path):
              for r in split.itertuples()]
     with plt.rc_context(RC):
         rows = 2 if known.any() else 1
-        fig, axes = plt.subplots(rows, 1, squeeze=False, sharex=True, figsize=(max(7, 0.95 * len(split) + 3), 4.2 * rows))
+        fig, axes = plt.subplots(rows, 1, squeeze=False, sharex=True,
+                                 figsize=(max(7, 0.95 * len(split) + 3), 4.2 * rows))
         a1, a2 = axes[0][0], axes[-1][0]
         for ax, scale in ((a1, np.ones_like(total)), (a2, 100 / total))[:rows]:
             if known.any():

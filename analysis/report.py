@@ -262,10 +262,11 @@ def build_report(exp_dir, include_degraded: bool = False) -> Path:
     n_ok = int((exp.runs["status"] == "ok").sum())
     n_bad = len(exp.runs) - n_ok
     e = html.escape
+    setup = f"{faithful.setup_sentence(exp.runs)} {faithful.dilation_note(exp.runs)}".strip()
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(exp.name)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>Experiment {e(exp.name)}</h1>",
-             f"<p class='setup'>{e(faithful.setup_sentence(exp.runs))}</p>",
+             f"<p class='setup'>{e(setup)}</p>",
              f"<p>{len(exp.runs)} runs: <b>{n_ok} ok</b>, <b>{n_bad} failed or skipped</b>. "
              f"Source: <code>{e(str(exp_dir))}</code>.</p>"]
     note = faithful.degraded_note(exp.runs, include_degraded)

@@ -251,3 +251,9 @@ def test_the_other_figures_cross_degraded_runs_too(tmp_path, monkeypatch):
 def test_setup_sentence_from_the_ok_runs():
     runs = _runs(compute=["budgets", "budgets", np.nan], cores=1.0, dilation=2.0, status=["ok", "ok", "skipped"])
     assert faithful.setup_sentence(runs) == "What was emulated: machines of 1 core each (1 and 2 nodes), dilation ×2."
+
+
+def test_dilated_times_are_said_to_be_emulated(tmp_path):
+    assert "emulated time (wall clock / K)" in faithful.dilation_note(pd.read_csv(BUDGETS / "runs.csv"))
+    assert faithful.dilation_note(pd.read_csv(SHARED / "runs.csv")) == ""
+    assert faithful.dilation_note(_runs()) == ""
