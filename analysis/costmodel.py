@@ -10,7 +10,10 @@ Compute. Every worker wants u cores; host i may use at most cpu_i * P (topology.
 fraction of the whole machine). On one machine the P cores are shared max-min fairly among the
 workers (water-filling), so worker i gets a_i cores and computes ``s_i = u / a_i`` times slower
 than a lone worker (s_i >= 1). A synchronous step waits for the slowest worker: s = max_i s_i.
-On separate machines (``shared=False``, predictions) a_i = min(u, cpu_i * P).
+On separate machines (``shared=False``, predictions) a_i = min(u, cpu_i * P). Runs with compute
+"budgets" (runs.csv ``compute``: every node held to its ``cores`` by cgroups, issue 19) are separate
+machines too: a_i = min(u, cores_i), so their compute term is constant per node and does not grow
+with the number of nodes.
 
 Steady step (the median step of the lead task in steps.csv):
 
@@ -42,7 +45,9 @@ parameters times the samples), so a prediction for another size of model scales.
 log(predicted/measured) of the steady steps and warm-ups (a run without step rows: of T), with a
 soft-L1 loss (a noisy run counts less) and a weak pull towards rough defaults, so a parameter
 the data cannot identify keeps its default (listed as such). ``holdout`` fits on the points with
-fewer workers and predicts the largest worker count.
+fewer workers and predicts the largest worker count. Degraded runs (runs.csv ``fidelity``
+"degraded: ...") are left out of every fit unless ``include_degraded``; ``evaluate`` predicts them
+apart (split "degraded, not fitted").
 """
 from __future__ import annotations
 
@@ -297,15 +302,16 @@ def _family(strategy) -> str:
 # -- features of measured runs ---------------------------------------------------------------
 FEATURES = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "shards",
             "bw_bps", "bw", "s_bits", "batch", "steps", "bw_meas_bps", "bw_source", "rtt_s",
-            "fractions", "slowdown", "steady_s", "overhead_s", "time_per_step_s"]
+            "fractions", "shared", "degraded", "slowdown", "steady_s", "overhead_s", "time_per_step_s"]
 
 
 def features(exp, cores: float | None = None) -> pd.DataFrame:
     """One row per ok run with what the model needs, measured: the checks' bandwidth and RTT,
-    the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml), the steady step and the
-    warm-up (steps.csv). attrs: cores, u, rho."""
+    the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml) or, under compute budgets,
+    their cores (runs.csv; then shared is False), the steady step and the warm-up (steps.csv), and
+    whether the run was degraded. attrs: cores, u, rho."""
     cores = float(cores or os.cpu_count() or 1)
-    ok = ok_runs(exp.runs)
+    ok = ok_runs(tables.with_faithful_defaults(exp.runs))
     ok = ok[ok["time_per_step_s"].notna() & ok["gradient_bytes"].notna() & (ok["steps"] > 0)]
     rho = bandwidth_ratio(exp.checks)
     u = lone_worker_cores(exp, cores)
@@ -317,7 +323,9 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
         servers = int(r.servers) if pd.notna(r.servers) else 0
         fam = _family(r.strategy)
         spec = _run_spec(exp.path, r.run_id)
-        fr = worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers)
+        shared = r.compute != "budgets"
+        fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers) if shared else
+              budget_fractions(r, exp.path, fam, workers, servers, cores))
         partition = ((spec.get("workload") or {}).get("ps") or {}).get("partition") if spec else None
         b_meas, src = bw_meas.get(r.run_id, np.nan), "checks"
         if not np.isfinite(b_meas):
@@ -330,8 +338,9 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
             bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
             batch=r.global_batch / workers if fam == "allreduce" else r.global_batch,
             steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
-            rtt_s=rtt.get(r.run_id, np.nan), fractions=json.dumps(fr) if fr else "",
-            slowdown=float(slowdowns(workers, u, cores, fr).max()), steady_s=st,
+            rtt_s=rtt.get(r.run_id, np.nan), fractions=json.dumps(fr) if fr else "", shared=shared,
+            degraded=str(r.fidelity).startswith("degraded"),
+            slowdown=float(slowdowns(workers, u, cores, fr, shared).max()), steady_s=st,
             overhead_s=r.training_time_s - r.steps * st if np.isfinite(st) else np.nan,
             time_per_step_s=float(r.time_per_step_s)))
     out = pd.DataFrame(rows, columns=FEATURES)
@@ -339,16 +348,39 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
     return out
 
 
-def features_of(folders, cores: float | None = None) -> pd.DataFrame:
+def features_of(folders, cores: float | None = None, include_degraded: bool = False) -> pd.DataFrame:
     """features() of several results folders together (e.g. an all-reduce sweep and a ps sweep):
-    u from the folders that measured a lone worker, rho the median of theirs."""
-    parts = [features(tables.load_experiment(f), cores) for f in folders]
+    u from the folders that measured a lone worker, rho the median of theirs; degraded runs left
+    out unless include_degraded."""
+    parts = [fitted_rows(features(tables.load_experiment(f), cores), include_degraded) for f in folders]
     parts = [p for p in parts if len(p)] or parts[:1]
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
     us = [p.attrs["u"] for p in parts if p.attrs.get("u_measured")]
     out.attrs.update(cores=parts[0].attrs.get("cores"), u=float(np.median(us)) if us else 1.0,
                      rho=float(np.median([p.attrs.get("rho", TCP_CEILING) for p in parts])))
     return out
+
+
+def fitted_rows(feats: pd.DataFrame, include_degraded: bool = False) -> pd.DataFrame:
+    """The rows a fit may use: all, or all but the degraded runs' (attrs kept)."""
+    if include_degraded or "degraded" not in feats:
+        return feats
+    out = feats[feats["degraded"].astype(object) != True].copy()   # noqa: E712 (NaN: not degraded)
+    out.attrs.update(feats.attrs)
+    return out
+
+
+def budget_fractions(run, exp_dir, family: str, workers: int, servers: int, cores: float) -> list:
+    """Under compute budgets: each worker's cores (runs.csv cores, else node_cores 'h1=1;h2=0.5'),
+    as a fraction of `cores` (the P of slowdowns); [] when the run records neither."""
+    if pd.notna(run.cores) and run.cores > 0:
+        return [float(run.cores) / cores] * workers
+    own = dict(item.split("=", 1) for item in str(run.node_cores).split(";") if "=" in item)
+    if not own:
+        return []
+    names = sorted(own, key=lambda n: (len(n), n))
+    hosts = _worker_hosts(Path(exp_dir) / "runs" / str(run.run_id), names, family, servers)
+    return [float(own[h]) / cores if h in own else float("nan") for h in hosts]
 
 
 def bandwidth_ratio(checks: pd.DataFrame) -> float:
@@ -471,7 +503,7 @@ def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> l
         fr = json.loads(f["fractions"]) if f["fractions"] else None
         rtt = f["rtt_s"] if np.isfinite(f["rtt_s"]) else 0.0
         pt = Point(f["family"], int(f["workers"]), max(int(f["shards"] or 1), 1), f["s_bits"],
-                   f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr),
+                   f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr, _shared(f)),
                    f["s_bits"] * f["batch"] / work_ref)
         if np.isfinite(f["steady_s"]) and f["steady_s"] > 0:
             eqs.append(("steady", pt, f["steady_s"], f["steps"]))
@@ -480,6 +512,12 @@ def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> l
         else:
             eqs.append(("step", pt, f["time_per_step_s"], f["steps"]))
     return eqs
+
+
+def _shared(f) -> bool:
+    """A feature row's workers shared one machine (absent or NaN: yes, as before budgets)."""
+    v = f.get("shared", True)
+    return True if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
 
 
 def _predict_eq(family, p, kind, pt, steps) -> float:
@@ -570,20 +608,22 @@ def fit_features(feats: pd.DataFrame, cores: float | None = None, u: float | Non
                      work=work_ref, source=source)
 
 
-def fit(exp, cores: float | None = None) -> CostModel:
-    """Fit on every ok run of an experiment (analysis.tables.Experiment)."""
-    return fit_features(features(exp, cores), source=str(exp.path))
+def fit(exp, cores: float | None = None, include_degraded: bool = False) -> CostModel:
+    """Fit on every ok run of an experiment (analysis.tables.Experiment), degraded runs left out
+    unless include_degraded."""
+    return fit_features(fitted_rows(features(exp, cores), include_degraded), source=str(exp.path))
 
 
 # -- prediction and validation ---------------------------------------------------------------
 def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
-    """Predicted steady step, warm-up and time per step of measured runs (their shared machine)."""
+    """Predicted steady step, warm-up and time per step of measured runs (their own machine: shared,
+    or under compute budgets separate)."""
     out = []
     for _, f in feats.iterrows():
         t = model.terms(f["strategy"], f["workers"], f["s_bits"], f["bw_meas_bps"],
                         shards=max(int(f["shards"] or 1), 1), rtt_s=f["rtt_s"],
                         fractions=json.loads(f["fractions"]) if f["fractions"] else None,
-                        shared=True, work=f["s_bits"] * f["batch"])
+                        shared=_shared(f), work=f["s_bits"] * f["batch"])
         out.append(dict(predicted_steady_s=t["steady_s"], predicted_warmup_s=t["warmup_s"],
                         predicted_step_s=t["steady_s"] + t["warmup_s"] / f["steps"],
                         predicted_compute_s=t["compute_s"], predicted_comm_s=t["comm_s"],
@@ -594,7 +634,7 @@ def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
 COMPARISON = ["run_id", "strategy", "model", "hosts", "workers", "servers", "bw", "bw_bps",
               "bw_meas_bps", "steps", "slowdown", "measured_steady_s", "predicted_steady_s",
               "measured_warmup_s", "predicted_warmup_s", "measured_step_s", "predicted_step_s",
-              "rel_error", "split", "bound"]
+              "rel_error", "split", "bound", "degraded"]
 
 
 def _compare(model, feats, split) -> pd.DataFrame:
@@ -675,22 +715,31 @@ def repeat_floor(feats: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"family": "strategy"})[cols]
 
 
-def evaluate(exp, cores: float | None = None) -> dict:
+DEGRADED_SPLIT = "degraded, not fitted"
+
+
+def evaluate(exp, cores: float | None = None, include_degraded: bool | None = None) -> dict:
     """The model fitted on an experiment, its features, in-sample and held-out comparisons and
-    accuracy; {} when the experiment has no usable run."""
-    feats = features(exp, cores)
+    accuracy; {} when the experiment has no usable run. Degraded runs are left out of the fit
+    unless include_degraded (default: exp.include_degraded) and predicted apart ('degraded')."""
+    if include_degraded is None:
+        include_degraded = getattr(exp, "include_degraded", False)
+    every = features(exp, cores)
+    feats = fitted_rows(every, include_degraded)
     if feats.empty:
         return {}
     model = fit_features(feats, source=str(exp.path))
     ins = comparison(feats, model)
     held = holdout(feats, cores)
+    left_out = every.loc[every.index.difference(feats.index)]
     return dict(model=model, features=feats, in_sample=ins, held_out=held,
+                degraded=_compare(model, left_out, DEGRADED_SPLIT),
                 accuracy=accuracy(ins, held), floor=repeat_floor(feats))
 
 
 def evaluate_cached(exp) -> dict:
     """evaluate(exp), computed once per loaded experiment (the report and two figures use it)."""
-    key = (id(exp.runs), len(exp.runs), id(exp.steps), len(exp.steps))
+    key = (id(exp.runs), len(exp.runs), id(exp.steps), len(exp.steps), getattr(exp, "include_degraded", False))
     cached = exp.__dict__.get("_costmodel")
     if cached is None or cached[0] != key:
         cached = (key, evaluate(exp))

@@ -5,7 +5,9 @@ Every figure function takes the loaded ``Experiment`` and an output folder, and 
 ``FigureSkipped(reason)`` when the experiment has no data for it. Colours come from one
 mapping, ``Palette.colour(kind, value)``, so a bandwidth or a strategy has the same colour
 in every figure (see analysis/plotstyle.py; the topology picture is in
-analysis/topology_figure.py).
+analysis/topology_figure.py). Lines, bars and means count the runs of ``tables.counted_runs``
+(degraded runs left out unless ``exp.include_degraded``); every degraded run is crossed
+(``mark_degraded``) wherever runs are drawn.
 """
 from __future__ import annotations
 
@@ -15,17 +17,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, tables
+from analysis import costmodel, faithful, tables
 from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
-                                Palette, legend, log_if_wide, mbit, node_axis, palette_for,
-                                plural, role_kind, save, series, style)
+                                Palette, legend, log_if_wide, mark_degraded, mbit, node_axis,
+                                palette_for, plural, role_kind, save, series, style)
 from analysis.topology_figure import find_topology, layout, topology  # noqa: F401
+
+
+def degraded_ok(exp) -> pd.DataFrame:
+    """The ok runs whose fidelity verdict is degraded (crossed in the figures)."""
+    ok = tables.ok_runs(exp.runs)
+    return ok[tables.is_degraded(ok)]
 
 
 # 1 ------------------------------------------------------------------------------------------
 def training_time(exp, outdir: Path):
     """Training time vs nodes, one line per bandwidth (and strategy), error bars = std."""
-    s = tables.time_summary(exp.runs)
+    s = tables.time_summary(tables.counted_runs(exp))
     if s.empty:
         raise FigureSkipped("no successful runs")
     pal = palette_for(exp)
@@ -36,6 +44,8 @@ def training_time(exp, outdir: Path):
             ax.errorbar(rows["hosts"], rows["time_mean_s"], yerr=rows["time_std_s"].fillna(0),
                         marker=m, ls=ls, capsize=4, color=pal.colour("bw", bw),
                         label=f"{mbit(bw)}, {strat}")
+        deg = degraded_ok(exp)
+        mark_degraded(ax, deg["hosts"], deg["training_time_s"], exp.include_degraded)
         node_axis(ax, s["hosts"])
         log_if_wide(ax, s["time_mean_s"])
         ax.set_ylabel("training time (s), mean ± std over repeats")
@@ -48,8 +58,8 @@ def training_time(exp, outdir: Path):
 # 2 ------------------------------------------------------------------------------------------
 def scaling(exp, outdir: Path):
     """Speedup T(1)/T(n) and scaling efficiency speedup/n vs nodes."""
-    s = tables.time_summary(exp.runs)
-    s = s[s["speedup"].notna() & (s["strategy"] != "single")].reset_index(drop=True)
+    every = tables.time_summary(tables.counted_runs(exp))
+    s = every[every["speedup"].notna() & (every["strategy"] != "single")].reset_index(drop=True)
     if s.empty:
         raise FigureSkipped("no 1-node run to compute a speedup against")
     pal = palette_for(exp)
@@ -60,6 +70,11 @@ def scaling(exp, outdir: Path):
             kw = dict(marker=m, ls=ls, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
             a1.plot(rows["hosts"], rows["speedup"], **kw)
             a2.plot(rows["hosts"], rows["efficiency"], **kw)
+        deg = degraded_ok(exp)
+        speedup = np.array([tables.baseline_time(every, r)[0] for _, r in deg.iterrows()], dtype=float) \
+            / deg["training_time_s"].to_numpy(dtype=float)
+        mark_degraded(a1, deg["hosts"], speedup, exp.include_degraded)
+        mark_degraded(a2, deg["hosts"], speedup / deg["hosts"].to_numpy(dtype=float), exp.include_degraded)
         a1.axhline(1, color="black", lw=1, ls=":", label="no slowdown, T(n) = T(1)")
         for ax in (a1, a2):
             node_axis(ax, s["hosts"])
@@ -113,6 +128,9 @@ def bandwidth_checks(exp, outdir: Path):
                                marker=marker, zorder=3, label=f"iperf3 at {mbit(bw)}{suffix}")
                     a2.scatter(r["configured_mbps"], r["ratio"], color=c, s=45, marker=marker,
                                zorder=3)
+        deg = df[df["run_id"].isin(degraded_ok(exp)["run_id"])]
+        mark_degraded(a1, deg["configured_mbps"], deg["measured_mbps"], exp.include_degraded)
+        mark_degraded(a2, deg["configured_mbps"], deg["ratio"], exp.include_degraded)
         for ax, y in ((a1, thesis_y), (a2, thesis_y / thesis_x)):
             ax.scatter([thesis_x], [y], marker="*", s=180, facecolors="none",
                        edgecolors="black", zorder=2, label="thesis fig. 17 (iperf2): 9.75 of 10")
@@ -137,7 +155,7 @@ def bandwidth_checks(exp, outdir: Path):
 # 4 ------------------------------------------------------------------------------------------
 def resources(exp, outdir: Path):
     """Mean CPU %, peak memory and mean network throughput per node count (three panels)."""
-    r = tables.resource_summary(exp.runs, exp.usage)
+    r = tables.resource_summary(tables.counted_runs(exp), exp.usage)
     cols = ["cpu_mean_pct", "mem_peak_bytes", "net_throughput_mean_bps"]
     if r.empty or r[cols].isna().all().all():
         raise FigureSkipped("no CPU/memory/network columns in runs.csv and no usage.csv samples")
@@ -154,6 +172,8 @@ def resources(exp, outdir: Path):
                 m, ls = style(strat)
                 ax.plot(rows["hosts"], rows[col] / f, marker=m, ls=ls,
                         color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
+            deg = tables.with_usage(degraded_ok(exp), exp.usage)
+            mark_degraded(ax, deg["hosts"], deg[col] / f, exp.include_degraded)
             node_axis(ax, r["hosts"])
             ax.set_ylabel(ylabel)
             ax.set_title(title)
@@ -171,7 +191,7 @@ def resources(exp, outdir: Path):
 # 5 ------------------------------------------------------------------------------------------
 def strategies(exp, outdir: Path):
     """All-reduce vs parameter server: training time per (nodes, bandwidth) where both ran."""
-    s = tables.time_summary(exp.runs)
+    s = tables.time_summary(tables.counted_runs(exp))
     have = set(s["strategy"])
     if "ps" not in have:
         raise FigureSkipped("no parameter-server runs")
@@ -194,6 +214,11 @@ def strategies(exp, outdir: Path):
             x = np.arange(len(groups)) + (j - 0.5) * width
             ax.bar(x, rows["time_mean_s"], width, yerr=rows["time_std_s"].fillna(0), capsize=4,
                    color=pal.colour("strategy", strat), label=strat)
+            deg = degraded_ok(exp)
+            deg = deg[deg["strategy"] == strat]
+            at = [(groups.index(g) + (j - 0.5) * width, t)
+                  for g, t in zip(zip(deg["hosts"], deg["bw_bps"]), deg["training_time_s"]) if g in groups]
+            mark_degraded(ax, [a for a, _ in at], [t for _, t in at], exp.include_degraded)
         ax.set_xticks(np.arange(len(groups)),
                       [f"{int(h)} nodes\n{mbit(b)}" for h, b in groups])
         log_if_wide(ax, df["time_mean_s"])
@@ -209,7 +234,7 @@ def strategies(exp, outdir: Path):
 # 7 ------------------------------------------------------------------------------------------
 def wire_bytes(exp, outdir: Path):
     """Bytes sent per step per worker vs the gradient size and the all-reduce theory."""
-    net = tables.network_per_run(exp.runs, exp.usage)
+    net = tables.network_per_run(tables.counted_runs(exp), exp.usage)
     net = net[net["bytes_per_worker_step"].notna() & (net["workers"] > 0)].reset_index(drop=True)
     if net.empty:
         raise FigureSkipped("no net_bytes_total in runs.csv and no usage.csv byte counters")
@@ -221,6 +246,8 @@ def wire_bytes(exp, outdir: Path):
             ax.scatter(rows["workers"], rows["bytes_per_worker_step"] / 1e6, marker=m, s=45,
                        zorder=3, color=pal.colour("strategy", strat),
                        label=f"measured, {strat}")
+        deg = tables.network_per_run(degraded_ok(exp), exp.usage)
+        mark_degraded(ax, deg["workers"], deg["bytes_per_worker_step"] / 1e6, exp.include_degraded)
         nmax = int(net["workers"].max())
         ns = np.arange(1, nmax + 1)
         for s_bytes in sorted(net["gradient_bytes"].dropna().unique()):
@@ -267,11 +294,15 @@ def cost_model(exp, outdir: Path):
             kw = dict(marker="D", s=70, facecolors="none", edgecolors=c, linewidths=1.6, zorder=4)
             a1.scatter(rows["hosts"], rows["predicted_step_s"], **kw)
             a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], **kw)
+        deg = ev["degraded"]
+        for rows, counted in ((deg, False), (ins[ins["degraded"] == True], True)):   # noqa: E712 (NaN: no)
+            mark_degraded(a1, rows["hosts"], rows["measured_step_s"], counted)
+            mark_degraded(a2, rows["measured_step_s"], rows["predicted_step_s"], counted)
         a1.plot([], [], "k--", label="model fitted on every run (dashed)")
         if len(held):
             a1.scatter([], [], marker="D", facecolors="none", edgecolors="k",
                        label=f"held out: predicted from {held['trained_on'].iloc[0]}")
-        both = pd.concat([ins, held])[["measured_step_s", "predicted_step_s"]]
+        both = pd.concat([ins, held, deg])[["measured_step_s", "predicted_step_s"]]
         lim = np.array([both.min().min() * 0.7, both.max().max() * 1.4])
         a2.plot(lim, lim, "k:", lw=1, label="prediction = measurement")
         a2.fill_between(lim, lim * 0.8, lim * 1.2, color="grey", alpha=0.15, label="±20 %")
@@ -289,10 +320,11 @@ def cost_model(exp, outdir: Path):
             f"{st} median |err| {v:.0%} {sp}" for (st, sp), v in acc.items()), fontsize=10)
         h1, l1 = a1.get_legend_handles_labels()
         h2, l2 = a2.get_legend_handles_labels()
-        a2.legend(h1 + h2, l1 + l2, loc="center left", bbox_to_anchor=(1.01, 0.5),
-                  framealpha=0.9)
+        more = [(h, lab) for h, lab in zip(h2, l2) if lab not in l1]     # the degraded cross once
+        a2.legend(h1 + [h for h, _ in more], l1 + [lab for _, lab in more], loc="center left",
+                  bbox_to_anchor=(1.01, 0.5), framealpha=0.9)
         path = save(fig, outdir / "cost_model.png")
-    return path, pd.concat([ins, held], ignore_index=True)
+    return path, pd.concat([f for f in (ins, held, deg) if len(f)], ignore_index=True)
 
 
 PREDICT_NODES = "1,2,4,...,1024"
@@ -315,7 +347,8 @@ def prediction(exp, outdir: Path):
                                 **predict.reference(feats))
     path = predict.figure(pred, outdir / "prediction.png",
                           f"PREDICTION, not measured: model fitted on {exp.name}, one machine per "
-                          "node; black-edged points are measured here", ev["in_sample"],
+                          "node; black-edged points are measured here",
+                          pd.concat([f for f in (ev["in_sample"], ev["degraded"]) if len(f)]),
                           steps=model.steps)
     return path, pred
 
@@ -323,26 +356,29 @@ def prediction(exp, outdir: Path):
 # 9 ------------------------------------------------------------------------------------------
 def bleu(exp, outdir: Path):
     """BLEU-1..4 on the held-out images vs epoch: one line per n, one panel per node count."""
-    b = tables.bleu_summary(exp.runs, exp.evals)
+    b = tables.bleu_summary(tables.counted_runs(exp), exp.evals)
     if b.empty:
         raise FigureSkipped("no evaluation rows of ok runs in evals.csv (the caption model "
                             "writes them when evaluation is on)")
     pal = palette_for(exp)
-    nodes = sorted(b["hosts"].unique())
+    deg = exp.evals.merge(degraded_ok(exp)[["run_id", "hosts"]], on="run_id")
+    nodes = sorted(set(b["hosts"]) | set(deg["hosts"]))      # a node count of degraded runs only: crosses
     with plt.rc_context(RC):
         fig, axes = plt.subplots(1, len(nodes), figsize=(5 * len(nodes) + 2, 4.6), sharey=True,
                                  squeeze=False)
         for ax, h in zip(axes[0], nodes):
             rows = b[b["hosts"] == h]
+            mark_degraded(ax, deg.loc[deg["hosts"] == h, "epoch"], deg.loc[deg["hosts"] == h, "value"],
+                          exp.include_degraded)
             for metric, r in rows.groupby("metric"):
                 ax.errorbar(r["epoch"], r["value_mean"], yerr=r["value_std"].fillna(0), marker="o",
                             capsize=3, color=pal.colour("metric", metric),
                             label=metric.replace("bleu", "BLEU-"))
             ax.scatter(*THESIS_FIG14, marker="*", s=180, facecolors="none", edgecolors="black",
                        zorder=3, label="thesis fig. 14: best BLEU-1, 0.578 at epoch 2")
-            ax.set_xticks(sorted(rows["epoch"].unique()))
+            ax.set_xticks(sorted(set(rows["epoch"]) | set(deg.loc[deg["hosts"] == h, "epoch"])))
             ax.set_xlabel("epoch")
-            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max(), 'run')})")
+            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max() if len(rows) else 0, 'run')})")
         axes[0][0].set_ylabel("BLEU on the held-out images")
         axes[0][0].set_ylim(0, max(1.05 * b["value_mean"].max(), THESIS_FIG14[1] * 1.1))
         legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.01, 0.5))
@@ -388,12 +424,65 @@ def timeline(exp, outdir: Path):
                     ax.axvline(lo, color="black", ls=":", lw=1.5, label=label)
             log_if_wide(ax, steps.loc[steps["run_id"] == run_id, "time_s"])
             ax.set_ylabel("time per step (s)")
-            ax.set_title(f"run {run_id}")
+            bad = tables.degraded_runs(exp.runs[exp.runs["run_id"] == run_id])
+            ax.set_title(f"run {run_id}" + (f", DEGRADED: {bad['reasons'].iloc[0]}" if len(bad) else ""))
             legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5))
         axes[-1, 0].set_xlabel("step")
         fig.suptitle("Faults during training: time per step, fault windows shaded", fontsize=13)
         path = save(fig, outdir / "timeline.png")
     return path, pd.concat(drawn, ignore_index=True)
+
+
+# 11 -----------------------------------------------------------------------------------------
+def time_split(exp, outdir: Path):
+    """Where the time per step went, per point: compute (the workload's probe: one worker's local
+    steps without the collective) and the rest (communication and waiting), stacked; left in
+    seconds, below as shares of the step. A point without a compute measurement is one hatched bar
+    (older results: every point, and no shares panel)."""
+    split = faithful.time_split(tables.counted_runs(exp))
+    if split.empty:
+        raise FigureSkipped("no successful run with a time per step")
+    split = split.sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+    pal = palette_for(exp)
+    x = np.arange(len(split))
+    total = split["time_per_step_s"].to_numpy(dtype=float)
+    compute = np.minimum(split["compute_s"].to_numpy(dtype=float), total)   # the probe can read above a short step
+    known = np.isfinite(compute)
+    many_models = split["model"].nunique() > 1
+    names = [f"{plural(r.hosts, 'node')}\n{mbit(r.bw_bps)}\n{r.strategy}" + (f"\n{r.model}" if many_models else "")
+             for r in split.itertuples()]
+    with plt.rc_context(RC):
+        rows = 2 if known.any() else 1
+        fig, axes = plt.subplots(rows, 1, squeeze=False, sharex=True,
+                                 figsize=(max(7, 0.95 * len(split) + 3), 4.2 * rows))
+        a1, a2 = axes[0][0], axes[-1][0]
+        for ax, scale in ((a1, np.ones_like(total)), (a2, 100 / total))[:rows]:
+            if known.any():
+                ax.bar(x[known], (compute * scale)[known], color=pal.colour("part", "compute"),
+                       label="compute: one worker's steps without the collective (measured)")
+                ax.bar(x[known], ((total - compute) * scale)[known], bottom=(compute * scale)[known],
+                       color=pal.colour("part", "rest"), label="the rest: communication and waiting")
+            if (~known).any():
+                ax.bar(x[~known], (total * scale)[~known], color=pal.colour("part", "unsplit"), hatch="//",
+                       label="not split: compute not measured")
+            ax.set_xticks(x, names)
+        keys = list(zip(split["model"], split["strategy"], split["hosts"], split["bw_bps"]))
+        deg = degraded_ok(exp)
+        at = [(keys.index(k), t) for k, t in zip(zip(deg["model"], deg["strategy"], deg["hosts"], deg["bw_bps"]),
+                                                 deg["time_per_step_s"]) if k in keys]
+        mark_degraded(a1, [a for a, _ in at], [t for _, t in at], exp.include_degraded)
+        a1.set_ylabel("time per step (s), mean over runs")
+        if known.any():
+            a2.set_ylabel("share of the time per step (%)")
+            a2.set_ylim(0, 100)
+            a1.set_title("Time per step: compute and the rest")
+            a2.set_title("Shares of the step")
+        else:
+            a1.set_title("Time per step (compute not measured, so not split)")
+        legend(a1, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        fig.suptitle("Where the time per step went", fontsize=13)
+        path = save(fig, outdir / "time_split.png")
+    return path, split
 
 
 # name -> (function, caption); the report shows them in this order.
@@ -402,6 +491,9 @@ FIGURES = {
                       "(reproduces thesis figures 15 and 18)."),
     "scaling": (scaling, "Speedup T(1)/T(n) and scaling efficiency speedup/n (derived from "
                 "thesis figures 15 and 18)."),
+    "time_split": (time_split, "Where the time per step went, per point: compute (one worker's local "
+                   "steps without the collective, measured after training) and the rest "
+                   "(communication and waiting), in seconds and as shares of the step."),
     "bandwidth_checks": (bandwidth_checks, "iperf3 measured vs configured bandwidth with the "
                          "TCP-over-HTB ceiling (reproduces thesis figure 17)."),
     "resources": (resources, "Mean CPU, peak memory and network throughput per node count "

@@ -1,7 +1,8 @@
 """Shared plotting style: the one palette, font sizes, labels, saving, and FigureSkipped.
 
 ``Palette.colour(kind, value)`` is the single colour mapping: kind 'bw' (bits/s, ordered low
-to high on the plasma colormap), 'strategy', 'role' or 'metric' (bleu1..bleu4).
+to high on the plasma colormap), 'strategy', 'role', 'metric' (bleu1..bleu4) or 'part' (of a
+step: compute, rest). ``mark_degraded`` crosses the points of degraded runs, the same in every figure.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ STRATEGY_COLOURS = {"allreduce": "#1f77b4", "ps": "#d62728", "single": "#7f7f7f"
 ROLE_COLOURS = {"chief": "#9467bd", "worker": "#1f77b4", "ps": "#d62728",
                 "single": "#7f7f7f", "switch": "#ff7f0e", "idle": "#c7c7c7"}
 METRIC_COLOURS = {"bleu1": "#1b3a6b", "bleu2": "#2c7fb8", "bleu3": "#41ae76", "bleu4": "#e6550d"}
+PART_COLOURS = {"compute": "#2ca02c", "rest": "#9467bd", "unsplit": "#c7c7c7"}
 STRATEGY_STYLE = {"allreduce": ("o", "-"), "ps": ("s", "--"), "single": ("^", ":")}
 _EXTRA = ["#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
@@ -49,7 +51,7 @@ class Palette:
         """Colour for kind 'bw' (bits/s), 'strategy', 'role' or 'metric'."""
         if kind == "bw":
             return self._bw.get(float(value), "#333333")
-        table = {"strategy": STRATEGY_COLOURS, "metric": METRIC_COLOURS}.get(kind, ROLE_COLOURS)
+        table = {"strategy": STRATEGY_COLOURS, "metric": METRIC_COLOURS, "part": PART_COLOURS}.get(kind, ROLE_COLOURS)
         if value not in table:
             return _EXTRA[sum(map(ord, str(value))) % len(_EXTRA)]
         return table[value]
@@ -145,3 +147,19 @@ def series(summary: pd.DataFrame):
 def legend(ax, **kw):
     if ax.get_legend_handles_labels()[0]:
         ax.legend(framealpha=0.9, **kw)
+
+
+DEGRADED_LABEL = "degraded run (fidelity): not in the trend or fit"
+DEGRADED_COUNTED_LABEL = "degraded run (fidelity): counted, as asked"
+
+
+def mark_degraded(ax, x, y, counted: bool = False) -> None:
+    """Cross the points (x, y) of degraded runs in black, with one legend entry per axes."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    if not keep.any():
+        return
+    label = DEGRADED_COUNTED_LABEL if counted else DEGRADED_LABEL
+    seen = label in ax.get_legend_handles_labels()[1]
+    ax.scatter(x[keep], y[keep], marker="X", s=90, facecolors="none", edgecolors="black", linewidths=1.4,
+               zorder=6, label=None if seen else label)

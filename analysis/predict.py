@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import costmodel, tables
-from analysis.plotstyle import RC, Palette, mbit, save, style
+from analysis.plotstyle import RC, Palette, mark_degraded, mbit, save, style
 
 COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "workers", "servers", "steady_step_s",
            "warmup_s", "time_per_step_s", "samples_per_step", "samples_per_s", "speedup", "bound",
@@ -171,6 +171,10 @@ def figure(pred: pd.DataFrame, outpath: Path, title: str, measured: pd.DataFrame
                 a1.scatter(rows["hosts"], rows["measured_step_s"], marker=m, s=70, zorder=4,
                            facecolors=pal.colour("bw", bw), edgecolors="black", linewidths=1.5,
                            label=f"MEASURED, {mbit(bw)}, {strat}")
+        if measured is not None and "degraded" in measured:
+            deg = measured[measured["degraded"] == True]   # noqa: E712 (NaN: not degraded)
+            mark_degraded(a1, deg["hosts"], deg["measured_step_s"],
+                          counted=(deg["split"] != costmodel.DEGRADED_SPLIT).all())
         a2.axhline(1, color="black", lw=1, ls=":", label="one node's samples/s")
         ticks = sorted(set(pred["nodes"]))
         for ax in axes:

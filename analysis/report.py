@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, figures, tables
+from analysis import advisor, costmodel, faithful, figures, tables
 from testbed.run.hosthealth import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
@@ -28,18 +28,24 @@ def _fmt(x) -> str:
 
 
 def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
-    """The tables the report shows, by name (also the CSV file stem)."""
+    """The tables the report shows, by name (also the CSV file stem). Degraded runs are left out
+    of them (and listed in degraded_runs) unless exp.include_degraded."""
     ev = costmodel.evaluate_cached(exp)
-    bleu = tables.bleu_summary(exp.runs, exp.evals)
+    runs = tables.counted_runs(exp)
+    bleu = tables.bleu_summary(runs, exp.evals)
+    degraded = tables.degraded_runs(exp.runs)
     return {
-        "summary": tables.time_summary(exp.runs),
+        "summary": tables.time_summary(runs),
         "failed_runs": tables.failed_runs(exp.runs),
+        **({"degraded_runs": degraded} if len(degraded) else {}),
+        "time_split": faithful.time_split(runs),
         "iperf_checks": tables.iperf_checks(exp.checks),
-        "resources": tables.resource_summary(exp.runs, exp.usage),
-        "network": tables.network_per_run(exp.runs, exp.usage),
-        # residuals of every run (fitted on all) and of the held-out runs (fitted on the others)
-        "cost_model": pd.concat([ev["in_sample"], ev["held_out"]], ignore_index=True) if ev
-        else pd.DataFrame(),
+        "resources": tables.resource_summary(runs, exp.usage),
+        "network": tables.network_per_run(runs, exp.usage),
+        # residuals of every run (fitted on all), of the held-out runs (fitted on the others) and of
+        # the degraded runs (not fitted)
+        "cost_model": pd.concat([f for f in (ev["in_sample"], ev["held_out"], ev["degraded"]) if len(f)],
+                                ignore_index=True) if ev else pd.DataFrame(),
         "cost_model_accuracy": ev["accuracy"] if ev else pd.DataFrame(),
         "cost_model_params": model_params(ev["model"]) if ev else pd.DataFrame(),
         **({"cost_model_floor": ev["floor"]} if ev and len(ev["floor"]) else {}),   # configurations measured twice
@@ -109,10 +115,11 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                           else ": it does not narrow steadily as bandwidth rises."))
     if grows_all and falls_all:
         out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
-                   "bandwidth is faster, so the network dominates the training time.")
+                   "bandwidth is faster.")
     elif nodes:
         out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
                    "node and falls as bandwidth rises); see the sentences above for where.")
+    out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
     ch = t["iperf_checks"]
     if len(ch):
         r = ch["measured_bps"] / ch["configured_bps"]
@@ -234,10 +241,13 @@ border-bottom:1px solid #ddd;text-align:right}figure{margin:1.5em 0}
 figcaption{font-style:italic}img{max-width:100%}.skip{color:#a33}"""
 
 
-def build_report(exp_dir) -> Path:
-    """Write exp_dir/report.html, exp_dir/figures/*.png and exp_dir/tables/*.csv."""
+def build_report(exp_dir, include_degraded: bool = False) -> Path:
+    """Write exp_dir/report.html, exp_dir/figures/*.png and exp_dir/tables/*.csv. Degraded runs
+    (fidelity 'degraded: ...') are marked in the figures and left out of the trends, tables and
+    cost model fit unless include_degraded."""
     exp_dir = Path(exp_dir)
     exp = tables.load_experiment(exp_dir)
+    exp.include_degraded = include_degraded
     figdir, tabdir = exp_dir / "figures", exp_dir / "tables"
     tabdir.mkdir(parents=True, exist_ok=True)
     t = derived_tables(exp)
@@ -252,11 +262,18 @@ def build_report(exp_dir) -> Path:
     n_ok = int((exp.runs["status"] == "ok").sum())
     n_bad = len(exp.runs) - n_ok
     e = html.escape
+    setup = f"{faithful.setup_sentence(exp.runs)} {faithful.dilation_note(exp.runs)}".strip()
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(exp.name)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>Experiment {e(exp.name)}</h1>",
+             f"<p class='setup'>{e(setup)}</p>",
              f"<p>{len(exp.runs)} runs: <b>{n_ok} ok</b>, <b>{n_bad} failed or skipped</b>. "
              f"Source: <code>{e(str(exp_dir))}</code>.</p>"]
+    note = faithful.degraded_note(exp.runs, include_degraded)
+    if note:
+        parts.append(f"<h2>Degraded runs</h2><p>{e(note)}</p><ul>" + "".join(
+            f"<li><code>{e(str(r.run_id))}</code>: {e(str(r.reasons))}</li>"
+            for r in tables.degraded_runs(exp.runs).itertuples()) + "</ul>")
     if n_bad:
         parts.append("<h2>Failed runs</h2><ul>" + "".join(
             f"<li><code>{e(str(r.run_id))}</code> ({e(str(r.status))}): {e(str(r.reason))}</li>"

@@ -29,6 +29,10 @@ RUNS_COLUMNS = [
     "samples_per_s", "final_loss", "steps", "cpu_mean_pct", "mem_peak_bytes",
     "net_bytes_total", "net_throughput_mean_bps",
 ]
+# Faithful compute (issue 19): absent in older results, read as dilation 1, compute "shared" (the
+# nodes shared the machine without budgets) and no fidelity verdict (not degraded).
+FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
+                    "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]
 CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps",
                   "measured_bps", "ratio", "rtt_ms", "passed", "detail"]
 STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "epoch",
@@ -71,6 +75,7 @@ class Experiment:
     missing: list[str] = field(default_factory=list)  # optional files that were absent
     evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVALS_COLUMNS))
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FAULTS_COLUMNS))
+    include_degraded: bool = False   # count degraded runs in trends, tables and fits (they are marked anyway)
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -96,7 +101,7 @@ def load_experiment(exp_dir) -> Experiment:
     runs_path = exp_dir / "runs.csv"
     if not runs_path.is_file():
         raise FileNotFoundError(f"{runs_path}: no runs.csv, nothing to report")
-    runs = read_table(runs_path, RUNS_COLUMNS)
+    runs = with_faithful_defaults(read_table(runs_path, RUNS_COLUMNS))
     runs["status"] = runs["status"].fillna("failed").astype(str)
     missing = [n for n in OPTIONAL_TABLES if not (exp_dir / n).is_file()]
     tables = {n: read_table(exp_dir / n, cols) for n, cols in OPTIONAL_TABLES.items()}
@@ -105,6 +110,43 @@ def load_experiment(exp_dir) -> Experiment:
     return Experiment(exp_dir, name, runs, tables["checks.csv"], tables["steps.csv"],
                       tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS),
                       read_table(exp_dir / "faults.csv", FAULTS_COLUMNS))
+
+
+def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:
+    """runs with the faithful-compute columns, older results read as dilation 1, compute shared and
+    no fidelity verdict."""
+    runs = runs.copy()
+    for col in FAITHFUL_COLUMNS:
+        if col not in runs:
+            runs[col] = np.nan
+    for col in ("dilation", "cores", "machine_cores", "compute_per_step_s", "training_time_wall_s",
+                "time_per_step_wall_s"):
+        runs[col] = pd.to_numeric(runs[col], errors="coerce")
+    runs["dilation"] = runs["dilation"].fillna(1.0)
+    for col, absent in (("compute", "shared"), ("fidelity", ""), ("node_cores", "")):
+        runs[col] = runs[col].astype(object).where(runs[col].notna(), absent).astype(str)
+    return runs
+
+
+def is_degraded(runs: pd.DataFrame) -> pd.Series:
+    """Runs whose fidelity verdict is 'degraded: <reasons>' (the emulation did not keep up)."""
+    if "fidelity" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["fidelity"].fillna("").astype(str).str.startswith("degraded")
+
+
+def counted_runs(exp: "Experiment") -> pd.DataFrame:
+    """The runs trends, tables and fits count: every run but the degraded ones, unless
+    exp.include_degraded."""
+    return exp.runs if exp.include_degraded else exp.runs[~is_degraded(exp.runs)]
+
+
+def degraded_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The degraded runs, with their reasons (the fidelity verdict without its 'degraded:')."""
+    cols = ["run_id", "hosts", "bw", "strategy", "repeat", "status", "time_per_step_s", "reasons"]
+    out = runs[is_degraded(runs)].copy()
+    out["reasons"] = out["fidelity"].str.replace(r"^degraded:?\s*", "", regex=True)
+    return out.reindex(columns=cols).reset_index(drop=True)
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +162,7 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _baseline(summary: pd.DataFrame, row) -> tuple[float, str]:
+def baseline_time(summary: pd.DataFrame, row) -> tuple[float, str]:
     """1-node mean time for the row's model/bw: same strategy, else 'single', else any."""
     one = summary[(summary["hosts"] == 1) & (summary["model"] == row["model"])
                   & (summary["bw_bps"] == row["bw_bps"])]
@@ -150,7 +192,7 @@ def time_summary(runs: pd.DataFrame) -> pd.DataFrame:
                     time_mean_s=("training_time_s", "mean"),
                     time_std_s=("training_time_s", "std"),
                     time_per_step_mean_s=("time_per_step_s", "mean")).reset_index()
-    base = [_baseline(summary, r) for _, r in summary.iterrows()]
+    base = [baseline_time(summary, r) for _, r in summary.iterrows()]
     summary["baseline_time_s"] = [b[0] for b in base]
     summary["baseline_strategy"] = [b[1] for b in base]
     summary["speedup"] = summary["baseline_time_s"] / summary["time_mean_s"]

@@ -52,9 +52,15 @@ class Emitter:
         self.lock = threading.Lock()
 
     def __call__(self, event: str, **fields):
+        self.write(self.line(event, **fields))
+
+    def line(self, event: str, **fields) -> str:
+        """The event's JSON line, stamped with the time now (write it later with `write`)."""
         rec = {"event": event, **self.base, "t": time.time()}
         rec.update({k: _plain(v) for k, v in fields.items()})
-        line = json.dumps(rec, allow_nan=False)
+        return json.dumps(rec, allow_nan=False)
+
+    def write(self, line: str) -> None:
         out = self.stream or sys.stdout
         with self.lock:
             out.write(line + "\n")

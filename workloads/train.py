@@ -207,10 +207,51 @@ def run_training(job, task_type, task_index, emit) -> None:
          steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
          steps_per_execution=spe)
     from workloads.events import TestbedCallback
-    timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=emit,
+    held = []           # `done`, stamped when training ended, written after the probe: it stays last
+
+    def emit_holding_done(event, **fields):
+        if event == "done":
+            held.append(emit.line(event, **fields))
+        else:
+            emit(event, **fields)
+
+    timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=emit_holding_done,
                              asynchronous=strategy_name == "ps")
-    model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
-              callbacks=backup_callbacks(job) + [timing], verbose=0)
+    try:
+        model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
+                  callbacks=backup_callbacks(job) + [timing], verbose=0)
+        compute_probe(lambda: models.build_model(name, p),
+                      lambda: wdata.flickr8k_dataset(caption, bpw, seed) if caption is not None
+                      else wdata.synthetic_dataset(name, p, seed, bpw), emit)
+    finally:
+        for line in held:
+            emit.write(line)
+
+
+PROBE_WARMUP, PROBE_STEPS = 2, 5     # the first steps trace the function: left out of the timing
+
+
+def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
+    """Time `steps` local training steps of a fresh model (`build()`) on one worker's batches
+    (`dataset()`) with no distribution strategy (no collective, no parameter server): the compute
+    part of a step. It runs after training because MultiWorkerMirroredStrategy must be created
+    before any other TensorFlow work. Emits `compute` (time_per_step_s, steps); a failure is
+    reported in the event (error) and never fails the task, whose training is already done."""
+    try:
+        import tf_keras as keras
+
+        ends = []
+
+        class Clock(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                ends.append(time.perf_counter())
+
+        model = build()
+        models.compile_model(model)
+        model.fit(dataset(), epochs=1, steps_per_epoch=warmup + steps, callbacks=[Clock()], verbose=0)
+        emit("compute", time_per_step_s=(ends[-1] - ends[warmup - 1]) / steps, steps=steps)
+    except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
+        emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
 
 
 def backup_callbacks(job) -> list:

@@ -105,6 +105,33 @@ def test_parameter_server(tmp_path):
     assert chief_ev[0]["servers"] == 1
     for key, addr in [(("ps", 0), ps), (("worker", 0), w0), (("worker", 1), w1)]:
         assert ev[key] and ev[key][0]["event"] == "server" and ev[key][0]["address"] == addr
+        assert [e["event"] for e in ev[key]] == ["server"]     # servers block in join(): no probe
+    check_compute(chief_ev)
+
+
+def check_compute(events):
+    """One `compute` event (the probe's local steps, after training), just before `done`, which
+    keeps the time training ended."""
+    compute = [e for e in events if e["event"] == "compute"]
+    assert len(compute) == 1, [e["event"] for e in events]
+    c, done = compute[0], events[-1]
+    assert events[-2] is c and c["steps"] == 5 and "error" not in c
+    assert 0 < c["time_per_step_s"] < 5
+    # done was stamped when training ended, before the probe's timed steps ran
+    assert c["t"] - done["t"] >= c["steps"] * c["time_per_step_s"]
+
+
+def test_single_and_allreduce_probe_compute(tmp_path):
+    single = run(tmp_path, job(tmp_path), [("single", 0)])[("single", 0)]
+    check_training(single, "single", 1, 4)
+    check_compute(single)
+    (tmp_path / "ar").mkdir()
+    w0, w1 = free_ports(2)
+    jp = job(tmp_path / "ar", strategy="allreduce", cluster={"worker": [w0, w1], "chief": [], "ps": []})
+    ev = run(tmp_path / "ar", jp, [("worker", 0), ("worker", 1)])
+    for key in (("worker", 0), ("worker", 1)):          # both exit 0: the first to leave harms no one
+        check_training(ev[key], "allreduce", 2, 4)
+        check_compute(ev[key])
 
 
 def write_flickr(path, images=6, dim=32):

@@ -261,3 +261,49 @@ def test_repeat_floor_is_the_spread_of_one_configuration_measured_twice():
     assert (floor["configurations"], floor["runs"]) == (1, 2)
     assert floor["median_abs_rel_error"] == pytest.approx(0.75) and floor["max_abs_rel_error"] == pytest.approx(1.0)
     assert costmodel.repeat_floor(feats.iloc[1:]).empty
+
+
+# -- compute budgets (issue 19) --------------------------------------------------------------
+BUDGETS = FIXTURE.parent / "faithful_budgets"
+SHARED = FIXTURE.parent / "faithful_shared"
+
+
+def test_budget_runs_compute_on_machines_of_their_own():
+    # 4 nodes of 1 core on a 2-core machine: shared they are twice as slow, under budgets not at all
+    assert costmodel.slowdowns(4, 1.0, 2.0, [0.5] * 4, shared=True) == pytest.approx([2] * 4)
+    assert costmodel.slowdowns(4, 1.0, 2.0, [0.5] * 4, shared=False) == pytest.approx([1] * 4)
+    budgets = costmodel.features(tables.load_experiment(BUDGETS), cores=2)
+    assert not budgets["shared"].any()
+    assert budgets["slowdown"].to_numpy() == pytest.approx(np.ones(len(budgets)))
+    assert {tuple(json.loads(f)) for f in budgets["fractions"]} == {(0.5,) * n for n in (1, 2, 4)}
+    shared = costmodel.features(tables.load_experiment(SHARED), cores=2).set_index("workers")
+    assert shared["shared"].all()
+    assert shared.loc[4, "slowdown"].to_numpy() == pytest.approx([2.0] * 3)
+
+
+def test_budget_fit_keeps_the_compute_term_constant_per_node():
+    model = costmodel.fit(tables.load_experiment(BUDGETS), cores=2)
+    terms = {n: model.terms("allreduce", n, 1.6e6, 1e8, fractions=[0.5] * n, shared=False) for n in (1, 2, 4, 8)}
+    assert len({round(t["compute_s"], 12) for t in terms.values()}) == 1
+    assert terms[8]["comm_s"] > terms[2]["comm_s"]             # what grows is communication
+    # the same fit on one shared machine: the compute term grows with the nodes
+    shared = [model.terms("allreduce", n, 1.6e6, 1e8, fractions=[0.5] * n)["compute_s"] for n in (2, 4, 8)]
+    assert shared[0] < shared[1] < shared[2]
+    # and predicting the fitted runs uses their own machine: separate
+    feats = costmodel.features(tables.load_experiment(BUDGETS), cores=2)
+    pred = costmodel.predict_features(model, feats)
+    assert pred["predicted_compute_s"].nunique() == 1
+
+
+def test_budget_fractions_from_node_cores(tmp_path):
+    run = pd.Series(dict(run_id="r1", cores=np.nan, node_cores="h1=2;h2=1;h10=0.5"))
+    row = next(pd.DataFrame([run]).itertuples(index=False))
+    # no topology.json: all-reduce workers are the hosts in order
+    assert costmodel.budget_fractions(row, tmp_path, "allreduce", 3, 0, 2.0) == [1.0, 0.5, 0.25]
+    # with roles: the ps workers only
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    (tmp_path / "runs" / "r1" / "topology.json").write_text(json.dumps({"hosts": [
+        {"name": "h1", "role": "chief0"}, {"name": "h2", "role": "ps0"}, {"name": "h10", "role": "worker0"}]}))
+    assert costmodel.budget_fractions(row, tmp_path, "ps", 1, 1, 2.0) == [0.25]
+    equal = next(pd.DataFrame([dict(run_id="r2", cores=1.0, node_cores="")]).itertuples(index=False))
+    assert costmodel.budget_fractions(equal, tmp_path, "allreduce", 3, 0, 4.0) == [0.25] * 3

@@ -1,0 +1,148 @@
+"""A pair of experiments: the thesis's condition and its faithful twin (issue 19).
+
+The thesis ran every virtual node on one 2-core laptop, so its time-vs-nodes curves carry CPU
+sharing as well as the network. Its faithful twin runs the same file with compute "budgets"
+(every node held to its own ``cores``). Per bandwidth, the 1 -> N slowdown of the time per step
+(emulated) under each is
+
+    shared_slowdown = T_shared(N) / T_shared(1),   faithful_slowdown = T_faithful(N) / T_faithful(1)
+
+The faithful twin keeps what the network (and the collective's fixed costs) adds; what disappears
+when every node has its own cores came from sharing the CPU:
+
+    share_cpu = 1 - (faithful_slowdown - 1) / (shared_slowdown - 1),   share_network = 1 - share_cpu
+
+clipped to [0, 1] (a note says when and why); undefined when the shared runs did not slow down.
+N is the largest node count both measured. Degraded runs are left out unless include_degraded.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import faithful, tables
+from analysis.plotstyle import mbit
+
+COLUMNS = ["model", "strategy", "bw_bps", "bw", "nodes", "shared_step_1_s", "shared_step_n_s",
+           "shared_slowdown", "faithful_step_1_s", "faithful_step_n_s", "faithful_slowdown",
+           "share_cpu", "share_network", "note"]
+FORMULA = "share_cpu = 1 - (faithful slowdown - 1) / (shared slowdown - 1)"
+
+
+def _experiment(x, include_degraded: bool) -> tables.Experiment:
+    exp = x if isinstance(x, tables.Experiment) else tables.load_experiment(x)
+    exp.include_degraded = include_degraded
+    return exp
+
+
+def compute_mode(exp: tables.Experiment) -> str:
+    """'shared', 'budgets', or 'mixed' for the counted ok runs of an experiment."""
+    modes = set(tables.ok_runs(tables.counted_runs(exp))["compute"])
+    return modes.pop() if len(modes) == 1 else "mixed" if modes else "none"
+
+
+def ordered(a, b, include_degraded: bool = False) -> tuple[tables.Experiment, tables.Experiment]:
+    """(shared, faithful) of two experiments (folders or loaded), whichever order they come in."""
+    ea, eb = _experiment(a, include_degraded), _experiment(b, include_degraded)
+    modes = {compute_mode(ea): ea, compute_mode(eb): eb}
+    if set(modes) != {"shared", "budgets"}:
+        raise ValueError(f"a pair needs one experiment with compute 'shared' and one with 'budgets'; "
+                         f"{ea.name} has {compute_mode(ea)!r}, {eb.name} has {compute_mode(eb)!r}")
+    return modes["shared"], modes["budgets"]
+
+
+def steps_by_nodes(runs: pd.DataFrame) -> dict:
+    """(model, strategy, bw_bps) -> {nodes: mean time per step}; the 1-node point is the same
+    strategy's, else single's, else all-reduce's at the same model and bandwidth."""
+    s = tables.time_summary(runs)
+    s = s[s["time_per_step_mean_s"].notna()]
+    out = {}
+    for (model, strat, bw), rows in s[s["strategy"] != "single"].groupby(["model", "strategy", "bw_bps"]):
+        points = dict(zip(rows["hosts"].astype(int), rows["time_per_step_mean_s"]))
+        one = s[(s["hosts"] == 1) & (s["model"] == model) & (s["bw_bps"] == bw)]
+        for base in (strat, "single", "allreduce"):
+            if 1 not in points and (one["strategy"] == base).any():
+                points[1] = float(one.loc[one["strategy"] == base, "time_per_step_mean_s"].iloc[0])
+        out[(model, strat, bw)] = points
+    return out
+
+
+def cpu_share(shared_slowdown: float, faithful_slowdown: float) -> tuple[float, str]:
+    """share_cpu (clipped to [0, 1], NaN when undefined) and a note when it was clipped or undefined."""
+    if not shared_slowdown > 1:
+        return np.nan, "the shared runs did not slow down from 1 node: nothing to attribute"
+    raw = 1 - (faithful_slowdown - 1) / (shared_slowdown - 1)
+    if raw < 0:
+        return 0.0, (f"the faithful twin slowed down more (raw share {raw:.2f}): counted as 0, none of "
+                     "the trend from CPU sharing")
+    if raw > 1:
+        return 1.0, (f"the faithful twin did not slow down at all (raw share {raw:.2f}): counted as 1, all of "
+                     "the trend from CPU sharing")
+    return float(raw), ""
+
+
+def compare(shared, faithful_twin, include_degraded: bool = False) -> pd.DataFrame:
+    """Per model, strategy and bandwidth both measured at 1 node and at N > 1 nodes: the 1 -> N
+    slowdown under each condition and the shares of the shared slowdown from CPU and network.
+    shared / faithful_twin: folders or loaded experiments ('shared' and 'budgets' compute)."""
+    sh = _experiment(shared, include_degraded)
+    fa = _experiment(faithful_twin, include_degraded)
+    a, b = steps_by_nodes(tables.counted_runs(sh)), steps_by_nodes(tables.counted_runs(fa))
+    rows = []
+    for key in sorted(set(a) & set(b)):
+        common = sorted(set(a[key]) & set(b[key]))
+        if 1 not in common or common[-1] <= 1:
+            continue
+        n = common[-1]
+        s_slow, f_slow = a[key][n] / a[key][1], b[key][n] / b[key][1]
+        cpu, note = cpu_share(s_slow, f_slow)
+        model, strat, bw = key
+        rows.append(dict(model=model, strategy=strat, bw_bps=bw, bw=mbit(bw), nodes=n,
+                         shared_step_1_s=a[key][1], shared_step_n_s=a[key][n], shared_slowdown=s_slow,
+                         faithful_step_1_s=b[key][1], faithful_step_n_s=b[key][n], faithful_slowdown=f_slow,
+                         share_cpu=cpu, share_network=1 - cpu, note=note))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def sentences(table: pd.DataFrame, shared: tables.Experiment, faithful_twin: tables.Experiment) -> list[str]:
+    """The pair report's text: what each side emulated, then per bandwidth where the slowdown came from."""
+    out = [f"{shared.name} (the thesis's condition): {faithful.setup_sentence(shared.runs)}",
+           f"{faithful_twin.name} (its faithful twin): {faithful.setup_sentence(faithful_twin.runs)}"]
+    if table.empty:
+        return out + ["The pair has no bandwidth measured at 1 node and at more nodes in both experiments, "
+                      "so the slowdowns cannot be compared."]
+    for r in table.itertuples():
+        what = (f"At {r.bw} ({r.strategy}, {r.model}), going from 1 to {r.nodes} nodes made the step "
+                f"×{r.shared_slowdown:.3g} slower with the nodes sharing the machine and ×{r.faithful_slowdown:.3g} "
+                f"with every node held to its own cores")
+        if np.isfinite(r.share_cpu):
+            what += (f": about {r.share_cpu:.0%} of the shared slowdown came from sharing the CPU and "
+                     f"{r.share_network:.0%} from the network ({FORMULA})")
+        out.append(what + (f"; {r.note}." if r.note else "."))
+    shares = table["share_cpu"].dropna()
+    if len(shares) > 1:
+        out.append(f"Over {len(shares)} bandwidths, CPU sharing explains {shares.min():.0%} to {shares.max():.0%} "
+                   f"(median {shares.median():.0%}) of the thesis condition's slowdown with more nodes; the rest "
+                   "is what the network adds, which the faithful twin keeps.")
+    return out
+
+
+def write_pair_report(a, b, out_dir, include_degraded: bool = False) -> Path:
+    """Write out_dir/compare.csv and out_dir/compare.html for two experiments (either order)."""
+    shared, faithful_twin = ordered(a, b, include_degraded)
+    table = compare(shared, faithful_twin, include_degraded)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "compare.csv", index=False)
+    e = html.escape
+    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(shared.name)} vs "
+            f"{e(faithful_twin.name)}</title></head><body>",
+            f"<h1>{e(shared.name)} (shared) vs {e(faithful_twin.name)} (budgets)</h1><ul>",
+            *(f"<li>{e(x)}</li>" for x in sentences(table, shared, faithful_twin)), "</ul>",
+            table.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep=""), "</body></html>"]
+    path = out_dir / "compare.html"
+    path.write_text("\n".join(page), encoding="utf-8")
+    return path

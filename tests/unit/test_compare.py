@@ -1,0 +1,83 @@
+"""The pair report: the thesis's condition (shared) against its faithful twin (budgets)."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import compare, tables
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+BUDGETS, SHARED = FIXTURES / "faithful_budgets", FIXTURES / "faithful_shared"
+
+
+def _step(folder, hosts, bw):
+    runs = pd.read_csv(folder / "runs.csv")
+    runs = runs[~runs["fidelity"].str.startswith("degraded")]
+    return runs[(runs["hosts"] == hosts) & (runs["bw_bps"] == bw)]["time_per_step_s"].mean()
+
+
+def test_slowdowns_and_shares_from_the_two_folders():
+    table = compare.compare(SHARED, BUDGETS)
+    bws = sorted(pd.read_csv(SHARED / "runs.csv")["bw_bps"].unique())
+    assert sorted(table["bw_bps"]) == bws and (table["nodes"] == 4).all()
+    for r in table.itertuples():
+        s = _step(SHARED, 4, r.bw_bps) / _step(SHARED, 1, r.bw_bps)
+        f = _step(BUDGETS, 4, r.bw_bps) / _step(BUDGETS, 1, r.bw_bps)
+        assert r.shared_slowdown == pytest.approx(s) and r.faithful_slowdown == pytest.approx(f)
+        assert r.share_cpu == pytest.approx(1 - (f - 1) / (s - 1))
+        assert r.share_network == pytest.approx(1 - r.share_cpu) and r.note == ""
+
+
+def test_degraded_twin_run_counts_only_when_asked():
+    bw = 200e6
+    counted = compare.compare(SHARED, BUDGETS, include_degraded=True).set_index("bw_bps")
+    runs = pd.read_csv(BUDGETS / "runs.csv")
+    four = runs[(runs["hosts"] == 4) & (runs["bw_bps"] == bw)]["time_per_step_s"].mean()
+    assert counted.loc[bw, "faithful_step_n_s"] == pytest.approx(four)
+    assert compare.compare(SHARED, BUDGETS).set_index("bw_bps").loc[bw, "faithful_step_n_s"] == \
+        pytest.approx(_step(BUDGETS, 4, bw))
+
+
+def test_clipping_and_undefined_share_are_explained():
+    assert compare.cpu_share(3.0, 2.0) == (0.5, "")
+    share, note = compare.cpu_share(2.0, 3.0)
+    assert share == 0.0 and "slowed down more" in note
+    share, note = compare.cpu_share(2.0, 0.9)
+    assert share == 1.0 and "did not slow down" in note
+    share, note = compare.cpu_share(0.95, 1.2)
+    assert np.isnan(share) and "nothing to attribute" in note
+
+
+def test_pair_in_either_order_and_refused_when_not_a_pair(tmp_path):
+    shared, faithful = compare.ordered(BUDGETS, SHARED)
+    assert (shared.name, faithful.name) == ("faithful_shared", "faithful_budgets")
+    with pytest.raises(ValueError, match="one experiment with compute 'shared' and one with 'budgets'"):
+        compare.ordered(SHARED, SHARED)
+    old = tmp_path / "old"
+    shutil.copytree(FIXTURES / "report_small", old)
+    with pytest.raises(ValueError):
+        compare.ordered(old, SHARED)                      # older results read as shared too
+    assert compare.compute_mode(tables.load_experiment(old)) == "shared"
+
+
+def test_pair_report_sentences_and_files(tmp_path):
+    path = compare.write_pair_report(BUDGETS, SHARED, tmp_path / "pair")
+    html = path.read_text()
+    table = pd.read_csv(tmp_path / "pair" / "compare.csv")
+    assert len(table) == 3
+    for r in table.itertuples():
+        assert (f"×{r.shared_slowdown:.3g} slower with the nodes sharing the machine and ×{r.faithful_slowdown:.3g} "
+                f"with every node held to its own cores: about {r.share_cpu:.0%} of the shared slowdown came "
+                f"from sharing the CPU and {r.share_network:.0%} from the network") in html
+    assert "faithful_shared (the thesis&#x27;s condition): What was emulated: the nodes shared" in html
+    assert f"(median {table['share_cpu'].median():.0%})" in html
+
+
+def test_pair_without_common_points_says_so():
+    exp_s, exp_f = tables.load_experiment(SHARED), tables.load_experiment(BUDGETS)
+    exp_f.runs = exp_f.runs[exp_f.runs["hosts"] > 1]               # no 1-node point in the twin
+    table = compare.compare(exp_s, exp_f)
+    assert table.empty
+    assert "cannot be compared" in compare.sentences(table, exp_s, exp_f)[-1]
