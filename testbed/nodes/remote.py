@@ -10,7 +10,6 @@ remote shell unquoted: command lines are built from argv lists with shlex.
 Its host setting is `remote:` (RemoteConf); the experiment's `ssh:` section says how to log in."""
 from __future__ import annotations
 
-import ipaddress
 import json
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -20,7 +19,7 @@ from pydantic import Field
 
 from testbed.nodes.base import NodeError
 from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
-                                    merge_fields)
+                                    example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log
 from testbed.ssh import Connection, Target, sync_code
 
@@ -53,17 +52,7 @@ class RemoteConf(Strict):
 
 NEEDS = {"address": "the machine's address", "python": "the interpreter with TensorFlow there",
          "interface": "the NIC the training traffic uses"}
-EXAMPLE_NETWORKS = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
 KIND = ("topology.host.kind",)
-
-
-def _example_address(address: str) -> bool:
-    """An RFC 5737 documentation address, as example files use, so they cannot contact anyone's machine."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in net for net in EXAMPLE_NETWORKS)
 
 
 def settings_problems(hosts, others: list[str]):
@@ -84,7 +73,7 @@ def settings_problems(hosts, others: list[str]):
             out.append((key + ("remote", "address"), f"{name} and {seen[machine]} are the same machine "
                         f"({settings.address}); one host per machine", ()))
         seen.setdefault(machine, name)
-        if settings.address is not None and _example_address(settings.address):
+        if settings.address is not None and example_address(settings.address):
             out.append((key + ("remote", "address"), f"{settings.address} is an example address (RFC 5737 "
                         f"documentation range, nobody's machine): put {name}'s real address here", ()))
     if hosts and others:

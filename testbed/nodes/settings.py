@@ -4,6 +4,7 @@ settings are made of. Pure: pydantic and the standard library only, so the spec 
 the registry) without any run-time code."""
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable
@@ -34,6 +35,16 @@ Address = pattern(ADDRESS, "address: an IPv4 address or host name such as 192.16
 User = pattern(USER, "user name")
 Interface = pattern(INTERFACE, "interface name (1-15 of letters, digits, _ . : -)")
 RemotePath = pattern(REMOTE_PATH, "path on the machine (no blanks or '=', not starting with '-')")
+EXAMPLE_NETWORKS = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
+
+
+def example_address(address: str) -> bool:
+    """An RFC 5737 documentation address, as example files use, so they cannot contact anyone's machine."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in EXAMPLE_NETWORKS)
 
 
 def merge_fields(base: BaseModel, override: BaseModel | None, model: type[BaseModel]) -> dict:

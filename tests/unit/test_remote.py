@@ -341,7 +341,7 @@ def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeyp
     monkeypatch.setattr(cleanup, "_pids_matching", lambda marker: [999999])
     killed = []
     monkeypatch.setattr(cleanup, "kill_processes", lambda pids: killed.extend(pids) or [f"killed {pids}"])
-    for name in ("destroy_labelled_containers", "destroy_tagged_ovs_rows"):
+    for name in ("destroy_leftovers", "destroy_tagged_ovs_rows"):
         monkeypatch.setattr(cleanup, name, lambda *a: [])
     actions = cleanup.cleanup()
     assert killed == [] and any("left training processes alone" in a for a in actions)
