@@ -174,8 +174,9 @@ def remove_state(state: State) -> list[str]:
 def destroy_leftovers(force: bool = False) -> list[str]:
     """What the node kinds' runs that are over left unrecorded (e.g. labelled containers); every
     run's with force=True."""
+    from testbed.nodes import kind_classes
     run_alive = (lambda pid: False) if force else _owner_alive
-    return [action for kinds in kind_records().values() for cls in kinds for action in cls.destroy_leftovers(run_alive)]
+    return [action for cls in kind_classes() for action in cls.destroy_leftovers(run_alive)]
 
 
 def ovs_running() -> bool:

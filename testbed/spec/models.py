@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 
-from pydantic import (BaseModel, BeforeValidator, Discriminator, Field, PlainSerializer, create_model,
+from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.units as units
