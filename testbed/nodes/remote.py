@@ -134,7 +134,6 @@ def _probe(host) -> tuple[tuple[str, str], ...]:
     return tuple((f"{host.key}.remote.{field}", f"{host.name} ({target.label}): {message}") for field, message in found)
 
 
-
 # ---- the node -----------------------------------------------------------------------------------
 
 class RemoteNode(SshNode):

@@ -184,6 +184,8 @@ class SwitchConf(Strict):
 
 
 class _HostLimits(Strict):
+    """HostConf without the node kinds' own settings (added to it below, from the registry)."""
+
     kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
     cpu: Annotated[float, Field(gt=0, le=1)] | None = None
     memory: Size | None = None
