@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
-    from testbed.spec.models import LinkParams, RemoteConf, SshConf, Topology
+    from testbed.spec.models import LinkParams, SshConf, Topology
 
 DEFAULT_NETWORK = "10.0.0.0"
 DEFAULT_PREFIX = 24      # the default subnet is a /24 unless more hosts need a larger one
@@ -20,16 +20,24 @@ DEFAULT_PREFIX = 24      # the default subnet is a /24 unless more hosts need a 
 
 @dataclass(frozen=True)
 class HostNode:
+    """A host; the node kinds' own settings read as attributes by their key (host.image, host.remote)."""
+
     name: str
-    ip: str  # "10.0.0.1"
+    ip: str  # "10.0.0.1"; a real machine's own address (remote)
     cpu: float | None = None  # fraction of the whole machine
     memory: int | None = None  # bytes
     kind: str = "netns"       # a registered node kind (testbed.nodes)
-    image: str | None = None  # docker: the container image (None: the project's worker image)
     key: str = "topology.host"  # key path of the host's own settings, for error messages
-    remote: RemoteConf | None = None  # remote: the machine (its address is the host's ip)
-    ssh: SshConf | None = None        # remote: host keys and time-out (None: the defaults)
+    settings: tuple[tuple[str, Any], ...] = ()   # (key, value) of every kind's setting, resolved (None: unset)
+    ssh: SshConf | None = None        # the experiment's ssh: section, for kinds that log in (None: the defaults)
     prefix: int = DEFAULT_PREFIX      # the subnet's prefix length
+
+    def __getattr__(self, name: str):
+        """A kind's setting by its key (None when unset); only names the kinds declare."""
+        from testbed.nodes import kind_settings
+        if not name.startswith("_") and name in {s.key for s in kind_settings().values()}:
+            return dict(self.settings).get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def cidr(self) -> str:
@@ -99,13 +107,16 @@ def subnet(topology: Topology) -> ipaddress.IPv4Network:
 
 
 def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int, ssh: SshConf | None) -> HostNode:
-    from testbed.nodes import DEFAULT_KIND
+    from testbed.nodes import DEFAULT_KIND, kind_settings
     conf = topology.host_conf(name)
     kind = conf.kind or DEFAULT_KIND
-    remote = conf.remote if kind == "remote" else None    # a real machine: its own address, not 10.0.0.x
-    ip = remote.address if remote is not None and remote.address else str(net.network_address + index)
-    return HostNode(name, ip, conf.cpu, conf.memory, kind, conf.image, topology.host_own(name)[0],
-                    remote, ssh if remote is not None else None, net.prefixlen)
+    settings = kind_settings()
+    own = settings.get(kind)
+    value = getattr(conf, own.key) if own else None
+    address = own.address(value) if value is not None else None   # a real machine: its own, not 10.0.0.x
+    return HostNode(name, address or str(net.network_address + index), conf.cpu, conf.memory, kind,
+                    topology.host_own(name)[0], tuple((s.key, getattr(conf, s.key)) for s in settings.values()),
+                    ssh, net.prefixlen)
 
 
 def _switches(count: int) -> list[str]:

@@ -20,7 +20,7 @@ from testbed.cluster.edition import ssh_command, run_local, server_of, vxlan_scr
 from testbed.cluster.placement import crossing_links, place
 from testbed.net.network import NetworkError
 from testbed.nodes.base import NodeError
-from testbed.nodes.remote import Connection, Target
+from testbed.ssh import Connection, Target
 from testbed.units import format_bandwidth
 
 LOCAL = "local"

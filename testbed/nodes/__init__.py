@@ -1,7 +1,9 @@
 """Node kinds: one interface (base.Node), one class per kind, registered here by name.
 
-A new kind is one module plus one line below. Classes are imported on first use, so the spec can
-ask which kinds exist without importing Mininet or the Docker SDK."""
+A new kind is one module plus one line below. A kind's class declares its host setting for the spec
+(`settings`, nodes/settings.py) and what cleanup removes (`records`, `remove_records`,
+`destroy_leftovers`). Classes are imported on first use; kind modules import Mininet, the Docker SDK
+and paramiko only inside functions, so the spec can read the kinds' settings without them."""
 from __future__ import annotations
 
 import importlib
@@ -24,3 +26,13 @@ def node_class(kind: str):
         raise ValueError(f"unknown node kind {kind!r}; known kinds: {', '.join(KINDS)}")
     module, _, name = KINDS[kind].partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def kind_classes() -> list:
+    """Every registered kind's class, in registry order."""
+    return [node_class(kind) for kind in KINDS]
+
+
+def kind_settings() -> dict:
+    """kind -> its own host setting (nodes.settings.KindSettings), for the kinds that have one."""
+    return {kind: cls.settings for kind, cls in zip(KINDS, kind_classes()) if cls.settings is not None}

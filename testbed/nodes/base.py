@@ -10,7 +10,7 @@ import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 REPO = Path(__file__).resolve().parents[2]
 # The directories every node's PATH holds, for kinds that do not share this machine's environment.
@@ -35,9 +35,11 @@ class Node(ABC):
     """One host of the graph, of some kind. `name` and `address` are the graph's."""
 
     kind: ClassVar[str]
+    settings: ClassVar = None      # nodes.settings.KindSettings: the kind's own host setting, if any
+    records: ClassVar[str | None] = None   # the registry's list this kind records in (cleanup.State field)
 
     def __init__(self, host, registry):
-        self.host = host               # graph.HostNode: name, ip, cpu, memory, kind, image
+        self.host = host               # graph.HostNode: name, ip, cpu, memory, kind, the kinds' settings
         self.name = host.name
         self.address = host.ip
         self._registry = registry      # cleanup.Registry: record before creating
@@ -149,6 +151,18 @@ class Node(ABC):
     @abstractmethod
     def usage(cls, nodes: list["Node"]) -> dict[str, Usage]:
         """Counters of several nodes of this kind at once (one pass over /proc, not one per node)."""
+
+    # cleanup ----------------------------------------------------------------------------------
+    @classmethod
+    def remove_records(cls, records: list) -> tuple[list[str], list]:
+        """Remove what a run recorded in this kind's `records` list (teardown, or `cleanup` after a
+        crash): (what was done, the records to keep for the next cleanup)."""
+        return [], []
+
+    @classmethod
+    def destroy_leftovers(cls, run_alive: Callable[[int], bool]) -> list[str]:
+        """`cleanup`: what runs that are over left unrecorded; run_alive(owner pid) says which are not."""
+        return []
 
 
 class GroupPopen(subprocess.Popen):

@@ -1,48 +1,30 @@
 """A netns host placed on another server of a cluster (testbed.cluster): Mininet's cluster edition
-makes its namespace there (a ClusterHost shell reached by ssh); its processes are started the remote
-kind's way (paramiko exec channels, process groups, the run token, code synced by SFTP, a /proc
-sampler) and enter the host's namespace with `nsenter --target <shell pid> --net`.
+makes its namespace there (a ClusterHost shell reached by ssh); its processes are started as the remote
+kind's are (nodes/sshnode.py: exec channels, process groups, the run token, code synced by SFTP, a
+/proc sampler) and enter the host's namespace with `nsenter --target <shell pid> --net`.
 
 Not a kind of the spec: the network makes this node for a netns host that `cluster.placement` puts
 on a server other than this machine."""
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-
-from testbed.nodes.base import Node
-from testbed.nodes.remote import AGENT, SAMPLE_INTERVAL, Connection, Lines, RemoteNode, sync_code
+from testbed.nodes.sshnode import SshNode
+from testbed.ssh import sync_code
 
 NETNS = "-netns"     # remote_agent: count every interface of the namespace
 
 
-class ClusterNode(RemoteNode):
+class ClusterNode(SshNode):
     kind = "netns"   # what the spec asked for; `machine` says where it runs
 
     def __init__(self, host, registry, server):
-        Node.__init__(self, host, registry)
+        super().__init__(host, registry, server.target)
         self.server = server                 # testbed.cluster.bringup.Server
-        self.target = server.target
-        self.token = f"{os.getpid()}-{host.name}-{secrets.token_hex(4)}"
-        self.conn = None
-        self._cores = 1
-        self.workdir = None
-        self._records = []
-        self._latest = None
         self.anchor_pid = None
-
-    @classmethod
-    def problems(cls, hosts, progress=lambda msg: None):
-        return []
 
     def prepare(self, progress=lambda msg: None) -> None:
         """Its own connection (channels per connection are few), the run's token recorded there, and
         the workload code synced once per server."""
-        self.conn = Connection(self.target)
-        self._record(token=self.token, python=self.python)
-        cores = self.conn.exec(["getconf", "_NPROCESSORS_ONLN"])[1].strip()
-        self._cores = int(cores) if cores.isdigit() else 1
+        self._connect()
         with self.server.lock:
             if self.server.workdir is None:
                 with self.conn.sftp() as sftp:
@@ -60,8 +42,7 @@ class ClusterNode(RemoteNode):
         """The shell's pid on the server anchors the namespace; the sampler runs in it."""
         self.mn_host = mn_host
         self.anchor_pid = mn_host.pid
-        self.popen([self.python, "-c", AGENT, "sample", self.token, NETNS, f"{SAMPLE_INTERVAL:g}"],
-                   stdout=Lines(self._sampled), stderr=subprocess.DEVNULL)
+        self._start_sampler(NETNS)
 
     def _enter(self, argv: list[str]) -> list[str]:
         return ["nsenter", "--target", str(self.anchor_pid), "--net", "--", *argv]

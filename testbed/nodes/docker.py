@@ -13,10 +13,31 @@ import os
 import tarfile
 from pathlib import Path
 
+from typing import Annotated
+
+from pydantic import BeforeValidator, WithJsonSchema
+
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
+from testbed.nodes.reference import reference_problem
+from testbed.nodes.settings import KindSettings
+
 LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
+
+
+def check_image(value: object) -> str:
+    """A Docker image reference such as debian:bookworm or registry:5000/team/worker:1.0."""
+    problem = reference_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+Image = Annotated[str, BeforeValidator(check_image),
+                  WithJsonSchema({"type": "string", "examples": ["dltestbed-worker:latest", "registry:5000/team/worker:1.0"]})]
+SETTINGS = KindSettings("image", Image, "container image of a docker node "
+                        "(default: the project's worker image, built here)")
 
 
 def _nano_cpus(fraction: float) -> int:
@@ -30,6 +51,8 @@ def container_name(host_name: str) -> str:
 
 class DockerNode(Node):
     kind = "docker"
+    settings = SETTINGS
+    records = "containers"       # container names
 
     @classmethod
     def problems(cls, hosts, progress=lambda msg: None):
@@ -69,7 +92,7 @@ class DockerNode(Node):
         from testbed.nodes import dockerd, image
         self.image = image.ensure_image(self.host.image, progress)
         name = container_name(self.name)
-        self._registry.add("containers", name)
+        self._registry.add(self.records, name)
         limits = {}
         if self.host.cpu is not None:
             limits["nano_cpus"] = _nano_cpus(self.host.cpu)
@@ -140,6 +163,41 @@ class DockerNode(Node):
                 continue
             out[n.name] = Usage(cpu_s, rss, tx, rx)
         return out
+
+    @classmethod
+    def remove_records(cls, names):
+        """Remove the recorded containers (gone with the engine: nothing is kept)."""
+        return remove_containers(names), []
+
+    @classmethod
+    def destroy_leftovers(cls, run_alive):
+        """Node containers (labelled dltestbed.host) whose run is over."""
+        client = _docker()
+        if client is None:
+            return []
+        stale = [c.name for c in client.containers.list(all=True, filters={"label": [f"{LABEL}=1", f"{LABEL}.host"]})
+                 if not run_alive(int(c.labels.get(f"{LABEL}.owner", "0") or 0))]
+        return remove_containers(stale)
+
+
+def _docker():
+    """A Docker client when the engine is installed and answering, else None (nothing to remove then)."""
+    from testbed.nodes import dockerd
+    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+        return None
+    return dockerd.client()
+
+
+def remove_containers(names) -> list[str]:
+    client = _docker() if names else None
+    actions = []
+    for name in names if client else []:
+        try:
+            client.containers.get(name).remove(force=True)
+            actions.append(f"removed container {name}")
+        except Exception:  # noqa: BLE001 - already gone (docker.errors.NotFound) or the engine went away
+            pass
+    return actions
 
 
 def _container_host_class():

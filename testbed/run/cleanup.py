@@ -11,7 +11,6 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from testbed.nodes import cgroups
@@ -22,18 +21,36 @@ OVS_TAG = ("external_ids", "dltestbed", "1")
 PROCESS_MARKERS = ("mininet:", "workloads/train.py", "iperf3", "ping", "mnexec")
 
 
-@dataclass
+def kind_records() -> dict[str, list]:
+    """The registry's list name -> the node kinds that record in it, in registry order (the cluster's
+    servers record in the remote kind's list too)."""
+    from testbed.nodes import kind_classes
+    lists: dict[str, list] = {}
+    for cls in kind_classes():
+        if cls.records:
+            lists.setdefault(cls.records, []).append(cls)
+    return lists
+
+
 class State:
-    owner_pid: int
-    bridges: list[str] = field(default_factory=list)
-    linux_bridges: list[str] = field(default_factory=list)
-    interfaces: list[str] = field(default_factory=list)
-    pids: list[int] = field(default_factory=list)
-    cgroups: list[str] = field(default_factory=list)       # cgroup-tools names (state files of older versions)
-    cgroup_dirs: list[str] = field(default_factory=list)
-    containers: list[str] = field(default_factory=list)    # docker container names
-    remote: list[dict] = field(default_factory=list)       # real machines: {machine, token|pgid|tc} (nodes/remote.py)
-    sysctls: dict[str, str] = field(default_factory=dict)   # name -> value to restore
+    """What one live run made: the lists this module removes itself, one list per node kind that
+    records (docker: containers, remote: {machine, token|pgid|tc}) and sysctl name -> value to restore."""
+
+    LISTS = ("bridges", "linux_bridges", "interfaces", "pids",
+             "cgroups",        # cgroup-tools names (state files of older versions)
+             "cgroup_dirs")
+
+    def __init__(self, owner_pid: int, sysctls: dict[str, str] | None = None, **lists):
+        names = (*self.LISTS, *kind_records())
+        unknown = set(lists) - set(names)
+        if unknown:
+            raise TypeError(f"unknown state lists: {', '.join(sorted(unknown))}")
+        self.owner_pid, self.sysctls = owner_pid, dict(sysctls or {})
+        for name in names:
+            setattr(self, name, list(lists.get(name, [])))
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
 
 
 class Registry:
@@ -64,7 +81,7 @@ class Registry:
 
     def _save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self.state)))
+        tmp.write_text(json.dumps(self.state.as_dict()))
         os.replace(tmp, self.path)
 
     def release(self) -> list[str]:
@@ -74,11 +91,17 @@ class Registry:
         return actions
 
 
+def _kept(state: State) -> dict[str, list]:
+    """The kinds' records that could not be removed yet (a machine that did not answer)."""
+    return {name: getattr(state, name) for name in kind_records() if getattr(state, name)}
+
+
 def settle(path: Path, state: State) -> None:
     """After removal: drop the state file, or keep what unreachable machines still hold (for `cleanup`);
     a file another cleanup has dropped meanwhile stays dropped."""
-    if state.remote and path.exists():
-        path.write_text(json.dumps(asdict(State(state.owner_pid, remote=state.remote))))
+    kept = _kept(state)
+    if kept and path.exists():
+        path.write_text(json.dumps(State(state.owner_pid, **kept).as_dict()))
     else:
         path.unlink(missing_ok=True)
 
@@ -113,11 +136,12 @@ def _link_exists(name: str) -> bool:
 
 
 def remove_state(state: State) -> list[str]:
-    actions = kill_processes(state.pids) + remove_containers(state.containers)
-    if state.remote:   # reconnect; what a machine that does not answer holds stays in state.remote
-        from testbed.nodes.remote import remove_records
-        done, state.remote = remove_records(state.remote)
-        actions += done
+    actions = kill_processes(state.pids)
+    for name, kinds in kind_records().items():
+        if getattr(state, name):   # what could not be removed (e.g. a machine did not answer) stays recorded
+            done, left = kinds[0].remove_records(getattr(state, name))
+            setattr(state, name, left)
+            actions += done
     for br in state.bridges:
         # With Open vSwitch down (or restarted) del-br cannot reach the bridge, but the userspace
         # datapath's tap device stays in the kernel: remove the device either way.
@@ -147,34 +171,12 @@ def remove_state(state: State) -> list[str]:
     return actions
 
 
-def _docker():
-    """A Docker client when the engine is installed and answering, else None (nothing to remove then)."""
-    from testbed.nodes import dockerd
-    if not dockerd.docker_installed() or not dockerd.dockerd_running():
-        return None
-    return dockerd.client()
-
-
-def remove_containers(names) -> list[str]:
-    client = _docker() if names else None
-    actions = []
-    for name in names if client else []:
-        try:
-            client.containers.get(name).remove(force=True)
-            actions.append(f"removed container {name}")
-        except Exception:  # noqa: BLE001 - already gone (docker.errors.NotFound) or the engine went away
-            pass
-    return actions
-
-
-def destroy_labelled_containers(force: bool = False) -> list[str]:
-    """Node containers (labelled dltestbed.host) whose run is over (all of them with force=True)."""
-    client = _docker()
-    if client is None:
-        return []
-    stale = [c.name for c in client.containers.list(all=True, filters={"label": ["dltestbed=1", "dltestbed.host"]})
-             if force or not _owner_alive(int(c.labels.get("dltestbed.owner", "0") or 0))]
-    return remove_containers(stale)
+def destroy_leftovers(force: bool = False) -> list[str]:
+    """What the node kinds' runs that are over left unrecorded (e.g. labelled containers); every
+    run's with force=True."""
+    from testbed.nodes import kind_classes
+    run_alive = (lambda pid: False) if force else _owner_alive
+    return [action for cls in kind_classes() for action in cls.destroy_leftovers(run_alive)]
 
 
 def ovs_running() -> bool:
@@ -226,14 +228,14 @@ def cleanup(force: bool = False) -> list[str]:
                 continue
             actions += remove_state(state)
             settle(path, state)
-            if state.remote:
+            if _kept(state):
                 actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
     actions += _forget_dead_live_network()
     if (live_runs or _live_network_alive()) and not force:   # a live run's tasks are its own
         actions.append("left training processes alone: a run is still alive (`cleanup --force` ends them too)")
     else:
         actions += kill_processes(_pids_matching("workloads/train.py"))
-    actions += destroy_labelled_containers(force)
+    actions += destroy_leftovers(force)
     actions += destroy_tagged_ovs_rows()
     return actions
 

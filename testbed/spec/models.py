@@ -10,24 +10,19 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PlainSerializer,
+from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.units as units
 from testbed.run.faults import ACTIONS, parse_task, parse_trigger
-from testbed.nodes import DEFAULT_KIND, kind_names
-from testbed.nodes.reference import reference_problem
+from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
+from testbed.nodes.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
 NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
 EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-# Remote machines: what reaches TF_CONFIG, ssh and remote argv (quoted anyway; these catch typos).
-ADDRESS = r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"      # IPv4 address or host name
-USER = r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$"
-INTERFACE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$"                    # Linux IFNAMSIZ
-REMOTE_PATH = r"^[^-\s=][^\s=]*$"   # no option-like start, no blanks, no '=' (env would read NAME=VALUE)
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),
     "cnn": ("filters", "classes"),
@@ -110,14 +105,6 @@ def check_node_name(value: object) -> str:
     raise ValueError(f"{problem}: use 1-8 lowercase letters or digits starting with a letter; {why}")
 
 
-def check_image(value: object) -> str:
-    """A Docker image reference such as debian:bookworm or registry:5000/team/worker:1.0."""
-    problem = reference_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
 def check_kind(value: object) -> str:
     if value in kind_names():
         return value
@@ -145,8 +132,6 @@ NodeName = Annotated[str, BeforeValidator(check_node_name),
                      WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
 Count = Annotated[int, Field(ge=1)]
 Kind = Annotated[str, BeforeValidator(check_kind), WithJsonSchema({"enum": kind_names()})]
-Image = Annotated[str, BeforeValidator(check_image),
-                  WithJsonSchema({"type": "string", "examples": ["dltestbed-worker:latest", "registry:5000/team/worker:1.0"]})]
 
 
 def check_subnet(value: object) -> str:
@@ -173,35 +158,8 @@ Subnet = Annotated[str, BeforeValidator(check_subnet),
                    WithJsonSchema({"type": "string", "examples": ["10.0.0.0/24", "10.0.0.0/22", "172.16.0.0/16"]})]
 
 
-def _pattern(pattern: str, what: str):
-    """A string type checked against `pattern`, with `what` in its error message."""
-    def check(value: object) -> str:
-        if isinstance(value, str) and re.fullmatch(pattern, value):
-            return value
-        raise ValueError(f"{value!r} is not a valid {what}")
-    return Annotated[str, BeforeValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]
-
-
-Address = _pattern(ADDRESS, "address: an IPv4 address or host name such as 192.168.1.10 or pc2.lan")
-User = _pattern(USER, "user name")
-Interface = _pattern(INTERFACE, "interface name (1-15 of letters, digits, _ . : -)")
-RemotePath = _pattern(REMOTE_PATH, "path on the machine (no blanks or '=', not starting with '-')")
-
-
 def _count_or_list(value: Any) -> str:
     return "list" if isinstance(value, list) else "count"
-
-
-def _merge(base: BaseModel, override: BaseModel | None, model: type[BaseModel]) -> dict:
-    values = {k: getattr(base, k) for k in model.model_fields}
-    if override is not None:
-        values.update({k: getattr(override, k) for k in model.model_fields
-                       if getattr(override, k) is not None})
-    return values
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class LinkParams(Strict):
@@ -225,45 +183,30 @@ class SwitchConf(Strict):
     datapath: Literal["auto", "kernel", "user"] = "auto"
 
 
-class RemoteConf(Strict):
-    """A real machine reached over SSH (kind remote). Unset fields inherit topology.host.remote."""
-
-    address: Address | None = Field(None, description="IPv4 address or host name, reachable from here and "
-                                    "from the other machines (TF_CONFIG uses it)")
-    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(None, description="SSH port (default 22)")
-    user: User | None = Field(None, description="login name (default: your user name here)")
-    key_file: str | None = Field(None, description="private key file on this machine (default: the ssh "
-                                 "agent and ~/.ssh/id_*); never a passphrase or key text")
-    python: RemotePath | None = Field(None, description="interpreter on the machine that imports "
-                                      "tensorflow and tf_keras")
-    interface: Interface | None = Field(None, description="the NIC the training traffic uses "
-                                        "(traffic counters; shaping)")
-    workdir: RemotePath | None = Field(None, description="where the workload code is copied "
-                                       "(default dltestbed, in the user's home)")
-    shape: bool | None = Field(None, description="shape the link's bandwidth with tc on interface, "
-                               "removed at the end (needs user root); default false")
-
-    def merged(self, override: "RemoteConf | None") -> "RemoteConf":
-        return RemoteConf.model_construct(**_merge(self, override, RemoteConf))
-
-
-class HostConf(Strict):
-    """A host's kind and resource limits. cpu is a fraction of the WHOLE machine (0 < cpu <= 1)."""
+class _HostLimits(Strict):
+    """HostConf without the node kinds' own settings (added to it below, from the registry)."""
 
     kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
-    image: Image | None = Field(None, description="container image of a docker node "
-                                "(default: the project's worker image, built here)")
     cpu: Annotated[float, Field(gt=0, le=1)] | None = None
     memory: Size | None = None
-    remote: RemoteConf | None = Field(None, description="the machine of a remote node (field by field: "
-                                      "unset fields inherit topology.host.remote)")
 
     def merged(self, override: "HostConf | None") -> "HostConf":
-        """These limits with the non-null fields of `override` replacing them (null = inherit)."""
+        """These settings with the non-null fields of `override` replacing them (null = inherit); a
+        kind's setting that is a model (remote) is merged field by field."""
         values = _merge(self, override, HostConf)
-        if override is not None and self.remote is not None and override.remote is not None:
-            values["remote"] = self.remote.merged(override.remote)
+        for key in _KIND_KEYS:
+            mine, theirs = getattr(self, key), getattr(override, key, None)
+            if hasattr(mine, "merged") and theirs is not None:
+                values[key] = mine.merged(theirs)
         return HostConf.model_construct(**values)
+
+
+# Every node kind's own host setting (docker: image, remote: remote), declared by the kind (nodes/).
+_KIND_KEYS = [s.key for s in kind_settings().values()]
+HostConf = create_model(
+    "HostConf", __base__=_HostLimits, __module__=__name__,
+    __doc__="A host's kind and resource limits. cpu is a fraction of the WHOLE machine (0 < cpu <= 1).",
+    **{s.key: (Optional[s.type], Field(None, description=s.description)) for s in kind_settings().values()})
 
 
 class HostItem(HostConf):

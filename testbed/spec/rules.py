@@ -6,16 +6,16 @@ so a problem caused by a sweep value can be reported at that sweep axis.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 
 from testbed.run.faults import ACTIONS, parse_trigger
 from testbed.graph import build_graph, host_count, subnet, usable
-from testbed.nodes import DEFAULT_KIND
+from testbed.nodes import DEFAULT_KIND, kind_settings
+from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, RemoteConf, Topology
+from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
 MAX_HOSTS = 4094   # a /20; per host a shell, a veth pair and a switch port on this one machine
 
@@ -41,8 +41,7 @@ def topology_problems(topo: Topology) -> list[Problem]:
     shape = _shape_problems(topo)
     if shape:
         return shape
-    problems = (_shaping_problems(topo) + _link_param_problems(topo) + _kind_setting_problems(topo, "image", "docker")
-                + _kind_setting_problems(topo, "remote", "remote") + _remote_problems(topo))
+    problems = _shaping_problems(topo) + _link_param_problems(topo) + _kind_problems(topo)
     if topo.template == "custom":
         problems += _custom_problems(topo)
     else:
@@ -120,6 +119,19 @@ def _kinds(topo: Topology) -> dict[str, str]:
     return {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
 
 
+def _kind_problems(topo: Topology) -> list[Problem]:
+    """Each kind's own setting set only where it means something, then the kinds' own rules."""
+    settings = kind_settings()
+    out = [p for kind, s in settings.items() for p in _kind_setting_problems(topo, s.key, kind)]
+    kinds = _kinds(topo)
+    for kind, s in settings.items():
+        hosts = [KindHost(name, parse_path(topo.host_own(name)[0]), topo.host_conf(name))
+                 for name, has in kinds.items() if has == kind]
+        others = [name for name, has in kinds.items() if has != kind]
+        out += [Problem(path, message, related) for path, message, related in s.problems(hosts, others)]
+    return out
+
+
 def _kind_setting_problems(topo: Topology, setting: str, kind: str) -> list[Problem]:
     """A kind's own setting (image: docker, remote: remote) only means something on a node of that kind."""
     kinds, out = _kinds(topo), []
@@ -131,53 +143,6 @@ def _kind_setting_problems(topo: Topology, setting: str, kind: str) -> list[Prob
         if own is not None and getattr(own, setting) is not None and has != kind:
             out.append(Problem(parse_path(key) + (setting,), f"{setting} is for {kind} nodes, and {name} is "
                                f"kind {has} (set kind: {kind})", ("topology.host.kind",)))
-    return out
-
-
-REMOTE_NEEDS = {"address": "the machine's address", "python": "the interpreter with TensorFlow there",
-                "interface": "the NIC the training traffic uses"}
-
-
-EXAMPLE_NETWORKS = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
-
-
-def _example_address(address: str) -> bool:
-    """An RFC 5737 documentation address, as example files use, so they cannot contact anyone's machine."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in net for net in EXAMPLE_NETWORKS)
-
-
-def _remote_problems(topo: Topology) -> list[Problem]:
-    """Remote hosts: the settings they need, no limits, one machine each, no emulated peers."""
-    kinds, out, seen = _kinds(topo), [], {}
-    remote = [name for name, kind in kinds.items() if kind == "remote"]
-    for name in remote:
-        conf, key = topo.host_conf(name), parse_path(topo.host_own(name)[0])
-        settings = conf.remote or RemoteConf()
-        for field, what in REMOTE_NEEDS.items():
-            if getattr(settings, field) is None:
-                out.append(Problem(key + ("remote", field), f"{name} is kind remote and needs remote.{field} "
-                                   f"({what})", ("topology.host.kind",)))
-        for limit in ("cpu", "memory"):
-            if getattr(conf, limit) is not None:
-                out.append(Problem(key + (limit,), f"{limit} limits are not applied on real machines "
-                                   f"({name} is kind remote); remove it", ("topology.host.kind",)))
-        machine = (settings.address, settings.port or 22)
-        if settings.address is not None and machine in seen:
-            out.append(Problem(key + ("remote", "address"), f"{name} and {seen[machine]} are the same machine "
-                               f"({settings.address}); one host per machine"))
-        seen.setdefault(machine, name)
-        if settings.address is not None and _example_address(settings.address):
-            out.append(Problem(key + ("remote", "address"), f"{settings.address} is an example address (RFC 5737 "
-                               f"documentation range, nobody's machine): put {name}'s real address here"))
-    if remote and len(remote) < len(kinds):
-        others = ", ".join(n for n in kinds if n not in remote)
-        out.append(Problem(parse_path(topo.host_own(remote[0])[0]) + ("kind",), f"remote hosts cannot share a "
-                           f"topology with emulated ones ({others}): the machines cannot reach this machine's "
-                           "emulated network", ("topology.host.kind",)))
     return out
 
 
@@ -449,7 +414,7 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
         machines.setdefault(machine, i)
         if server.address == LOCAL and i != 0:
             out.append(Problem(at + ("address",), f"only the first server may be this machine ({LOCAL})"))
-        if _example_address(server.address):
+        if example_address(server.address):
             out.append(Problem(at + ("address",), f"{server.address} is an example address (RFC 5737 documentation "
                                f"range, nobody's machine): put {server.name}'s real address here"))
     graph = build_graph(topo)

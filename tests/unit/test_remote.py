@@ -17,7 +17,8 @@ from spec_helpers import issues, load, write
 from testbed.graph import build_graph
 from testbed.net.network import node_problems
 from testbed.nodes import remote, remote_agent
-from testbed.nodes.remote import RemotePopen, command_line, exit_code, machine_problems
+from testbed.nodes.remote import machine_problems
+from testbed.ssh import RemotePopen, command_line, exit_code
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
 from testbed.run.training import job_document
@@ -185,7 +186,7 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
 
 HOST_KEY_MESSAGES = """
 import json, types, paramiko
-from testbed.nodes import remote
+from testbed import ssh as remote
 key = lambda fp: types.SimpleNamespace(get_name=lambda: "ssh-ed25519", fingerprint=fp, get_base64=lambda: "AAAA")
 target = remote.Target("10.9.9.9", 2222, "dl", known_hosts="/k/known_hosts")
 print(json.dumps([remote.connect_error(target, err) for err in (
@@ -340,7 +341,7 @@ def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeyp
     monkeypatch.setattr(cleanup, "_pids_matching", lambda marker: [999999])
     killed = []
     monkeypatch.setattr(cleanup, "kill_processes", lambda pids: killed.extend(pids) or [f"killed {pids}"])
-    for name in ("destroy_labelled_containers", "destroy_tagged_ovs_rows"):
+    for name in ("destroy_leftovers", "destroy_tagged_ovs_rows"):
         monkeypatch.setattr(cleanup, name, lambda *a: [])
     actions = cleanup.cleanup()
     assert killed == [] and any("left training processes alone" in a for a in actions)
