@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import advisor, costmodel, figures, tables
-from testbed.run.hosthealth import HEALTHY_MAX_MS
+from analysis.health import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
     "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",

@@ -19,6 +19,7 @@ from testbed.net.network import Network, NetworkError, node_problems, port_probl
 from testbed.nodes.base import NodeError
 from testbed.roles import PlacementError, assign_tasks, final_tasks
 from testbed.spec import SpecError, SpecIssue, build_graph
+from testbed.spec.rules import advisor_results_paths
 from testbed.run.training import Training
 from testbed.units import format_bandwidth
 
@@ -151,7 +152,7 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
     returns the spec with the chosen strategy and its tasks, and records the decision in the row."""
     machines = {node.machine for node in net.nodes.values()}
     try:
-        advice = advisor.decide(spec, graph, check_rows, shared=len(machines) <= 1)
+        advice = advisor.decide(spec, graph, check_rows, advisor_results_paths(spec), shared=len(machines) <= 1)
     except (ValueError, OSError) as err:
         raise RunFailed(f"strategy auto: {err}") from err
     progress(advice.reason)

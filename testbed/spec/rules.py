@@ -10,7 +10,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from testbed.run.faults import ACTIONS, parse_trigger
+from testbed.spec.faults import ACTIONS, parse_trigger
 from testbed.graph import build_graph, host_count, subnet, usable
 from testbed.nodes import DEFAULT_KIND
 from testbed.roles import PlacementError, assign_tasks
