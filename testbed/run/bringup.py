@@ -61,17 +61,22 @@ class BringUp:
     def __init__(self, spec, progress=lambda msg: None):
         self.spec, self.progress = spec, progress
         self.graph = graph_of(spec)
-        self.network = Network(self.graph, spec.topology, progress, cluster=spec.cluster)
         self.net = None
 
     def __enter__(self) -> BringUp:
-        self.net = self.network.__enter__()
+        self.net = Network(self.graph, self.spec.topology, self.progress, cluster=self.spec.cluster)
+        self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
         for note in self.net.notes:
             self.progress(note)
         return self
 
     def __exit__(self, *exc):
-        return self.network.__exit__(*exc)
+        return self.net.__exit__(*exc)
+
+    @property
+    def tunnel_rows(self) -> list[dict]:
+        """The cluster edition's tunnels (tunnels.csv rows), also after the network is down."""
+        return self.net.tunnel_rows if self.net is not None else []
 
     def check(self, run_id: str) -> Checked:
         """iperf3 and ping as checks: says; the failure reason names late timers when they were."""
