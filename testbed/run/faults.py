@@ -5,8 +5,9 @@ values and durations) is the spec's: testbed/spec/faults.py.
 A fault of the experiment file (`faults:`) is applied when its trigger is reached on the lead task
 (the coordinator or worker 0): `step N` once the N-th step has ended, `epoch N` when the N-th epoch
 begins, `15s` that long after training started. An action is one row of ACTIONS: its syntax (the
-spec's row of the same name) and the operations that apply and undo it. Operations are plain data (`Op`): a command in a node or in this machine's namespace, a
-signal to a task's process group, a node's new CPU limit. The applier carries them out through the
+spec's row of the same name) and the operations that apply and undo it. Operations are plain data
+(`Op`): a command in a node or in this machine's namespace, a signal to a task's process group, a
+node's new CPU limit. The applier carries them out through the
 node interface, the network and the training's processes."""
 from __future__ import annotations
 
