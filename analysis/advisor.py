@@ -113,12 +113,6 @@ def provisional(workload):
     return workload.model_copy(update={"strategy": "allreduce"})
 
 
-def results_paths(exp) -> list[str]:
-    """workload.advisor.results as paths (testbed.spec.rules.advisor_results_paths)."""
-    from testbed.spec.rules import advisor_results_paths
-    return advisor_results_paths(exp)
-
-
 def job_gradient_bytes(workload) -> float:
     """The job's gradient size: advisor.gradient_size, else the built-in model's parameters x 4."""
     if workload.advisor.gradient_size:
@@ -129,14 +123,15 @@ def job_gradient_bytes(workload) -> float:
     return float(gradient_bytes(workload.model, dict(workload.model_params)))
 
 
-def decide(exp, graph, check_rows: list[dict], shared: bool = True) -> Advice:
-    """The decision for one run point: its spec, its graph (hosts, CPU limits, links) and the rows
-    of its checks (narrowest measured iperf3 goodput, median ping RTT)."""
+def decide(exp, graph, check_rows: list[dict], results: list[str], shared: bool = True) -> Advice:
+    """The decision for one run point: its spec, its graph (hosts, CPU limits, links), the rows
+    of its checks (narrowest measured iperf3 goodput, median ping RTT) and the results folders to
+    fit the cost model on (workload.advisor.results as paths)."""
     w = exp.workload
-    return advise(**advise_inputs(exp, graph, check_rows, shared), steps=w.epochs * w.steps_per_epoch)
+    return advise(**advise_inputs(exp, graph, check_rows, results, shared), steps=w.epochs * w.steps_per_epoch)
 
 
-def advise_inputs(exp, graph, check_rows: list[dict], shared: bool = True) -> dict:
+def advise_inputs(exp, graph, check_rows: list[dict], results: list[str], shared: bool = True) -> dict:
     """`advise`'s arguments but `steps` for one run point (`decide`; strategy switch asks again at
     every epoch's end with the bandwidth of the moment)."""
     w = exp.workload
@@ -145,7 +140,7 @@ def advise_inputs(exp, graph, check_rows: list[dict], shared: bool = True) -> di
     rtts = [r["rtt_ms"] for r in check_rows if r.get("tool") == "ping" and r.get("rtt_ms") is not None
             and np.isfinite(r["rtt_ms"])]
     rates = [e.params.bw for e in graph.links if e.params.bw]
-    return dict(model=load_model(results_paths(exp)), hosts=[h.name for h in graph.hosts],
+    return dict(model=load_model(results), hosts=[h.name for h in graph.hosts],
                 gradient_bytes=job_gradient_bytes(w), batch_per_worker=w.batch_per_worker,
                 bw_bps=min(measured) if measured else None, configured_bps=min(rates) if rates else None,
                 rtt_s=float(np.median(rtts)) / 1e3 if rtts else None, cpu={h.name: h.cpu for h in graph.hosts},

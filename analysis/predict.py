@@ -19,7 +19,6 @@ step) and better (the strategy with more samples per second at that point).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "workers", "servers", "st
            "better"]
 
 
-# -- arguments -------------------------------------------------------------------------------
+# -- arguments (the command line's parsing is testbed/cli/predict.py) ----------------------
 def parse_nodes(text: str) -> list[int]:
     """'1,2,4,...,1024' (geometric), '2,4,...,16' / '1,2,...,8' (arithmetic), or a plain list."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]
@@ -58,11 +57,6 @@ def parse_nodes(text: str) -> list[int]:
     if not out or min(out) < 1:
         raise ValueError(f"{text!r}: node counts are whole numbers >= 1")
     return sorted(set(out))
-
-
-def parse_bandwidths(text: str) -> list[int]:
-    from testbed.units import parse_bandwidth
-    return [parse_bandwidth(t.strip()) for t in str(text).split(",") if t.strip()]
 
 
 def parse_cpus(text: str | None) -> list[tuple[float, ...]]:
@@ -195,7 +189,7 @@ def figure(pred: pd.DataFrame, outpath: Path, title: str, measured: pd.DataFrame
     return path
 
 
-# -- command line ----------------------------------------------------------------------------
+# -- the command ---------------------------------------------------------------------------------
 def _fmt_table(df: pd.DataFrame) -> str:
     show = df.assign(time_per_step_s=df["time_per_step_s"].map(lambda v: f"{v:.4g}"),
                      steady_step_s=df["steady_step_s"].map(lambda v: f"{v:.4g}"),
@@ -206,93 +200,37 @@ def _fmt_table(df: pd.DataFrame) -> str:
     return show[cols].to_string(index=False)
 
 
-def build_parser(prog: str = "run_experiment.py predict") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description="Predict time per step, speedup and the better "
-                                 "strategy from the cost model fitted on a results folder (no root).")
-    add_arguments(ap)
-    return ap
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("results", type=Path, nargs="+", help="results folder(s) with runs.csv (the model is "
-                    "fitted on their runs together, e.g. an all-reduce sweep and a ps sweep)")
-    ap.add_argument("--nodes", default="1,2,4,...,1024", help="node counts, e.g. 1,2,4,...,1024 (default)")
-    ap.add_argument("--bw", default=None, help="configured link bandwidths, e.g. 10mbit,1gbit "
-                    "(default: those of the results)")
-    ap.add_argument("--strategy", default="allreduce,ps", help="allreduce,ps (default both)")
-    ap.add_argument("--cpu", default=None, help="CPU per node as a fraction of the fitted machine; "
-                    "A/B alternates nodes (default 1)")
-    ap.add_argument("--servers", type=int, default=1, help="ps: parameter servers (default 1)")
-    ap.add_argument("--steps", type=int, default=None, help="steps per run for the warm-up share "
-                    "(default: as in the results)")
-    ap.add_argument("--machine", choices=["separate", "shared"], default="separate",
-                    help="separate: a machine per node (default); shared: all on one, like this testbed")
-    ap.add_argument("--gradient-size", default=None, help="another model's gradient, e.g. 22mb")
-    ap.add_argument("--batch", type=float, default=None, help="batch per worker (default: the results')")
-    ap.add_argument("--rtt", default=None, help="round-trip time of the network, e.g. 1ms (default: measured)")
-    ap.add_argument("--out", type=Path, default=None, help="folder for predict.csv and predict.png "
-                    "(default RESULTS/predict)")
-
-
-def main(argv=None) -> int:
-    """run_experiment.py predict ... (or python -m analysis.predict ...)."""
-    args = build_parser().parse_args(argv)
-    return run(args)
-
-
-def run(args) -> int:
-    from testbed.units import parse_size, parse_time
-    try:
-        exps = [tables.load_experiment(r) for r in args.results]
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
-        nodes = parse_nodes(args.nodes)
-        cpus = parse_cpus(args.cpu)
-        strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
-        bad = [s for s in strategies if s not in costmodel.STRATEGIES]
-        if bad:
-            raise ValueError(f"--strategy: unknown {', '.join(bad)} (allreduce, ps)")
-        grad = parse_size(args.gradient_size) if args.gradient_size else None
-        rtt = parse_time(args.rtt) if args.rtt else None
-        bws = parse_bandwidths(args.bw) if args.bw else sorted(
-            {int(b) for e in exps for b in e.runs["bw_bps"].dropna()})
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if not bws:
-        print("error: no --bw given and the results record no bandwidth", file=sys.stderr)
-        return 2
-    feats = costmodel.features_of(args.results)
-    names = " + ".join(e.name for e in exps)
+def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strategies: list[str], cpus,
+        servers: int = 1, steps: int | None = None, machine: str = "separate", gradient_bytes: float | None = None,
+        batch: float | None = None, rtt_s: float | None = None, out: Path | None = None) -> int:
+    """`run_experiment.py predict` once its arguments are parsed: fit, predict, write predict.csv and
+    predict.png to `out` (default RESULTS/predict), print the model and the table; 2 when nothing fits."""
+    feats = costmodel.features_of(results)
     if feats.empty:
         print(f"error: {names}: no successful run to fit the model on", file=sys.stderr)
         return 2
-    model = costmodel.fit_features(feats, source=" + ".join(map(str, args.results)))
-    pred = predict_grid(model, nodes, bws, strategies, cpus, servers=args.servers, steps=args.steps,
-                        shared=args.machine == "shared", gradient_bytes=grad, batch=args.batch,
-                        rtt_s=rtt, **reference(feats))
-    out = args.out or Path(args.results[0]) / "predict"
+    model = costmodel.fit_features(feats, source=" + ".join(map(str, results)))
+    pred = predict_grid(model, nodes, bws, strategies, cpus, servers=servers, steps=steps,
+                        shared=machine == "shared", gradient_bytes=gradient_bytes, batch=batch,
+                        rtt_s=rtt_s, **reference(feats))
+    out = out or Path(results[0]) / "predict"
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predict.csv", index=False)
     measured = costmodel.comparison(feats, model)
-    where = ("one machine per node" if args.machine == "separate"
+    where = ("one machine per node" if machine == "separate"
              else f"all nodes on one {model.cores:g}-core machine")
     png = figure(pred, out / "predict.png", f"PREDICTION, not measured: cost model fitted on "
                  f"{names} ({where}); black-edged points are measured", measured,
-                 steps=args.steps or model.steps)
+                 steps=steps or model.steps)
     print(model.describe())
     unfitted = [s for s in strategies if not model.fits[s].n_runs]
     if unfitted:
         print(f"note: the results have no {' or '.join(unfitted)} run: its parameters are the rough "
               "defaults (README, 'Cost model and predictions')")
-    print(f"prediction ({where}, {args.steps or model.steps} steps per run"
-          + (f", gradient {grad} bytes" if grad else "") + "):")
+    print(f"prediction ({where}, {steps or model.steps} steps per run"
+          + (f", gradient {gradient_bytes} bytes" if gradient_bytes else "") + "):")
     print(_fmt_table(pred))
     print(f"wrote {out / 'predict.csv'} and {png}")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())

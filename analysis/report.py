@@ -1,20 +1,18 @@
 """Build exp_dir/report.html (+ figures/*.png, tables/*.csv) from stored result tables.
 
-Usage: ``python -m analysis.report RESULTS/EXPERIMENT`` or ``build_report(exp_dir)``.
+Usage: ``run_experiment.py report RESULTS/EXPERIMENT`` (testbed/cli/report.py) or ``build_report(exp_dir)``.
 Every HTML table is ``DataFrame.to_html`` of the frame written to ``tables/<name>.csv``.
 """
 from __future__ import annotations
 
-import argparse
 import html
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from analysis import advisor, costmodel, faithful, figures, tables
-from testbed.run.hosthealth import HEALTHY_MAX_MS
+from analysis.health import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
     "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",
@@ -303,22 +301,3 @@ def build_report(exp_dir, include_degraded: bool = False) -> Path:
     out = exp_dir / "report.html"
     out.write_text("\n".join(parts), encoding="utf-8")
     return out
-
-
-def main(argv=None) -> int:
-    """CLI: python -m analysis.report EXPERIMENT_DIR."""
-    ap = argparse.ArgumentParser(prog="python -m analysis.report",
-                                 description="Build report.html from stored result tables.")
-    ap.add_argument("exp_dir", type=Path, help="experiment folder with runs.csv")
-    args = ap.parse_args(argv)
-    try:
-        out = build_report(args.exp_dir)
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,11 +13,10 @@ Cached outside the repository, in /var/cache/dltestbed ($DLTB_CACHE): the root f
 (rootfs-bookworm-<hash>.tar), every downloaded wheel (wheels/: pip's own HTTP cache keeps nothing
 when an index sends no caching headers) and the last build's log (build-<hash>.log).
 
-    python -m testbed.nodes.image build [--base IMAGE] [--force]
+    run_experiment.py image build [--base IMAGE] [--force]     (testbed/cli/image.py)
 """
 from __future__ import annotations
 
-import argparse
 import configparser
 import hashlib
 import os
@@ -26,7 +25,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -599,44 +597,3 @@ def ensure_image(name: str | None, progress: Progress = lambda msg: None) -> str
         raise DockerUnavailable(_missing_message(name, "use it"))
     return name
 
-
-# ---------------------------------------------------------------- command line
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.nodes.image",
-                                     description="Build the worker image that docker nodes run.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build (or reuse) the worker image; prints its tag")
-    build.add_argument("--base", metavar="IMAGE", help="build FROM this local image instead of a "
-                       "debootstrap-made Debian bookworm")
-    build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
-    sub.add_parser("name", help="print the default worker image's name (no Docker needed)")
-    args = parser.parse_args(argv)
-    if args.command == "name":
-        print(default_image())
-        return 0
-
-    def say(msg: str) -> None:
-        print(f"[image] {msg}", file=sys.stderr, flush=True)
-
-    t0 = time.monotonic()
-    try:
-        tag = build_image(args.base, progress=say, force=args.force)
-        cli = dockerd.client()
-        try:
-            image = cli.images.get(tag)
-        finally:
-            cli.close()
-    except (DockerUnavailable, ValueError) as exc:
-        say(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    print(tag)
-    say(f"{tag}: {time.monotonic() - t0:.0f} s, {_size_mb(image):.0f} MB, python {IMAGE_PYTHON}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

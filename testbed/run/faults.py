@@ -1,17 +1,17 @@
-"""Faults during training: triggers, the action table, the operations each action issues (pure), the
-applier the training loop calls, and what each fault cost (pure).
+"""Faults during training: the operations each action issues (pure), the applier the training loop
+calls, and what each fault cost (pure). The grammar (triggers, task names, the actions' targets,
+values and durations) is the spec's: testbed/spec/faults.py.
 
 A fault of the experiment file (`faults:`) is applied when its trigger is reached on the lead task
 (the coordinator or worker 0): `step N` once the N-th step has ended, `epoch N` when the N-th epoch
-begins, `15s` that long after training started. An action is one row of ACTIONS: what it targets,
-the key that carries its new value, whether it takes a duration, and the operations that apply and
-undo it. Operations are plain data (`Op`): a command in a node or in this machine's namespace, a
-signal to a task's process group, a node's new CPU limit. The applier carries them out through the
+begins, `15s` that long after training started. An action is one row of ACTIONS: its syntax (the
+spec's row of the same name) and the operations that apply and undo it. Operations are plain data
+(`Op`): a command in a node or in this machine's namespace, a signal to a task's process group, a
+node's new CPU limit. The applier carries them out through the
 node interface, the network and the training's processes."""
 from __future__ import annotations
 
-import json
-import re
+import dataclasses
 import statistics
 import subprocess
 import time
@@ -21,63 +21,8 @@ from typing import Callable, NamedTuple
 
 from testbed.net import shaping
 from testbed.roles import Task
-
-# ---- triggers ----------------------------------------------------------------------------------
-
-_TRIGGER = re.compile(r"^(step|epoch)\s+(\d+)$")
-
-
-@dataclass(frozen=True)
-class Trigger:
-    kind: str        # step | epoch | time
-    value: float     # step or epoch number, or seconds after training started
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.value:g}" if self.kind != "time" else f"{self.value:g}s"
-
-    def step(self, steps_per_epoch: int) -> int | None:
-        """The lead's step count at which it fires (epoch N begins after N-1 epochs); None: a time."""
-        if self.kind == "time":
-            return None
-        return int(self.value) if self.kind == "step" else (int(self.value) - 1) * steps_per_epoch
-
-    def reached(self, step: int | None, elapsed: float | None, steps_per_epoch: int) -> bool:
-        """step: the lead's last step (None before its first); elapsed: seconds since training started."""
-        if elapsed is None:
-            return False
-        target = self.step(steps_per_epoch)
-        return elapsed >= self.value if target is None else (step or 0) >= target
-
-
-def parse_trigger(text) -> Trigger:
-    """'step 20', 'epoch 2' (both from 1) or a time after training starts such as '15s' or '1m'."""
-    from testbed.units import parse_time     # spec imports this module: import at call time
-    hint = "a trigger is 'step N', 'epoch N' or a time after training starts such as 15s"
-    if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not a trigger: {hint}")
-    words = " ".join(text.lower().split())
-    match = _TRIGGER.match(words)
-    if match:
-        if int(match.group(2)) < 1:
-            raise ValueError(f"{text!r}: steps and epochs count from 1")
-        return Trigger(match.group(1), int(match.group(2)))
-    try:
-        seconds = parse_time(words)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a trigger: {hint}") from None
-    if seconds <= 0:
-        raise ValueError(f"{text!r}: a time trigger must be after training starts (> 0)")
-    return Trigger("time", seconds)
-
-
-def parse_task(text) -> tuple[str, int]:
-    """'worker 1' -> ('worker', 1); a bare type is index 0."""
-    match = re.fullmatch(r"(single|worker|chief|ps)(?:\s+(\d+))?", " ".join(str(text).split()))
-    if not match:
-        raise ValueError(f"{text!r} is not a task: write its type and index, e.g. 'worker 1' "
-                         "(types: single, worker, chief, ps)")
-    return match.group(1), int(match.group(2) or 0)
-
+from testbed.spec import faults as grammar
+from testbed.spec.faults import parse_task, parse_trigger
 
 # ---- operations ----------------------------------------------------------------------------------
 
@@ -151,34 +96,26 @@ def _signal(name: str):
 
 
 @dataclass(frozen=True)
-class Action:
-    targets: tuple[str, ...]       # the keys that may name its target (exactly one is given)
-    value: str | None              # the key carrying its new value
-    duration: str                  # no | optional | required
-    apply: Callable[[Context, object], list[Op]]
-    undo: Callable[[Context, object], list[Op]] | None
-    netem: bool = False            # needs the netem qdisc
-    doc: str = ""
+class Action(grammar.ActionSyntax):
+    """An action of the grammar with the operations that apply and undo it."""
+    apply: Callable[[Context, object], list[Op]] = None
+    undo: Callable[[Context, object], list[Op]] | None = None
 
 
-ACTIONS: dict[str, Action] = {
-    "link_down": Action(("link",), None, "optional", lambda c, f: _ip_link(c, f, "down"),
-                        lambda c, f: _ip_link(c, f, "up"), doc="both ends of the link down (undo: up)"),
-    "link_up": Action(("link",), None, "no", lambda c, f: _ip_link(c, f, "up"), None,
-                      doc="both ends of the link up"),
-    "set_bw": Action(("link",), "bw", "optional", _set_link("bw"), _restore_link,
-                     doc="the link's rate (undo: the configured shaping)"),
-    "set_delay": Action(("link",), "delay", "optional", _set_link("delay"), _restore_link, netem=True,
-                        doc="netem delay on the link"),
-    "set_loss": Action(("link",), "loss", "optional", _set_link("loss"), _restore_link, netem=True,
-                       doc="netem loss on the link"),
-    "kill": Action(("task",), None, "no", _signal("SIGKILL"), None, doc="SIGKILL to the task's processes"),
-    "pause": Action(("task", "host"), None, "required", _signal("SIGSTOP"), _signal("SIGCONT"),
-                    doc="SIGSTOP to the task (or every task on the host), SIGCONT after the duration"),
-    "set_cpu": Action(("host",), "cpu", "optional", lambda c, f: [Op("cpu", f.host, f.cpu)],
-                      lambda c, f: [Op("cpu", f.host, c.cpu.get(f.host))],
-                      doc="the host's CPU limit (fraction of the machine; undo: the configured one)"),
+_OPERATIONS: dict[str, tuple] = {       # action -> (apply, undo or None); the names of grammar.ACTIONS
+    "link_down": (lambda c, f: _ip_link(c, f, "down"), lambda c, f: _ip_link(c, f, "up")),
+    "link_up": (lambda c, f: _ip_link(c, f, "up"), None),
+    "set_bw": (_set_link("bw"), _restore_link),
+    "set_delay": (_set_link("delay"), _restore_link),
+    "set_loss": (_set_link("loss"), _restore_link),
+    "kill": (_signal("SIGKILL"), None),
+    "pause": (_signal("SIGSTOP"), _signal("SIGCONT")),
+    "set_cpu": (lambda c, f: [Op("cpu", f.host, f.cpu)], lambda c, f: [Op("cpu", f.host, c.cpu.get(f.host))]),
 }
+
+ACTIONS: dict[str, Action] = {name: Action(**dataclasses.asdict(syntax), apply=_OPERATIONS[name][0],
+                                           undo=_OPERATIONS[name][1])
+                              for name, syntax in grammar.ACTIONS.items()}
 
 
 def target_text(fault) -> str:

@@ -10,10 +10,8 @@ import os
 import signal
 import subprocess
 
-from testbed.run.checks import failure_reason, run_checks
+from testbed.run.bringup import BringUp
 from testbed.run.cleanup import STATE_DIR
-from testbed.net.network import Network
-from testbed.spec import build_graph
 
 LIVE = STATE_DIR / "live.json"
 
@@ -24,17 +22,13 @@ class LiveError(RuntimeError):
 
 def up(spec, progress=print, ready=lambda nodes: None) -> None:
     """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
-    graph = build_graph(spec.topology)
-    with Network(graph, spec.topology, progress, cluster=spec.cluster) as net:
-        for note in net.notes:
-            progress(note)
-        if spec.checks.iperf or spec.checks.ping:
-            reason = failure_reason(run_checks(net, graph, spec.checks, spec.name, "up", progress))
-            if reason:
-                progress(f"WARNING {reason}")
+    with BringUp(spec, progress) as brought:
+        reason = brought.check("up").reason
+        if reason:
+            progress(f"WARNING {reason}")
         try:
-            _write(net.nodes)
-            ready(net.nodes)
+            _write(brought.net.nodes)
+            ready(brought.net.nodes)
             while True:
                 signal.pause()
         finally:

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testbed.run import results
-from testbed.run.runner import preflight, run_point
+from testbed.run.bringup import preflight
+from testbed.run.runner import run_point
 from testbed.spec import expand_points
 
 

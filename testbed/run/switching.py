@@ -11,6 +11,7 @@ import statistics
 
 from analysis import advisor
 from testbed.run.faults import link_key
+from testbed.spec.rules import advisor_results_paths
 
 
 class Switcher:
@@ -18,7 +19,7 @@ class Switcher:
 
     def __init__(self, exp, graph, check_rows: list[dict], shared: bool, progress=lambda msg: None):
         self.w, self.progress = exp.workload, progress
-        self.inputs = advisor.advise_inputs(exp, graph, check_rows, shared)
+        self.inputs = advisor.advise_inputs(exp, graph, check_rows, advisor_results_paths(exp), shared)
         self.links = {frozenset((e.a, e.b)): e.params.bw for e in graph.links}
         self.verdicts: list[advisor.Verdict] = []
         self.switched = 0

@@ -1,6 +1,6 @@
 """The experiment file: YAML -> a validated, typed Experiment, and its sweep -> run points.
 
-Modules, in import order (none imports a later one): units, keypaths -> models -> rules ->
+Modules, in import order (none imports a later one): keypaths, faults -> models -> rules ->
 validate -> sweep -> load. Other packages import from here, not from the modules.
 """
 from testbed.graph import Graph, HostNode, LinkEdge, SwitchNode, build_graph

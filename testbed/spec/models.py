@@ -16,7 +16,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, cr
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.units as units
-from testbed.run.faults import ACTIONS, parse_task, parse_trigger
+from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
 from testbed.nodes.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest

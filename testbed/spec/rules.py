@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from testbed.run.faults import ACTIONS, parse_trigger
+from testbed.spec.faults import ACTIONS, parse_trigger
 from testbed.graph import build_graph, host_count, subnet, usable
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address

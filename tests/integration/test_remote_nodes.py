@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cli import cli
+from cli import cli, start_up
 from testbed.run.cleanup import STATE_DIR
 from testbed.net.network import node_problems
 from testbed.nodes import remote
@@ -209,6 +209,23 @@ def test_two_machine_allreduce_with_checks_shaping_and_usage(machines, no_leftov
     assert machines.settled() == [], "nothing of the run is left on the machines"
     assert all("htb" not in q for q in machines.qdiscs()), "the shaping was removed"
     assert _remote_records() == []
+
+
+def test_up_honours_the_files_ssh_section(machines, no_leftovers, tmp_path):
+    """`up` logs in with the file's ssh: known_hosts (not ~/.ssh/known_hosts, which lacks these
+    machines' keys), as `run` does, and `exec` reaches each machine through it."""
+    proc, text = start_up(machines.spec(tmp_path, iperf="false"))
+    try:
+        assert "remote" in text.split("up: ")[0], text
+        hosts = json.loads((STATE_DIR / "live.json").read_text())["hosts"]
+        assert f"UserKnownHostsFile={machines.known_hosts}" in hosts["h2"]["prefix"]
+        there = cli("exec", "h2", "--", "ip", "-o", "-4", "addr", "show", "dev", "lan0", timeout=60)
+        assert there.returncode == 0 and f"inet {machines.addresses[1]}/24" in there.stdout, there.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "torn down" in out, out[-2000:]
+    assert machines.settled() == [] and _remote_records() == []
 
 
 def test_code_copy_skips_unchanged_files(machines, tmp_path):

@@ -3,7 +3,8 @@ import pytest
 
 from spec_helpers import issues, load
 from testbed.run import faults
-from testbed.run.faults import Context, Op, Record, parse_trigger
+from testbed.run.faults import Context, Op, Record
+from testbed.spec.faults import parse_trigger
 from testbed.nodes import cgroups
 from testbed.roles import Task, restart_group
 from testbed.spec import LinkParams, expand_points

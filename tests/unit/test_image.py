@@ -9,6 +9,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from testbed.cli import image as image_command
 from testbed.nodes import image
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,10 +207,10 @@ def test_build_script_and_paths():
 
 
 def test_command_line_names_the_image(capsys):
-    assert image.main(["name"]) == 0
+    assert image_command.main(["name"]) == 0
     assert capsys.readouterr().out.strip() == image.default_image()
     with pytest.raises(SystemExit):
-        image.main(["build", "--bogus"])
+        image_command.main(["build", "--bogus"])
 
 
 def test_engine_not_installed_says_how_to_install(monkeypatch):

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from analysis import costmodel, predict
+from testbed.cli import predict as predict_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 
@@ -26,9 +27,9 @@ def test_parse_cpus_and_bandwidths():
     assert predict.parse_cpus(None) == [(1.0,)]
     with pytest.raises(ValueError):
         predict.parse_cpus("0")
-    assert predict.parse_bandwidths("10mbit,1gbit") == [10_000_000, 1_000_000_000]
+    assert predict_command.parse_bandwidths("10mbit,1gbit") == [10_000_000, 1_000_000_000]
     with pytest.raises(ValueError):
-        predict.parse_bandwidths("10mbps")   # bytes per second for tc: refused as everywhere
+        predict_command.parse_bandwidths("10mbps")   # bytes per second for tc: refused as everywhere
 
 
 # -- the grid --------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def test_shared_machine_is_slower_than_separate_machines():
 
 def test_main_writes_table_and_figure(tmp_path, capsys):
     out = tmp_path / "pred"
-    rc = predict.main([str(FIXTURE), "--nodes", "1,2,4,...,64", "--bw", "10mbit,1gbit", "--cpu", "1,1/0.5",
+    rc = predict_command.main([str(FIXTURE), "--nodes", "1,2,4,...,64", "--bw", "10mbit,1gbit", "--cpu", "1,1/0.5",
                        "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
@@ -88,8 +89,8 @@ def test_main_writes_table_and_figure(tmp_path, capsys):
     assert (table["time_per_step_s"] > 0).all()
     png = out / "predict.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
-    assert predict.main([str(tmp_path / "nowhere")]) == 2
-    assert predict.main([str(FIXTURE), "--strategy", "gossip", "--out", str(out)]) == 2
+    assert predict_command.main([str(tmp_path / "nowhere")]) == 2
+    assert predict_command.main([str(FIXTURE), "--strategy", "gossip", "--out", str(out)]) == 2
 
 
 def test_cli_subcommand(tmp_path):

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures, report, tables
+from testbed.cli import report as report_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 CAPTION = FIXTURE.parent / "report_caption"  # made-up caption runs with evals.csv (figure 14)
@@ -286,10 +287,10 @@ def test_palette_is_one_consistent_mapping(exp_dir):
 
 def test_main_cli(exp_dir, tmp_path, capsys, monkeypatch):
     _only_figures(monkeypatch)  # the CLI is under test here, not the figures (drawn above)
-    assert report.main([str(exp_dir)]) == 0
+    assert report_command.main([str(exp_dir)]) == 0
     assert capsys.readouterr().out.strip() == str(exp_dir / "report.html")
     assert (exp_dir / "report.html").is_file()
-    assert report.main([str(tmp_path / "nowhere")]) == 2
+    assert report_command.main([str(tmp_path / "nowhere")]) == 2
     assert "no runs.csv" in capsys.readouterr().err
 
 

@@ -362,7 +362,7 @@ def test_schema_is_current():
     schema = json_schema()
     assert schema["required"] == ["name"] and schema["additionalProperties"] is False
     stored = json.loads((REPO / "testbed/spec/schema/topology.schema.json").read_text())
-    assert stored == schema, "regenerate: python -m testbed.spec --schema > testbed/spec/schema/topology.schema.json"
+    assert stored == schema, "regenerate: run_experiment.py schema > testbed/spec/schema/topology.schema.json"
 
 
 def test_validate_file_summary(tmp_path):

@@ -12,7 +12,7 @@ from testbed.run import switching
 from testbed.run.faults import Record
 from testbed.graph import build_graph
 from testbed.roles import Task, assign_tasks
-from testbed.run.runner import step_rows_from
+from testbed.run.record import step_rows_from
 from testbed.run.training import Outcome, Training
 
 BASE = """

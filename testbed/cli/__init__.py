@@ -1,0 +1,28 @@
+"""Command line of the testbed: run, up, exec, validate, report, predict, cleanup, schema, image, cluster.
+
+One parser; each verb is a `Command` (name, help, arguments, handler) of its own module here.
+Modules import what a verb runs only when it runs, so `--help` and `validate` stay quick."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from testbed.cli import cleanup, cluster, image, predict, report, run, schema, up, validate
+
+COMMANDS = [run.COMMAND, up.UP, up.EXEC, validate.COMMAND, report.COMMAND, predict.COMMAND, cleanup.COMMAND,
+            schema.COMMAND, image.COMMAND, cluster.COMMAND]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="run_experiment.py", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help))
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return next(c for c in COMMANDS if c.name == args.command).run(args)

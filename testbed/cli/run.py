@@ -1,0 +1,52 @@
+"""`run FILE`: every point of an experiment file, then the report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testbed.cli.common import Command, add_set_argument, console, interrupt_on_signals, load, need_root
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file")
+    add_set_argument(p)
+    p.add_argument("--out", help="results folder (default results/<name>)")
+    p.add_argument("--dry-run", action="store_true", help="list the run points and exit (no root)")
+    p.add_argument("--retry-failed", action="store_true", help="rerun points recorded as failed")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or per-run detail (CI logs)")
+    p.add_argument("--no-report", action="store_true", help="skip the report at the end")
+
+
+def run(args) -> int:
+    from testbed.spec import SpecError
+    loaded = load(args)
+    if loaded is None:
+        return 2
+    exp, points = loaded
+    out = Path(args.out or Path("results") / exp.name)
+    if args.dry_run:
+        for p in points:
+            print(p.run_id, json.dumps(p.params, default=str))
+        print(f"{len(points)} run point(s) -> {out}")
+        return 0
+    need_root("run")
+    from testbed.run.sweep import run_sweep
+    interrupt_on_signals()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        summary = run_sweep(exp, out, retry_failed=args.retry_failed, quiet=args.quiet, console=console)
+    except SpecError as err:
+        console.print(str(err), highlight=False, markup=False)
+        return 2
+    if not args.no_report and (summary.done or summary.skipped):
+        from analysis.report import build_report
+        report = build_report(out)
+        console.print(f"report: {report}")
+    console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
+                  f"tables in {out}/ (runs.csv, checks.csv, steps.csv, usage.csv)")
+    if summary.interrupted:
+        return 130
+    return min(len(summary.failed), 100)
+
+
+COMMAND = Command("run", "run every point of an experiment file (root)", add_arguments, run)

@@ -1,0 +1,91 @@
+"""Bringing a point's network up, the one path of `run` (runner.py) and `up` (live.py): what is
+refused before anything starts (preflight), the graph with the file's `ssh:` section, the Network
+with its notes, and the checks with this machine's timer health."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analysis import advisor
+from testbed.net import shaping
+from testbed.net.network import Network, node_problems, port_problems
+from testbed.roles import PlacementError, assign_tasks
+from testbed.run import faults
+from testbed.run.checks import failure_reason, run_checks
+from testbed.run.hosthealth import describe, healthy, timer_overshoot
+from testbed.spec import SpecError, SpecIssue, build_graph
+
+
+def graph_of(spec):
+    """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out)."""
+    return build_graph(spec.topology, spec.ssh)
+
+
+def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
+    """Everything that can be refused before a network exists, for every point at once.
+    `contact_nodes=False` (validate) asks this machine's kernel only: no login to real machines,
+    no Docker engine start or image build."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for point in points:
+        spec = point.spec
+        graph = graph_of(spec)
+        problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
+                    + port_problems(spec.topology, graph)
+                    + (node_problems(graph, progress) if contact_nodes else []))
+        try:
+            assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
+        except PlacementError as err:
+            problems.append(("workload.strategy", str(err)))
+        for key, message in problems:
+            found.setdefault((key, message), []).append(point.run_id)
+    issues = []
+    for (key, message), run_ids in found.items():
+        if len(run_ids) < len(points):
+            message += f" (run points {', '.join(run_ids)})"
+        issues.append(SpecIssue(*exp.location(key), key, message))
+    if issues:
+        raise SpecError(issues)
+
+
+@dataclass
+class Checked:
+    """The checks' rows, the machine's timer overshoot while they ran, and why they failed (None: passed)."""
+    rows: list[dict] = field(default_factory=list)
+    timers: dict = field(default_factory=dict)
+    reason: str | None = None
+
+
+class BringUp:
+    """`with BringUp(spec, progress) as up:` the network is up (its notes said) as `up.net`, and down
+    again when the block ends, whatever happened; `up.check(run_id)` runs the file's checks."""
+
+    def __init__(self, spec, progress=lambda msg: None):
+        self.spec, self.progress = spec, progress
+        self.graph = graph_of(spec)
+        self.net = None
+
+    def __enter__(self) -> BringUp:
+        self.net = Network(self.graph, self.spec.topology, self.progress, cluster=self.spec.cluster)
+        self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
+        for note in self.net.notes:
+            self.progress(note)
+        return self
+
+    def __exit__(self, *exc):
+        return self.net.__exit__(*exc)
+
+    @property
+    def tunnel_rows(self) -> list[dict]:
+        """The cluster edition's tunnels (tunnels.csv rows), also after the network is down."""
+        return self.net.tunnel_rows if self.net is not None else []
+
+    def check(self, run_id: str) -> Checked:
+        """iperf3 and ping as checks: says; the failure reason names late timers when they were."""
+        checks = self.spec.checks
+        if not (checks.iperf or checks.ping):
+            return Checked()
+        timers = timer_overshoot()
+        rows = run_checks(self.net, self.graph, checks, self.spec.name, run_id, self.progress)
+        reason = failure_reason(rows)
+        if reason and not healthy(timers):
+            reason += f" [{describe(timers)}]"
+        return Checked(rows, timers, reason)

@@ -1,0 +1,145 @@
+"""Recording one run point: its runs.csv row, the rows taken from the tasks' events (steps, evals),
+its topology document, and the writes of its folder (spec.yaml, topology.json, result.json) and of
+the experiment's tables. runner.py executes the point and hands what it observed here."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from testbed.roles import final_tasks
+from testbed.run import faults, results
+from testbed.units import format_bandwidth
+
+
+@dataclass
+class Observed:
+    """The table rows one point produced (each list replaces the point's rows in its table)."""
+    checks: list[dict] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)
+    usage: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    faults: list[dict] = field(default_factory=list)
+
+
+def link_bandwidth(graph) -> int | None:
+    """The narrowest configured bandwidth in the topology, the run's 'bw' figure."""
+    rates = [e.params.bw for e in graph.links if e.params.bw is not None]
+    return min(rates) if rates else None
+
+
+def runs_row(point, graph, tasks) -> dict:
+    """The point's runs.csv row as known before it starts: parameters, hosts, roles, bandwidth."""
+    spec = point.spec
+    bw = link_bandwidth(graph)
+    return dict(experiment=spec.name, run_id=point.run_id, repeat=point.repeat, **point.params,
+                hosts=len(graph.hosts), node_kinds="+".join(sorted({h.kind for h in graph.hosts})), bw_bps=bw,
+                bw=format_bandwidth(bw) if bw else "unshaped",
+                strategy=spec.workload.strategy,
+                model=f"script:{spec.workload.script}" if spec.workload.script else spec.workload.model,
+                workers=sum(t.task_type in ("worker", "single") for t in tasks),
+                servers=sum(t.task_type == "ps" for t in tasks),
+                asynchronous=spec.workload.strategy == "ps",
+                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def begin(folder: Path, spec, graph, tasks) -> None:
+    """The run's folder before its network exists: the resolved spec and the planned topology."""
+    results.atomic_write_text(folder / "spec.yaml", yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    write_topology(folder, graph, tasks)
+
+
+def write_topology(folder: Path, graph, tasks, nodes=None) -> None:
+    results.write_json(folder / "topology.json", topology_document(graph, tasks, nodes))
+
+
+def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, tasks) -> None:
+    """What the training's events say: steps and evals rows, the run's figures, its restarts."""
+    observed.steps = step_rows_from(outcome.events, spec.name, run_id, spec.workload.strategy)
+    observed.evals = eval_rows_from(outcome.events, spec.name, run_id)
+    row.update(summary_from(outcome.events, tasks))
+    row.update(faults.recovery_columns(outcome.events.get(final_tasks(tasks)[0], []), len(outcome.restarts)))
+
+
+def finish(exp_dir: Path, folder: Path, point, row: dict, observed: Observed, tunnel_rows=None) -> None:
+    """result.json and the point's rows in every table (faults.csv when it has or had faults,
+    tunnels.csv for the cluster edition); runs.csv last, so a point is done once its row is there."""
+    spec = point.spec
+    results.write_json(folder / "result.json", row)
+    for name in ("checks", "steps", "usage", "evals"):
+        results.replace_run_rows(exp_dir, name, point.run_id, getattr(observed, name))
+    if spec.faults or (exp_dir / "faults.csv").exists():
+        results.replace_run_rows(exp_dir, "faults", point.run_id, observed.faults)
+    if spec.cluster is not None:
+        rows = [dict(experiment=spec.name, run_id=point.run_id, **r) for r in tunnel_rows or []]
+        results.replace_run_rows(exp_dir, "tunnels", point.run_id, rows)
+    results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
+
+
+def topology_roles(tasks) -> dict[str, str]:
+    """host -> role label such as 'chief0' or 'ps0+worker1' (co-located tasks)."""
+    roles: dict[str, list[str]] = {}
+    for t in tasks:
+        roles.setdefault(t.host, []).append(f"{t.task_type}{t.index}")
+    return {host: "+".join(labels) for host, labels in roles.items()}
+
+
+def topology_document(graph, tasks, nodes=None) -> dict:
+    """Hosts (with what each running node learned, e.g. a machine's host key), switches, links."""
+    roles = topology_roles(tasks)
+    facts = {name: node.facts for name, node in (nodes or {}).items() if node.facts}
+    return {
+        "hosts": [{"name": h.name, "ip": h.ip, "kind": h.kind, "role": roles.get(h.name, "idle"),
+                   **({"facts": facts[h.name]} if h.name in facts else {})} for h in graph.hosts],
+        "switches": [{"name": s.name} for s in graph.switches],
+        "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}
+                  for e in graph.links],
+    }
+
+
+def summary_from(events: dict, tasks) -> dict:
+    """Run-level figures from the first final task's events: the workload's start and done, or for
+    a user's script without the callback, the launcher's script_start and script_done."""
+    lead = final_tasks(tasks)[0]
+    evs = events.get(lead, [])
+    first = {}
+    for e in evs:
+        first.setdefault(e.get("event"), e)
+    start, done = first.get("start", {}), first.get("done", {})
+    return {
+        "params": start.get("params"), "gradient_bytes": start.get("gradient_bytes"),
+        "global_batch": start.get("global_batch"),
+        "training_time_s": done.get("training_time_s", first.get("script_done", {}).get("run_s")),
+        "tf_import_s": first.get("script_start", {}).get("tf_import_s"),
+        "time_per_step_s": done.get("time_per_step_s"),
+        "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
+        "steps": done.get("steps"),
+    }
+
+
+def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | None = None) -> list[dict]:
+    """steps.csv rows; strategy: each event's own (the built-in workload's), else the run's."""
+    rows = []
+    for task, evs in events.items():
+        for e in evs:
+            if e.get("event") in ("step", "epoch"):
+                rows.append(dict(experiment=experiment, run_id=run_id, role=task.task_type, task_index=task.index,
+                                 host=task.host, strategy=e.get("strategy", strategy), kind=e["event"],
+                                 epoch=e.get("epoch"), step=e.get("step"),
+                                 time_s=e.get("time_s"), loss=e.get("loss"),
+                                 samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
+    return rows
+
+
+def eval_rows_from(events: dict, experiment: str, run_id: str) -> list[dict]:
+    """evals.csv rows: one per metric (bleu1..bleu4) of every `eval` event."""
+    rows = []
+    for evs in events.values():
+        for e in evs:
+            if e.get("event") == "eval":
+                rows += [dict(experiment=experiment, run_id=run_id, epoch=e.get("epoch"), metric=k, value=v)
+                         for k, v in e.items() if k.startswith("bleu")]
+    return rows
