@@ -22,7 +22,7 @@ class ClusterNode(RemoteNode):
 
     def __init__(self, host, registry, server):
         Node.__init__(self, host, registry)
-        self.server = server                 # testbed.cluster.bringup.Server
+        self.server = server                 # testbed.cluster.bringup.ConnectedServer
         self.target = server.target
         self.token = f"{os.getpid()}-{host.name}-{secrets.token_hex(4)}"
         self.conn = None

@@ -25,7 +25,8 @@ class LiveError(RuntimeError):
 def up(spec, progress=print, ready=lambda nodes: None) -> None:
     """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
     graph = build_graph(spec.topology)
-    with Network(graph, spec.topology, progress, cluster=spec.cluster) as net:
+    from testbed.cluster.bringup import site_for     # loads Mininet's cluster edition: only for `up`
+    with Network(graph, spec.topology, progress, site=site_for(spec.cluster)) as net:
         for note in net.notes:
             progress(note)
         if spec.checks.iperf or spec.checks.ping:

@@ -76,7 +76,8 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     started = time.monotonic()
     check_rows, step_rows, usage_rows, eval_rows, fault_rows = [], [], [], [], []
-    network = Network(graph, spec.topology, progress, cluster=spec.cluster)
+    from testbed.cluster.bringup import site_for     # loads Mininet's cluster edition: only for a run
+    network = Network(graph, spec.topology, progress, site=site_for(spec.cluster))
     try:
         with network as net:
             results.write_json(folder / "topology.json", topology_document(graph, tasks, net.nodes))
