@@ -202,7 +202,7 @@ class Network:
         here = self.site.local(switches)
         self._check_free_names(here)
         self._raise_limits(len(self.graph.hosts) + len(self.graph.switches))
-        local_class = self.switch.start(self._registry) if here or not switches else None
+        local_class = self.switch.start() if here or not switches else None
         self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
                             autoStaticArp=False, waitConnected=False)
         for h in self.graph.hosts:

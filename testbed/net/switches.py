@@ -26,25 +26,25 @@ class SwitchKind:
     """What bring-up needs of one kind of switch; one instance per run (conf: the spec's SwitchConf)."""
 
     cleanup_key = ""    # the testbed.run.cleanup Registry list its bridges are recorded in
-    tso = False         # OVS userspace TSO on (links keep their TX offload)
 
     def __init__(self, conf):
         self.conf = conf
         self.notes: list[str] = []
         self.datapath: str | None = None
         self.started = False         # start() ran: this machine has switches of this kind
+        self.tso = False             # OVS userspace TSO on: links keep their TX offload
 
     def port_limit(self) -> tuple[int, str, str] | None:
         """(most ports a switch takes, why, another way out) for preflight, without side effects;
         None: no limit worth checking."""
         return None
 
-    def start(self, registry):
+    def start(self):
         """The start-up steps before this machine's switches are made; their Mininet class."""
         self.started = True
-        return self._start(registry)
+        return self._start()
 
-    def _start(self, registry):
+    def _start(self):
         raise NotImplementedError
 
     def before_start(self, registry) -> None:
@@ -71,7 +71,7 @@ class OvsKind(SwitchKind):
         return (USERSPACE_MAX_PORTS, f"an OVS userspace-datapath bridge forwarded only its first "
                 f"{USERSPACE_MAX_PORTS} ports on this kind of machine", " or switch kind linuxbridge")
 
-    def _start(self, registry):
+    def _start(self):
         ensure_ovs()
         self.datapath = ovs_datapath(self.conf.datapath)
         self.tso = self.datapath == "user" and shaping.ensure_userspace_tso(OVS_CTL)
@@ -102,7 +102,7 @@ class LinuxBridgeKind(SwitchKind):
     def port_limit(self):
         return LINUX_BRIDGE_MAX_PORTS, f"a Linux bridge takes at most {LINUX_BRIDGE_MAX_PORTS} ports", ""
 
-    def _start(self, registry):
+    def _start(self):
         from mininet.nodelib import LinuxBridge
         self.notes.append("switches: Linux bridge")
         return LinuxBridge
