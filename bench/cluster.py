@@ -31,20 +31,20 @@ def measure(path: Path, duration: float) -> dict:
     spec = load_spec(path)
     graph = build_graph(spec.topology)
     guard = {}
-    measure_tunnels = bringup.Cluster.measure_tunnels
+    measure_tunnels = bringup.ClusterSite.measure_tunnels
 
     def timed(self):
         t = time.monotonic()
         rows = measure_tunnels(self)
         guard.update(seconds=time.monotonic() - t, rows=rows)
         return rows
-    bringup.Cluster.measure_tunnels = timed
+    bringup.ClusterSite.measure_tunnels = timed
     try:
         t0 = time.monotonic()
-        net = Network(graph, spec.topology, cluster=spec.cluster).__enter__()
+        net = Network(graph, spec.topology, site=bringup.site_for(spec.cluster)).__enter__()
         up = time.monotonic() - t0
     finally:
-        bringup.Cluster.measure_tunnels = measure_tunnels
+        bringup.ClusterSite.measure_tunnels = measure_tunnels
     try:
         last, first = net.nodes[graph.hosts[-1].name], net.nodes[graph.hosts[0].name]
         bps = max(run_iperf(last, first, duration) for _ in range(2))

@@ -1,4 +1,5 @@
-"""The servers of a `cluster:` run while its network is built: one checked SSH connection per server
+"""The cluster site (testbed.net.site): the servers of a `cluster:` run while its network is built,
+through Mininet's cluster edition: one checked SSH connection per server
 (paramiko, host keys from cluster.known_hosts), the placement, the VXLAN tunnels between servers,
 the fidelity guard (each tunnel's raw capacity and RTT measured before training; a link shaped
 above max_link_share of the tunnel it crosses is refused), and what each server holds, recorded in
@@ -14,28 +15,35 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from testbed.run.checks import parse_iperf3, parse_ping
-from testbed.cluster.edition import ssh_command, run_local, server_of, vxlan_script
+from testbed.cluster.edition import ClusterBridge, ClusterLink, ssh_command, run_local, server_of, vxlan_script
 from testbed.cluster.placement import crossing_links, place
-from testbed.net.network import NetworkError
+from testbed.net.errors import NetworkError
+from testbed.net.site import LocalSite, Site
 from testbed.nodes.base import NodeError
 from testbed.ssh import Connection, Target
+from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
 
-LOCAL = "local"
 GUARD_PORT = 5299            # iperf3 between the servers' root namespaces (the underlay)
 GUARD_SECONDS = 2
 VNI_BASE = 4200
 
 
-class ClusterError(NetworkError):
-    pass
+class BringupError(NetworkError):
+    """A cluster's network could not be brought up (a login, the fidelity guard, a tunnel)."""
+
+
+def site_for(cluster_conf) -> Site:
+    """The site of a run: its cluster's servers (spec ClusterConf), or this machine alone (None)."""
+    return LocalSite() if cluster_conf is None else ClusterSite(cluster_conf)
 
 
 @dataclass
-class Server:
-    """One server: its settings, its connection (None for this machine) and underlay address."""
+class ConnectedServer:
+    """One server as a run uses it: its settings, its connection (None for this machine) and underlay address."""
 
     conf: object                 # spec ServerConf
     known_hosts: str
@@ -69,19 +77,85 @@ class Server:
         return ssh_command(self.conf, self.known_hosts)
 
 
-class Cluster:
-    """The servers of one run and where each node of `graph` goes."""
+class ClusterSite(Site):
+    """The servers of one run (spec ClusterConf), where each node of the graph goes, and how things
+    are made there."""
 
-    def __init__(self, conf, graph, registry, progress=lambda msg: None):
-        self.conf, self.graph, self._registry, self.progress = conf, graph, registry, progress
+    batch_teardown = False             # tunnels and other servers' ends: Mininet's way
+    links_need_tx_offload_off = True   # the servers' bridges use the userspace datapath, as do the tunnels
+
+    def __init__(self, conf):
+        super().__init__()
+        self.conf = conf
+        self.progress = lambda msg: None
         known = os.path.expanduser(conf.known_hosts)
-        self.servers = {s.name: Server(s, known, conf.connect_timeout, conf.python, conf.workdir) for s in conf.servers}
-        pinned = conf.placement if isinstance(conf.placement, dict) else {}
-        self.placement = place(graph, list(self.servers), pinned)
-        self.crossing = crossing_links(graph, self.placement)
-        self.tunnel_rows: list[dict] = []
+        self.servers = {s.name: ConnectedServer(s, known, conf.connect_timeout, conf.python, conf.workdir)
+                        for s in conf.servers}
+        self.placement: dict[str, str] = {}
+        self.crossing: list = []
         self._vni = itertools.count(VNI_BASE)
         self.mtu: int | None = None
+
+    def open(self, graph, registry, progress=lambda msg: None) -> None:
+        """Place the nodes, log in to the servers, measure their tunnels and refuse what they cannot carry."""
+        super().open(graph, registry, progress)
+        self.progress = progress
+        pinned = self.conf.placement if isinstance(self.conf.placement, dict) else {}
+        self.placement = place(graph, list(self.servers), pinned)
+        self.crossing = crossing_links(graph, self.placement)
+        self.connect()
+        self.measure_tunnels()
+        self.guard()
+        if any(not self.server(s.name).local for s in graph.switches):
+            self.notes.append("switches: Open vSwitch on the cluster's servers, user datapath (TX checksum "
+                              "offload off on links)")
+
+    # the site's answers -------------------------------------------------------------------------
+    def _elsewhere(self, name: str) -> ConnectedServer | None:
+        """The server that holds node `name` when that is not this machine."""
+        server = self.server(name)
+        return None if server.local else server
+
+    def local(self, names):
+        return [n for n in names if self._elsewhere(n) is None]
+
+    def node(self, host):
+        server = self._elsewhere(host.name)
+        if server is None:
+            return super().node(host)
+        from testbed.nodes.cluster import ClusterNode
+        return ClusterNode(host, self.registry, server)
+
+    def record_shell(self, name: str) -> None:
+        server = self._elsewhere(name)
+        if server is not None:
+            self.record(server, shell=name)
+
+    def switch_class(self, name: str, local_class):
+        server = self._elsewhere(name)
+        if server is None:
+            return local_class
+        self.record(server, shell=name, bridge=name)
+        return partial(ClusterBridge, server=server.name, serverIP=server.ip, user=server.conf.user, ssh=server.ssh())
+
+    def link_params(self) -> dict:
+        return {"cls": partial(ClusterLink, tunnels=self)}
+
+    def record_interfaces(self, ends):
+        here = []
+        for switch, name in ends:
+            server = self._elsewhere(switch)
+            if server is not None:
+                self.record(server, link=name)
+            else:
+                here.append(name)
+        return here
+
+    def shell_pid(self, mn_node) -> int:
+        return mn_node.shell.pid            # on a server: the local end is the ssh client
+
+    def host_mtu(self):
+        return (self.mtu, f"cluster: VXLAN tunnels between servers; host interfaces' MTU {self.mtu}") if self.mtu else None
 
     # connections ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -96,7 +170,7 @@ class Cluster:
                 try:
                     future.result()
                 except NodeError as err:
-                    raise ClusterError(f"cluster server: {err}") from None
+                    raise BringupError(f"cluster server: {err}") from None
         for s in remote:
             s.ip = _ipv4(s.conf.address)
         for s in used:
@@ -107,7 +181,7 @@ class Cluster:
         self.progress("cluster: " + ", ".join(f"{s.name} ({s.conf.address}) {counts[s.name]} node(s)"
                                               for s in used))
 
-    def server(self, node_name: str) -> Server:
+    def server(self, node_name: str) -> ConnectedServer:
         return self.servers[self.placement[node_name]]
 
     def close(self) -> None:
@@ -116,17 +190,17 @@ class Cluster:
                 s.conn.close()
 
     # records ------------------------------------------------------------------------------------
-    def record(self, server: Server, **item) -> dict | None:
+    def record(self, server: ConnectedServer, **item) -> dict | None:
         """Write what is about to be made on a remote server into the registry (local: the caller's
         own registry kinds cover it)."""
         if server.local:
             return None
         record = {"machine": server.conn.record, **item}
-        self._registry.add("remote", record)
+        self.registry.add("remote", record)
         return record
 
     def forget(self, *records) -> None:
-        self._registry.discard("remote", *[r for r in records if r])
+        self.registry.discard("remote", *[r for r in records if r])
 
     # fidelity guard -----------------------------------------------------------------------------
     def measure_tunnels(self) -> list[dict]:
@@ -149,7 +223,7 @@ class Cluster:
         self.tunnel_rows = rows
         return rows
 
-    def _iperf(self, client: Server, server: Server) -> float:
+    def _iperf(self, client: ConnectedServer, server: ConnectedServer) -> float:
         result: dict = {}
 
         def serve():
@@ -166,7 +240,7 @@ class Cluster:
         try:
             return parse_iperf3(out)
         except (ValueError, KeyError, RuntimeError) as err:
-            raise ClusterError(f"fidelity guard: iperf3 from {client.name} to {server.name} ({server.ip}) failed: "
+            raise BringupError(f"fidelity guard: iperf3 from {client.name} to {server.name} ({server.ip}) failed: "
                                f"{str(err) or out.strip()[-200:]}") from None
 
     def guard(self) -> None:
@@ -182,7 +256,7 @@ class Cluster:
                                f"it crosses, which measured {rate(row['capacity_bps'])} "
                                f"(RTT {row['rtt_ms']:.2f} ms)")
         if refused:
-            raise ClusterError("fidelity guard: " + "; ".join(refused) + ". Shape the link lower (bw), place both "
+            raise BringupError("fidelity guard: " + "; ".join(refused) + ". Shape the link lower (bw), place both "
                                "of its ends on one server (cluster.placement), or raise cluster.max_link_share "
                                "to accept the tunnel as the limit")
 
@@ -196,10 +270,10 @@ class Cluster:
             here, there = self._server_of(node), self._server_of(peer)
             records.append(self.record(here, link=name))
             if here.local:
-                self._registry.add("interfaces", name)
+                self.registry.add("interfaces", name)
             status, out = here.run(vxlan_script(name, vni, there.ip, mac, node.pid if node.inNamespace else None))
             if status != 0:
-                raise ClusterError(f"tunnel {name1} <-> {name2}: could not make {name} on {here.name}: {out.strip()} "
+                raise BringupError(f"tunnel {name1} <-> {name2}: could not make {name} on {here.name}: {out.strip()} "
                                    "(`run_experiment.py cleanup` removes what a crashed run left)")
             mtu = int(out.split()[0])
             self.mtu = mtu if self.mtu is None else min(self.mtu, mtu)
@@ -208,7 +282,7 @@ class Cluster:
     def forget_tunnel(self, tunnel: dict) -> None:
         self.forget(*tunnel["records"])
 
-    def _server_of(self, mn_node) -> Server:
+    def _server_of(self, mn_node) -> ConnectedServer:
         name = server_of(mn_node)
         if name == "localhost":
             return next(s for s in self.servers.values() if s.local)
@@ -233,4 +307,4 @@ def _local_ip(toward: str) -> str:
     try:
         return json.loads(out)[0]["prefsrc"]
     except (ValueError, KeyError, IndexError):
-        raise ClusterError(f"no route from this machine to {toward}: {out.strip()}") from None
+        raise BringupError(f"no route from this machine to {toward}: {out.strip()}") from None

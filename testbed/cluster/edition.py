@@ -14,6 +14,8 @@ from mininet.examples.cluster import RemoteHost, RemoteLink, RemoteOVSSwitch
 from mininet.link import Link
 from mininet.node import Node
 
+from testbed.net.shaping import QOS_TAG
+
 VXLAN_PORT = 4789
 
 
@@ -62,7 +64,7 @@ class ClusterHost(_Ours, RemoteHost):
 
 
 class ClusterBridge(_Ours, RemoteOVSSwitch):
-    """An Open vSwitch bridge on its server, standalone (no controller), userspace datapath."""
+    """An Open vSwitch bridge on its server, standalone (no controller), userspace datapath, tagged."""
 
     def __init__(self, name, **kwargs):
         kwargs.update(failMode="standalone", datapath="user")
@@ -70,6 +72,9 @@ class ClusterBridge(_Ours, RemoteOVSSwitch):
 
     def start(self, controllers):
         super().start([])
+
+    def bridgeOpts(self):
+        return super().bridgeOpts() + " " + QOS_TAG     # tagged where it is made: `cleanup` finds it
 
 
 def server_of(node) -> str:
@@ -79,7 +84,7 @@ def server_of(node) -> str:
 class ClusterLink(RemoteLink):
     """A veth pair when both ends are on one server, else a VXLAN tunnel: a vxlan device in each
     server's root namespace (where its UDP socket stays), moved into the node's namespace when the
-    node is a host. `tunnels` (testbed.cluster.bringup.Cluster) runs the commands and records them."""
+    node is a host. `tunnels` (testbed.cluster.bringup.ClusterSite) runs the commands and records them."""
 
     def __init__(self, node1, node2, tunnels=None, **kwargs):
         self._tunnels = tunnels

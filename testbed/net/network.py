@@ -1,7 +1,9 @@
 """Spec graph -> running network: switches and links on Mininet, nodes of any kind on them.
 
-The one place that touches Mininet. Nodes come from the kind registry (testbed.nodes); this module
-never asks which kind a node is."""
+The one place that touches Mininet. Nodes come from the kind registry (testbed.nodes), switches from
+the switch registry (testbed.net.switches), where each node lives from the site (testbed.net.site),
+shaping from one plan builder (testbed.net.shaping): this module never asks which kind a node or
+switch is, nor which server holds a node."""
 from __future__ import annotations
 
 import fcntl
@@ -15,82 +17,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from testbed.net import shaping
-from testbed.run.cleanup import STATE_DIR, Registry, ovs_running
+from testbed.net.errors import NetworkError
+from testbed.net.site import LocalSite
+from testbed.net.switches import switch_kind
+from testbed.run.cleanup import STATE_DIR, Registry
 from testbed.nodes import node_class
 
 log = logging.getLogger("testbed.net.network")
 
-OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
-BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
-
-
-class NetworkError(RuntimeError):
-    pass
-
-
-def ensure_ovs() -> None:
-    """Start ovsdb-server and ovs-vswitchd if they are not running (no systemd needed)."""
-    if ovs_running():
-        return
-    log.info("starting Open vSwitch (ovs-ctl start)")
-    proc = subprocess.run([OVS_CTL, "start", "--system-id=random"], capture_output=True, text=True)
-    if not ovs_running():
-        raise NetworkError(f"could not start Open vSwitch: {proc.stderr.strip() or proc.stdout.strip()}")
-
-
-def vswitchd_running() -> bool:
-    """ovs-vswitchd, which forwards for every bridge, answers (ovsdb-server alone forwards nothing)."""
-    return subprocess.run(["ovs-appctl", "--timeout=2", "-t", "ovs-vswitchd", "version"],
-                          capture_output=True).returncode == 0
-
-
-def ovs_datapath(requested: str = "auto") -> str:
-    """'kernel' when the openvswitch module is (or can be) loaded, else the userspace datapath."""
-    if requested != "auto":
-        if requested == "kernel" and not _kernel_datapath_available():
-            raise NetworkError("switch.datapath: kernel asked for, but this kernel has no openvswitch module")
-        return requested
-    return "kernel" if _kernel_datapath_available() else "user"
-
-
-def _kernel_datapath_available(try_load: bool = True) -> bool:
-    if Path("/sys/module/openvswitch").exists() or not try_load:
-        return Path("/sys/module/openvswitch").exists()
-    subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
-    return Path("/sys/module/openvswitch").exists()
-
-
-USERSPACE_MAX_PORTS = 57   # measured: one userspace-datapath bridge forwarded only its first 57 ports
-LINUX_BRIDGE_MAX_PORTS = 1023   # the kernel's BR_MAX_PORTS (1024), port 0 being reserved
-
-
 def port_problems(topology, graph) -> list[tuple[str, str]]:
-    """(key, message) when a switch would get more ports than it forwards (userspace OVS) or takes (Linux bridge)."""
-    if topology.switch.kind == "linuxbridge":
-        limit, why = LINUX_BRIDGE_MAX_PORTS, f"a Linux bridge takes at most {LINUX_BRIDGE_MAX_PORTS} ports"
-    elif topology.switch.kind == "ovs" and ovs_datapath_guess(topology.switch.datapath) == "user":
-        limit, why = USERSPACE_MAX_PORTS, (f"an OVS userspace-datapath bridge forwarded only its first "
-                                           f"{USERSPACE_MAX_PORTS} ports on this kind of machine")
-    else:
+    """(key, message) when a switch would get more ports than its kind forwards or takes."""
+    limit = switch_kind(topology.switch).port_limit()
+    if limit is None:
         return []
+    most, why, other = limit
     ports: dict[str, int] = {}
     for e in graph.links:
         for end in (e.a, e.b):
             ports[end] = ports.get(end, 0) + 1
     crowded = [f"{s.name} ({ports.get(s.name, 0)} ports)" for s in graph.switches
-               if ports.get(s.name, 0) > limit]
+               if ports.get(s.name, 0) > most]
     if not crowded:
         return []
-    other = " or switch kind linuxbridge" if limit == USERSPACE_MAX_PORTS else ""
-    return [("topology.hosts", f"{', '.join(crowded)}: {why}; use template tree with fanout at most {limit - 1} "
+    return [("topology.hosts", f"{', '.join(crowded)}: {why}; use template tree with fanout at most {most - 1} "
              f"(e.g. fanout 32: 1000 hosts on 33 switches){other} for this many hosts")]
-
-
-def ovs_datapath_guess(requested: str) -> str:
-    """The datapath `ovs_datapath` would pick, without loading modules (for preflight)."""
-    if requested != "auto":
-        return requested
-    return "kernel" if _kernel_datapath_available(try_load=False) else "user"
 
 
 class RunLock:
@@ -168,21 +118,38 @@ def _each(action, nodes) -> None:
 
 
 class Network:
-    """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node."""
+    """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node.
+    `site` says where nodes live (default: all on this machine; testbed.cluster.bringup.site_for)."""
 
-    def __init__(self, graph, topology, progress=lambda msg: None, cluster=None):
+    def __init__(self, graph, topology, progress=lambda msg: None, site=None):
         self.graph = graph
         self.topology = topology
         self.progress = progress
-        self.cluster_conf = cluster     # spec ClusterConf: the nodes spread over servers (testbed.cluster)
-        self.cluster = None
-        self.datapath = None
-        self.tso = False                # OVS userspace TSO: links keep TX offload (shaping.ensure_userspace_tso)
+        self.site = site if site is not None else LocalSite()
+        self.switch = switch_kind(topology.switch)   # the switch kind's registry entry (testbed.net.switches)
         self.notes: list[str] = []
         self.nodes = {}
+        self.qos_rates: dict[str, int] = {}        # shaping ovs: switch port -> rate (faults re-shape them)
         self._net = None
+        self._links = []
+        self._link_index = None
         self._lock = RunLock()
         self._registry = None
+
+    @property
+    def datapath(self) -> str | None:
+        """The OVS datapath of this machine's switches (None: not Open vSwitch, or none here)."""
+        return self.switch.datapath
+
+    @property
+    def tso(self) -> bool:
+        """OVS userspace TSO is on: links keep their TX offload (shaping.ensure_userspace_tso)."""
+        return self.switch.tso
+
+    @property
+    def tunnel_rows(self) -> list[dict]:
+        """The site's measurements of its links between machines (tunnels.csv)."""
+        return self.site.tunnel_rows
 
     # lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> "Network":
@@ -209,23 +176,12 @@ class Network:
                     log.debug("teardown: %s", action)
         finally:
             self._net = None
-            if self.cluster is not None:
-                self.cluster.close()
+            self.site.close()
             self._lock.__exit__()
 
-    @property
-    def tunnel_rows(self) -> list[dict]:
-        """The fidelity guard's measurements of the cluster's tunnels (tunnels.csv)."""
-        return self.cluster.tunnel_rows if self.cluster is not None else []
-
     def _start(self) -> None:
-        if self.cluster_conf is not None:
-            from testbed.cluster.bringup import Cluster
-            self.cluster = Cluster(self.cluster_conf, self.graph, self._registry, self.progress)
-            self.cluster.connect()
-            self.cluster.measure_tunnels()
-            self.cluster.guard()
-        self.nodes = {h.name: self._node(h) for h in self.graph.hosts}
+        self.site.open(self.graph, self._registry, self.progress)
+        self.nodes = {h.name: self.site.node(h) for h in self.graph.hosts}
         _each(lambda node: node.prepare(self.progress), self.nodes.values())
         hosts = {name: node.mininet_host() for name, node in self.nodes.items()}
         real = {name for name, mn_host in hosts.items() if mn_host is None}   # machines with their own network
@@ -235,127 +191,55 @@ class Network:
                 self.nodes[name].shape(e.params, self.topology.qdisc)
         if len(real) < len(hosts):
             self._start_mininet(hosts)
-
-    def _node(self, host):
-        """The host's Node: of its kind, or on the cluster server that holds it."""
-        server = self._elsewhere(host.name)
-        if server is not None:
-            from testbed.nodes.cluster import ClusterNode
-            return ClusterNode(host, self._registry, server)
-        return node_class(host.kind)(host, self._registry)
+        self.notes[:0] = self.switch.notes + self.site.notes
 
     def _start_mininet(self, hosts: dict) -> None:
         """Switches, links and the emulated nodes (those with a Mininet host) on Mininet."""
         from mininet.log import setLogLevel
         from mininet.net import Mininet
         setLogLevel("error")
-        kind = self.topology.switch.kind
-        self._check_free_names()
+        switches = [s.name for s in self.graph.switches]
+        here = self.site.local(switches)
+        self._check_free_names(here)
         self._raise_limits(len(self.graph.hosts) + len(self.graph.switches))
-        here = [s for s in self.graph.switches if self._elsewhere(s.name) is None]
-        switch_cls = self._switch_class(kind) if here or self.cluster is None else None
-        if switch_cls is None:
-            self.datapath = "user"
-            self.notes.append("switches: Open vSwitch on the cluster's servers, user datapath (TX checksum "
-                              "offload off on links)")
+        local_class = self.switch.start() if here or not switches else None
         self._net = Mininet(topo=None, build=False, controller=None, autoSetMacs=True,
                             autoStaticArp=False, waitConnected=False)
         for h in self.graph.hosts:
             if hosts[h.name] is not None:
                 cls, params = hosts[h.name]
-                self._record_shell(h.name)
+                self.site.record_shell(h.name)
                 self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
+        self._registry.add(self.switch.cleanup_key, *here)
         for s in self.graph.switches:
-            if self._elsewhere(s.name) is not None:
-                self._record_shell(s.name, bridge=s.name)
-                self._net.addSwitch(s.name, cls=self._remote_switch(s.name), dpid=f"{s.dpid:016x}")
-                continue
-            self._registry.add("bridges" if kind == "ovs" else "linux_bridges", s.name)
-            self._net.addSwitch(s.name, cls=switch_cls, dpid=f"{s.dpid:016x}")
-        self._record_root_interfaces()
+            self._net.addSwitch(s.name, cls=self.site.switch_class(s.name, local_class), dpid=f"{s.dpid:016x}")
+        self._registry.add("interfaces", *self.site.record_interfaces(self._root_interfaces()))
         for e in self._links:
-            self._net.addLink(e.a, e.b, **self._link_class())
+            self._net.addLink(e.a, e.b, **self.site.link_params())
         self._net.configHosts = lambda: _each(_config_host, self._net.hosts)  # one at a time: 13 s for 1000
         self._net.build()
-        nodes = self._net.hosts + self._net.switches   # on a server: the local end is the ssh client (shell.pid)
-        self._registry.add("pids", *(n.pid if self.cluster is None else n.shell.pid for n in nodes if n.pid))
+        nodes = self._net.hosts + self._net.switches
+        self._registry.add("pids", *(self.site.shell_pid(n) for n in nodes if n.pid))
         for name, node in self.nodes.items():
             if hosts[name] is not None:
                 node.attach(self._net.get(name))
-        if kind == "linuxbridge":
-            self._allow_bridged_traffic()
+        self.switch.before_start(self._registry)
         self._net.start()
-        if kind == "ovs":
-            self._tag_bridges()
-            if self.datapath == "user" and not (self.tso and self.cluster is None):
-                self._disable_tx_offload()
-        if self.cluster is not None and self.cluster.mtu:
-            self._set_host_mtu(self.cluster.mtu)
+        if self.switch.tx_offload_off or self.site.links_need_tx_offload_off:
+            self._disable_tx_offload()
+        mtu = self.site.host_mtu()
+        if mtu is not None:
+            self._set_host_mtu(*mtu)
         self._apply_shaping()
 
     # building ------------------------------------------------------------------------------
-    def _elsewhere(self, name: str):
-        """The cluster server that holds node `name` when that is not this machine, else None."""
-        if self.cluster is None:
-            return None
-        server = self.cluster.server(name)
-        return None if server.local else server
-
-    def _record_shell(self, name: str, **more) -> None:
-        """A node about to be made on another server: its shell (and bridge) recorded there first."""
-        server = self._elsewhere(name)
-        if server is not None:
-            self.cluster.record(server, shell=name, **more)
-
-    def _remote_switch(self, name: str):
-        from functools import partial
-        from testbed.cluster.edition import ClusterBridge
-        server = self.cluster.server(name)
-        return partial(ClusterBridge, server=server.name, serverIP=server.ip, user=server.conf.user, ssh=server.ssh())
-
-    def _link_class(self) -> dict:
-        if self.cluster is None:
-            return {}
-        from functools import partial
-        from testbed.cluster.edition import ClusterLink
-        return {"cls": partial(ClusterLink, tunnels=self.cluster)}
-
-    def _record_root_interfaces(self) -> None:
-        """Switch-side link ends live in a root namespace: this machine's, or their server's."""
-        here = []
-        for switch, name in self._root_interfaces():
-            server = self._elsewhere(switch)
-            if server is not None:
-                self.cluster.record(server, link=name)
-            else:
-                here.append(name)
-        self._registry.add("interfaces", *here)
-
-    def _set_host_mtu(self, mtu: int) -> None:
-        """Tunnels carry smaller frames than veths: every host sends at most what a tunnel takes."""
+    def _set_host_mtu(self, mtu: int, note: str) -> None:
+        """Every host sends at most what the site's links carry."""
         for node in self._net.hosts:
             for intf in node.intfList():
                 if intf.name != "lo":
                     node.cmd(f"ip link set dev {intf.name} mtu {mtu}")
-        self.notes.append(f"cluster: VXLAN tunnels between servers; host interfaces' MTU {mtu}")
-
-    def _switch_class(self, kind: str):
-        from functools import partial
-        if kind == "linuxbridge":
-            from mininet.nodelib import LinuxBridge
-            self.notes.append("switches: Linux bridge")
-            return LinuxBridge
-        from mininet.node import OVSBridge
-        ensure_ovs()
-        self.datapath = ovs_datapath(self.topology.switch.datapath)
-        self.tso = self.datapath == "user" and shaping.ensure_userspace_tso(OVS_CTL)
-        self.notes.append(f"switches: Open vSwitch, {self.datapath} datapath" + (
-            " (no kernel module; userspace TSO on: links keep their TX offload)" if self.tso else
-            " (no kernel module: TX checksum offload off on links; OVS's other_config:userspace-tso-enable is"
-            " off and its bridges kept it from being restarted: at most about 0.9 Gbit/s per flow)"
-            if self.datapath == "user" else ""))
-        # batch: every bridge in one ovs-vsctl (Mininet only batches a switch class, not a partial of one)
-        return partial(OVSBridge, datapath=self.datapath, batch=True)
+        self.notes.append(note)
 
     def _root_interfaces(self) -> list[tuple[str, str]]:
         """(switch, interface) per switch-side link end: they live in a root namespace."""
@@ -369,9 +253,8 @@ class Network:
                     names.append((end, f"{end}-eth{port[end]}"))
         return names
 
-    def _check_free_names(self) -> None:
-        here = [s for s in self.graph.switches if self._elsewhere(s.name) is None]
-        taken = [s.name for s in here if Path(f"/sys/class/net/{s.name}").exists()]
+    def _check_free_names(self, here: list[str]) -> None:
+        taken = [name for name in here if Path(f"/sys/class/net/{name}").exists()]
         if taken:
             raise NetworkError(f"interface(s) {', '.join(taken)} already exist on this machine. If a crashed "
                                "testbed run left them, `run_experiment.py cleanup` removes them; if cleanup "
@@ -396,25 +279,6 @@ class Network:
                 self.notes.append(f"net.ipv4.neigh.default.gc_thresh{level}={per_node * nodes} for this run "
                                   f"(was {old}); restored after")
 
-    def _allow_bridged_traffic(self) -> None:
-        """With dockerd running, bridged frames pass iptables' FORWARD chain (policy DROP)."""
-        path = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
-        if path.exists() and path.read_text().strip() == "1":
-            self._registry.remember_sysctl(BRIDGE_NF, "1")
-            path.write_text("0")
-            self.notes.append(f"set {BRIDGE_NF}=0 for this run (iptables would drop bridged traffic); restored after")
-
-    def _tag_bridges(self) -> None:
-        here = []
-        for s in self.graph.switches:
-            if self._elsewhere(s.name) is not None:
-                self._net.get(s.name).cmd(f"ovs-vsctl set Bridge {s.name} external_ids:dltestbed=1")
-                continue
-            here.append(s.name)
-        tags = [arg for name in here for arg in ("--", "set", "Bridge", name, "external_ids:dltestbed=1")]
-        if tags:
-            subprocess.run(["ovs-vsctl", *tags], check=True)    # one call: 33 took a second
-
     def _disable_tx_offload(self) -> None:
         lines = {node: "; ".join(f"ethtool -K {intf.name} tx off >/dev/null 2>&1" for intf in node.intfList()
                                  if intf.name != "lo") + "; true" for node in self._net.hosts}
@@ -422,7 +286,7 @@ class Network:
 
     # shaping -------------------------------------------------------------------------------
     def _link_ends(self, edge):
-        if getattr(self, "_link_index", None) is None:   # Mininet's linksBetween scans every link
+        if self._link_index is None:   # Mininet's linksBetween scans every link
             self._link_index = {}
             for link in self._net.links:
                 self._link_index.setdefault(frozenset((link.intf1.node.name, link.intf2.node.name)), link)
@@ -433,7 +297,7 @@ class Network:
         """Hosts and links before Mininet stops the switches (it deletes links one `ip link del` at a time:
         most of a 1000-host teardown). A host's namespace ends with its shell and takes its links with it,
         in one batch of the kernel's; what remains (a container's links) goes in one `ip -batch`."""
-        if getattr(self, "cluster", None) is not None:    # tunnels and other servers' ends: Mininet's way
+        if not self.site.batch_teardown:    # e.g. tunnels and other servers' ends: Mininet's way
             return
         ends = [intf.name for s in self._net.switches for intf in s.intfList() if intf.name != "lo"]
         for host in self._net.hosts:
@@ -451,11 +315,7 @@ class Network:
     def problem(self) -> str | None:
         """What broke the running network, when this machine can tell (Open vSwitch stopped mid-run);
         None when nothing is known to be wrong."""
-        if (self._net is None or self.topology.switch.kind != "ovs" or getattr(self, "cluster", None) is not None
-                or vswitchd_running()):
-            return None
-        return ("Open vSwitch stopped during the run (ovs-vswitchd does not answer), so the switches "
-                "forwarded nothing; the next run starts it again")
+        return None if self._net is None else self.switch.problem()
 
     def link_ends(self, a: str, b: str) -> list[tuple[str, object]]:
         """The link between a and b while it runs: (interface name, the Node holding it) per end; None
@@ -467,24 +327,21 @@ class Network:
         return [(intf.name, self.nodes.get(intf.node.name)) for intf in (links[0].intf1, links[0].intf2)]
 
     def _apply_shaping(self) -> None:
+        """Every link's shaping plan (shaping.link_plan) carried out: tc in one `tc -batch` per node,
+        every node at once (a command at a time took most of a 1000-host bring-up); then OVS QoS, and
+        only once every port has its QoS, the root classes' burst."""
         switches = {s.name for s in self.graph.switches}
-        qos, tc = [], {}
+        plan = shaping.Plan()
         for edge in self._links:
-            for intf in self._link_ends(edge):
-                if self.topology.shaping == "ovs":
-                    if intf.node.name in switches and edge.params.bw is not None:
-                        qos.append((intf.name, edge.params.bw))
-                else:
-                    tc.setdefault(intf.node, []).extend(
-                        shaping.tc_commands(intf.name, edge.params, self.topology.qdisc))
-        # One `tc -batch` per node, every node at once (a command at a time took most of a 1000-host bring-up).
+            ends = [shaping.End(intf.name, intf.node, intf.node.name in switches) for intf in self._link_ends(edge)]
+            plan.add(shaping.link_plan(ends, edge.params, self.topology.shaping, self.topology.qdisc))
         run_on_nodes({node: batch_lines("tc -batch -", [" ".join(args) for args in cmds])
-                      for node, cmds in tc.items() if cmds}, "tc")
-        for port, rate in qos:
-            self._run_checked(["ovs-vsctl", *shaping.ovs_qos_command(port, rate)], f"OVS QoS on {port}")
-        # Only once every port has its QoS: OVS rewrites a port's classes when it reconfigures the bridge.
-        for port, rate in qos:
-            self._run_checked(["tc", *shaping.ovs_root_class_command(port, rate)], f"OVS QoS root class on {port}")
+                      for node, cmds in plan.tc.items()}, "tc")
+        for args in plan.ovs:
+            self._run_checked(["ovs-vsctl", *args], f"OVS QoS on {args[3]}")
+        for args in plan.root_classes:
+            self._run_checked(["tc", *args], f"OVS QoS root class on {args[3]}")
+        self.qos_rates = dict(plan.qos)
 
     def _run_checked(self, cmd: list[str], what: str) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True)

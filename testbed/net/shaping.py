@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 MTU_FRAME = 1514            # bytes of a full Ethernet frame on the wire (MTU 1500 + header)
 TCP_GOODPUT_CEILING = 1448 / 1514   # payload per full frame with TCP timestamps
@@ -91,6 +93,70 @@ def ovs_root_class_command(port: str, rate_bps: int) -> list[str]:
     rate, burst = f"{rate_bps}bit", str(htb_burst(rate_bps))
     return ["class", "change", "dev", port, "parent", "1:", "classid", "1:fffe", "htb", "rate", rate,
             "ceil", rate, "burst", burst, "cburst", burst]
+
+
+class End(NamedTuple):
+    """One end of a link as shaping sees it: its interface, who runs commands for it (a Mininet
+    node, a host's name, a Node; None: this machine's root namespace) and whether it is a switch's
+    port (OVS QoS shapes only those)."""
+    intf: str
+    holder: object
+    switch_port: bool
+
+
+@dataclass
+class Plan:
+    """What shapes some links, in the order it must run: `reset` (tc, failure expected: nothing may be
+    there) then `tc` per holder; then every `ovs` (ovs-vsctl arguments) in this machine's root
+    namespace, and only then `root_classes` for every port in `qos`, since OVS rewrites a port's
+    classes whenever it reconfigures its bridges."""
+    reset: dict = field(default_factory=dict)         # holder -> [tc arguments]
+    tc: dict = field(default_factory=dict)            # holder -> [tc arguments]
+    ovs: list = field(default_factory=list)           # [ovs-vsctl arguments]
+    qos: dict = field(default_factory=dict)           # OVS QoS port -> its rate: its root class's step
+
+    @property
+    def root_classes(self) -> list[list[str]]:
+        """tc arguments giving each QoS port's root class its queue's burst (ovs_root_class_command)."""
+        return [ovs_root_class_command(port, rate) for port, rate in self.qos.items()]
+
+    def add(self, other: "Plan") -> "Plan":
+        for mine, theirs in ((self.reset, other.reset), (self.tc, other.tc)):
+            for holder, cmds in theirs.items():
+                mine.setdefault(holder, []).extend(cmds)
+        self.ovs += other.ovs
+        self.qos.update(other.qos)
+        return self
+
+
+def link_plan(ends, params, mode: str = "tc", qdisc: str = "htb", replace: bool = False,
+              qos_rates: dict | None = None) -> Plan:
+    """The plan that shapes one link's ends as `params` say: with mode tc, tc on every end; with mode
+    ovs, an OVS QoS queue on each switch port, then the root classes' burst (OVS QoS shapes
+    bandwidth only). replace: the link is shaped already (a fault): remove what is there first.
+
+    qos_rates (port -> rate), for a running network: its OVS QoS ports in force, updated here with
+    this link's. OVS rewrites every port's root class whenever it reconfigures its bridges, so after a
+    change each of them needs its step again."""
+    plan = Plan()
+    rates = plan.qos if qos_rates is None else qos_rates
+    for end in ends:
+        if mode == "ovs":
+            if end.switch_port and params.bw is not None:
+                plan.ovs.append(ovs_qos_command(end.intf, params.bw))
+                rates[end.intf] = params.bw
+            elif end.switch_port and replace:
+                plan.ovs.append(["clear", "Port", end.intf, "qos"])
+                rates.pop(end.intf, None)
+            continue
+        if replace:     # HTB cannot change a root in place
+            plan.reset.setdefault(end.holder, []).append(["qdisc", "del", "dev", end.intf, "root"])
+        cmds = tc_commands(end.intf, params, qdisc)
+        if cmds:
+            plan.tc.setdefault(end.holder, []).extend(cmds)
+    if plan.ovs:
+        plan.qos = dict(rates)
+    return plan
 
 
 TSO_KEY = "other_config:userspace-tso-enable"

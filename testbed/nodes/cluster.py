@@ -18,7 +18,7 @@ class ClusterNode(SshNode):
 
     def __init__(self, host, registry, server):
         super().__init__(host, registry, server.target)
-        self.server = server                 # testbed.cluster.bringup.Server
+        self.server = server                 # testbed.cluster.bringup.ConnectedServer
         self.anchor_pid = None
 
     def prepare(self, progress=lambda msg: None) -> None:

@@ -168,8 +168,9 @@ class RemoteNode(SshNode):
 
     def shape(self, params, qdisc: str) -> None:
         """With remote.shape: the link's limits on the machine's interface (egress), by tc."""
-        from testbed.net.shaping import tc_commands
-        commands = tc_commands(self.remote.interface, params, qdisc) if self.remote.shape else []
+        from testbed.net.shaping import End, link_plan
+        plan = link_plan([End(self.remote.interface, self, False)], params, "tc", qdisc)
+        commands = plan.tc.get(self, []) if self.remote.shape else []
         if commands:
             self._record(tc=self.remote.interface)
         for args in commands:

@@ -64,7 +64,8 @@ class BringUp:
         self.net = None
 
     def __enter__(self) -> BringUp:
-        self.net = Network(self.graph, self.spec.topology, self.progress, cluster=self.spec.cluster)
+        from testbed.cluster.bringup import site_for     # loads Mininet's cluster edition: only when a network is made
+        self.net = Network(self.graph, self.spec.topology, self.progress, site=site_for(self.spec.cluster))
         self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
         for note in self.net.notes:
             self.progress(note)

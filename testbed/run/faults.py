@@ -46,6 +46,7 @@ class Context:
     qdisc: str = "htb"
     tasks: list = field(default_factory=list)       # roles.Task
     cpu: dict = field(default_factory=dict)         # host -> configured CPU fraction or None
+    qos_rates: dict = field(default_factory=dict)   # shaping ovs: switch port -> rate in force
 
 
 def link_key(fault) -> frozenset:
@@ -57,19 +58,16 @@ def _ip_link(ctx: Context, fault, state: str) -> list[Op]:
 
 
 def _shape(ctx: Context, fault, params) -> list[Op]:
-    """Shape both ends of the fault's link as `params` say, as the network did at bring-up: OVS QoS on
-    switch ports, or tc on both ends after removing what is there (HTB cannot change a root in place)."""
+    """Shape both ends of the fault's link as `params` say, by the plan bring-up uses (shaping.link_plan),
+    replacing what is there: under shaping ovs that includes the QoS root class's burst step."""
+    ends = [shaping.End(intf, holder, holder is None) for intf, holder in ctx.ends[link_key(fault)]]
+    plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=ctx.qos_rates)
     ops = []
-    for intf, holder in ctx.ends[link_key(fault)]:
-        if ctx.shaping == "ovs":
-            if holder is None:
-                argv = (("ovs-vsctl", *shaping.ovs_qos_command(intf, params.bw)) if params.bw is not None
-                        else ("ovs-vsctl", "clear", "Port", intf, "qos"))
-                ops.append(Op("cmd", None, argv))
-            continue
-        ops.append(Op("cmd", holder, ("tc", "qdisc", "del", "dev", intf, "root"), check=False))
-        ops += [Op("cmd", holder, ("tc", *args)) for args in shaping.tc_commands(intf, params, ctx.qdisc)]
-    return ops
+    for holder in {**plan.reset, **plan.tc}:
+        ops += [Op("cmd", holder, ("tc", *args), check=False) for args in plan.reset.get(holder, [])]
+        ops += [Op("cmd", holder, ("tc", *args)) for args in plan.tc.get(holder, [])]
+    ops += [Op("cmd", None, ("ovs-vsctl", *args)) for args in plan.ovs]
+    return ops + [Op("cmd", None, ("tc", *args)) for args in plan.root_classes]
 
 
 def _set_link(key: str):
@@ -181,7 +179,8 @@ class Applier:
         self.records = [Record(i, f) for i, f in enumerate(faults)]
         self.triggers = [parse_trigger(f.at) for f in faults]
         self.ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, tasks=list(tasks),
-                           cpu={name: node.limits["cpu"] for name, node in net.nodes.items()})
+                           cpu={name: node.limits["cpu"] for name, node in net.nodes.items()},
+                           qos_rates=dict(net.qos_rates))
         for f in faults:
             if f.link is not None:
                 edge = next(e for e in net.graph.links if {e.a, e.b} == set(f.link))

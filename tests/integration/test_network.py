@@ -152,7 +152,7 @@ def test_validate_as_root_probes_the_kernel_and_refuses_loss(tmp_path, root):
 def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
     import subprocess
     from testbed.run.cleanup import ovs_running
-    from testbed.net.network import OVS_CTL
+    from testbed.net.switches import OVS_CTL
     subprocess.run([OVS_CTL, "stop"], capture_output=True)
     assert not ovs_running()
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
@@ -167,7 +167,7 @@ def test_teardown_with_open_vswitch_stopped_leaves_no_tap_and_the_next_run_works
     import subprocess
     from pathlib import Path
     from testbed.run.cleanup import cleanup
-    from testbed.net.network import OVS_CTL
+    from testbed.net.switches import OVS_CTL
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
     try:
         with Network(build_graph(spec.topology), spec.topology):

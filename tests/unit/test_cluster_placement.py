@@ -102,7 +102,7 @@ def test_what_a_cluster_does_not_build_is_refused(tmp_path, topology_extra, key)
 
 def guard_cluster(bw, capacity, share=0.9):
     edge = SimpleNamespace(a="h3", b="s1", params=LinkParams.model_construct(bw=bw))
-    c = bringup.Cluster.__new__(bringup.Cluster)
+    c = bringup.ClusterSite.__new__(bringup.ClusterSite)
     c.conf = SimpleNamespace(max_link_share=share)
     c.placement = {"h3": "srv2", "s1": "srv1"}
     c.crossing = [edge]
@@ -112,11 +112,11 @@ def guard_cluster(bw, capacity, share=0.9):
 
 def test_the_guard_refuses_a_link_above_its_share_of_the_tunnel_naming_both_figures():
     guard_cluster(bw=90_000_000, capacity=100_000_000).guard()       # exactly 90%: allowed
-    with pytest.raises(bringup.ClusterError) as err:
+    with pytest.raises(bringup.BringupError) as err:
         guard_cluster(bw=95_000_000, capacity=100_000_000).guard()
     text = str(err.value)
     assert "h3-s1" in text and "srv1-srv2" in text and "95mbit" in text and "100.0 Mbit/s" in text
-    with pytest.raises(bringup.ClusterError, match="unshaped"):
+    with pytest.raises(bringup.BringupError, match="unshaped"):
         guard_cluster(bw=None, capacity=100_000_000).guard()
 
 

@@ -118,3 +118,55 @@ def test_userspace_tso_never_restarts_a_switch_with_bridges(monkeypatch):
     monkeypatch.setattr(shaping.subprocess, "run", fake.run)
     assert shaping.ensure_userspace_tso("ovs-ctl") is False
     assert all(c[0] not in ("set", "ovs-ctl") for c in fake.calls)
+
+
+# ---- the plan builder (bring-up, faults and remote shaping all use it) ----------------------------
+
+from testbed.net.shaping import End, Plan, link_plan  # noqa: E402
+
+HOST, PORT = End("h2-eth0", "h2", False), End("s1-eth2", None, True)
+
+
+def test_tc_plan_shapes_every_end_with_its_holders_commands():
+    plan = link_plan([HOST, PORT], params(bw=10_000_000), "tc", "htb")
+    assert plan.tc == {"h2": tc_commands("h2-eth0", params(bw=10_000_000)),
+                       None: tc_commands("s1-eth2", params(bw=10_000_000))}
+    assert plan.reset == {} and plan.ovs == [] and plan.root_classes == []
+
+
+def test_tc_plan_replacing_removes_the_old_root_first_and_unshaped_leaves_only_that():
+    plan = link_plan([HOST, PORT], params(), "tc", replace=True)
+    assert plan.reset == {"h2": [["qdisc", "del", "dev", "h2-eth0", "root"]],
+                          None: [["qdisc", "del", "dev", "s1-eth2", "root"]]}
+    assert plan.tc == {}
+    assert link_plan([HOST, PORT], params(), "tc") == Plan()
+
+
+def test_ovs_plan_shapes_switch_ports_only_then_gives_their_root_class_the_burst():
+    plan = link_plan([HOST, PORT], params(bw=1_000_000_000), "ovs")
+    assert plan.ovs == [ovs_qos_command("s1-eth2", 1_000_000_000)]
+    assert plan.root_classes == [ovs_root_class_command("s1-eth2", 1_000_000_000)]
+    assert plan.tc == {} and plan.reset == {}
+
+
+def test_ovs_plan_on_a_running_network_redoes_every_ports_root_class_with_the_rates_in_force():
+    """OVS rewrites every QoS port's root class when it reconfigures: a change to one port's QoS
+    needs the burst step on all of them, each at the rate it has now."""
+    rates = {"s1-eth1": 100_000_000, "s1-eth2": 100_000_000}
+    plan = link_plan([HOST, PORT], params(bw=500_000_000), "ovs", replace=True, qos_rates=rates)
+    assert plan.ovs == [ovs_qos_command("s1-eth2", 500_000_000)]
+    assert rates == {"s1-eth1": 100_000_000, "s1-eth2": 500_000_000}
+    assert plan.root_classes == [ovs_root_class_command("s1-eth1", 100_000_000),
+                                 ovs_root_class_command("s1-eth2", 500_000_000)]
+    cleared = link_plan([HOST, PORT], params(), "ovs", replace=True, qos_rates=rates)
+    assert cleared.ovs == [["clear", "Port", "s1-eth2", "qos"]]
+    assert cleared.root_classes == [ovs_root_class_command("s1-eth1", 100_000_000)]
+
+
+def test_plans_add_up_keeping_each_holders_order():
+    a = link_plan([HOST], params(bw=1_000_000), "tc")
+    b = link_plan([End("h2-eth1", "h2", False)], params(bw=2_000_000), "tc")
+    c = link_plan([End("s1-eth1", None, True)], params(bw=3_000_000), "ovs")
+    total = Plan().add(a).add(b).add(c)
+    assert total.tc == {"h2": a.tc["h2"] + b.tc["h2"]}
+    assert total.ovs == c.ovs and total.qos == {"s1-eth1": 3_000_000}
