@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from testbed.run.checks import IPERF_PORT  # noqa: E402
 from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
-from testbed.net.shaping import TCP_GOODPUT_CEILING  # noqa: E402
+from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 from testbed.units import parse_bandwidth  # noqa: E402
 

@@ -27,7 +27,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from testbed.graph import tree_depth  # noqa: E402
+from testbed.spec.graph import tree_depth  # noqa: E402
 from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 
 GIB = 1 << 30

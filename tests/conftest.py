@@ -43,6 +43,6 @@ def reap_stuck_runs(request):
             pass
     if stuck:
         psutil.wait_procs(stuck, timeout=10)
-        from testbed.run.cleanup import cleanup
+        from testbed.cleanup import cleanup
         cleanup()
         pytest.fail(f"the test left {len(stuck)} testbed run(s) alive; killed and cleaned up", pytrace=False)

@@ -10,7 +10,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     need_root("cleanup")
-    from testbed.run.cleanup import cleanup
+    from testbed.cleanup import cleanup
     actions = cleanup(force=args.force)
     for a in actions:
         print(a)

@@ -17,13 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from testbed.run.checks import parse_iperf3, parse_ping
+from testbed.net.probes import parse_iperf3, parse_ping
 from testbed.cluster.edition import ClusterBridge, ClusterLink, ssh_command, run_local, server_of, vxlan_script
 from testbed.cluster.placement import crossing_links, place
 from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite, Site
 from testbed.nodes.base import NodeError
-from testbed.ssh import Connection, Target
+from testbed.nodes.ssh import Connection, Target
 from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
 
@@ -123,7 +123,7 @@ class ClusterSite(Site):
         server = self._elsewhere(host.name)
         if server is None:
             return super().node(host)
-        from testbed.nodes.cluster import ClusterNode
+        from testbed.cluster.node import ClusterNode
         return ClusterNode(host, self.registry, server)
 
     def record_shell(self, name: str) -> None:

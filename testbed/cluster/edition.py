@@ -14,7 +14,7 @@ from mininet.examples.cluster import RemoteHost, RemoteLink, RemoteOVSSwitch
 from mininet.link import Link
 from mininet.node import Node
 
-from testbed.net.shaping import QOS_TAG
+from testbed.shaping import QOS_TAG
 
 VXLAN_PORT = 4789
 

@@ -6,7 +6,7 @@ neighbours, in the spirit of Mininet's SwitchBinPlacer (which bins switches firs
 star's every host on one server). Explicitly placed nodes stay where they are put."""
 from __future__ import annotations
 
-from testbed.graph import split_evenly
+from testbed.spec.graph import split_evenly
 
 
 def place(graph, servers: list[str], pinned: dict[str, str] | None = None) -> dict[str, str]:

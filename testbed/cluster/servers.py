@@ -359,7 +359,7 @@ def verify(servers: list[Server], key_file: Path = KEY_FILE, known_hosts: Path =
            timeout: float = 20.0) -> None:
     """Log in to each server over SSH, host key checked against known_hosts; OVS and mnexec must answer."""
     from testbed.nodes.base import NodeError
-    from testbed.ssh import Connection, Target
+    from testbed.nodes.ssh import Connection, Target
     for s in servers:
         deadline = time.monotonic() + timeout
         while True:

@@ -20,7 +20,7 @@ Rules and thresholds:
   counts as waiting too, so the figure then says nothing about contention.
 - switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
   user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
-- timers: testbed.run.hosthealth's bounds (p99 5 ms, max 20 ms of sleep overshoot).
+- timers: analysis.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
 - shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
   within checks.tolerance of it.
 """
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits
 from testbed.emulation.readers import delta
-from testbed.net.shaping import TCP_GOODPUT_CEILING
-from testbed.run.hosthealth import HEALTHY_MAX_MS, HEALTHY_P99_MS
+from testbed.shaping import TCP_GOODPUT_CEILING
+from analysis.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
 
 CPU_SHARE_MIN = 0.9
 MIN_ACTIVE = 0.05        # a node runnable under 5 % of the run gives too few samples to judge

@@ -2,7 +2,7 @@
 
 The one place that touches Mininet. Nodes come from the kind registry (testbed.nodes), switches from
 the switch registry (testbed.net.switches), where each node lives from the site (testbed.net.site),
-shaping from one plan builder (testbed.net.shaping): this module never asks which kind a node or
+shaping from one plan builder (testbed.shaping): this module never asks which kind a node or
 switch is, nor which server holds a node."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from testbed.net import shaping
+from testbed import shaping
 from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite
 from testbed.net.switches import switch_kind
-from testbed.run.cleanup import STATE_DIR, Registry
+from testbed.cleanup import STATE_DIR, Registry
 from testbed.nodes import node_class
 
 log = logging.getLogger("testbed.net.network")

@@ -10,9 +10,9 @@ import subprocess
 from functools import partial
 from pathlib import Path
 
-from testbed.net import shaping
+from testbed import shaping
 from testbed.net.errors import NetworkError
-from testbed.run.cleanup import ovs_running
+from testbed.cleanup import ovs_running
 
 log = logging.getLogger("testbed.net.switches")
 
@@ -25,7 +25,7 @@ LINUX_BRIDGE_MAX_PORTS = 1023   # the kernel's BR_MAX_PORTS (1024), port 0 being
 class SwitchKind:
     """What bring-up needs of one kind of switch; one instance per run (conf: the spec's SwitchConf)."""
 
-    cleanup_key = ""    # the testbed.run.cleanup Registry list its bridges are recorded in
+    cleanup_key = ""    # the testbed.cleanup Registry list its bridges are recorded in
 
     def __init__(self, conf):
         self.conf = conf

@@ -1,4 +1,4 @@
-"""The remote kind: a real machine reached over SSH (testbed.ssh), on a network of its own.
+"""The remote kind: a real machine reached over SSH (testbed.nodes.ssh), on a network of its own.
 
 One connection per machine carries everything (nodes/sshnode.py): the workload code, copied by SFTP
 into the workdir (only what changed), every process as an exec channel whose output streams back
@@ -21,7 +21,7 @@ from testbed.nodes.base import NodeError
 from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
                                     example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log
-from testbed.ssh import Connection, Target, sync_code
+from testbed.nodes.ssh import Connection, Target, sync_code
 
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid": "util-linux"}
 
@@ -168,7 +168,7 @@ class RemoteNode(SshNode):
 
     def shape(self, params, qdisc: str) -> None:
         """With remote.shape: the link's limits on the machine's interface (egress), by tc."""
-        from testbed.net.shaping import End, link_plan
+        from testbed.shaping import End, link_plan
         plan = link_plan([End(self.remote.interface, self, False)], params, "tc", qdisc)
         commands = plan.tc.get(self, []) if self.remote.shape else []
         if commands:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections import deque
 
+from testbed.net.probes import parse_iperf3, parse_ping
 from testbed.nodes.base import NodeError
 
 IPERF_PORT = 5201
@@ -42,21 +43,6 @@ def path_bandwidth(graph, src: str, dst: str) -> int | None:
         if edge.params.bw is not None:
             rates.append(edge.params.bw)
     return min(rates) if rates else None
-
-
-def parse_iperf3(text: str) -> float:
-    """Received TCP throughput (bits/s) from `iperf3 -J` output."""
-    data = json.loads(text)
-    if "error" in data:
-        raise RuntimeError(f"iperf3: {data['error']}")
-    return float(data["end"]["sum_received"]["bits_per_second"])
-
-
-def parse_ping(text: str) -> tuple[float, float]:
-    """(average RTT in ms, packet loss %) from ping's summary lines."""
-    loss = re.search(r"([\d.]+)% packet loss", text)
-    rtt = re.search(r"= [\d.]+/([\d.]+)/", text)
-    return (float(rtt.group(1)) if rtt else math.nan, float(loss.group(1)) if loss else 100.0)
 
 
 def judge(configured: int | None, measured: float, tolerance: float) -> tuple[float, bool]:

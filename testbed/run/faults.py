@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from testbed.net import shaping
+from testbed import shaping
 from testbed.roles import Task
 from testbed.spec import faults as grammar
 from testbed.spec.faults import parse_task, parse_trigger

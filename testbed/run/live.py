@@ -11,7 +11,7 @@ import signal
 import subprocess
 
 from testbed.run.bringup import BringUp
-from testbed.run.cleanup import STATE_DIR
+from testbed.cleanup import STATE_DIR
 
 LIVE = STATE_DIR / "live.json"
 

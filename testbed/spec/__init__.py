@@ -3,7 +3,7 @@
 Modules, in import order (none imports a later one): keypaths, faults -> models -> rules ->
 validate -> sweep -> load. Other packages import from here, not from the modules.
 """
-from testbed.graph import Graph, HostNode, LinkEdge, SwitchNode, build_graph
+from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode, build_graph
 from testbed.spec.load import json_schema, load_spec, parse_set, validate_file
 from testbed.spec.models import (Checks, Experiment, HostConf, LinkParams, Monitor, SpecError, SpecIssue,
                                  Sweep, Topology, Workload)

@@ -11,7 +11,7 @@ from testbed.spec.keypaths import canonical, format_path
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
 from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
 from testbed.spec.sweep import expand_points
-from testbed.graph import build_graph
+from testbed.spec.graph import build_graph
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 
 from testbed.spec.faults import ACTIONS, parse_trigger
-from testbed.graph import build_graph, host_count, subnet, usable
+from testbed.spec.graph import build_graph, host_count, subnet, usable
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks

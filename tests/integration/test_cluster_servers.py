@@ -16,7 +16,7 @@ from cli import REPO, cli
 from testbed.cluster import servers
 from testbed.nodes import dockerd
 from testbed.nodes.base import NodeError
-from testbed.ssh import Connection, Target
+from testbed.nodes.ssh import Connection, Target
 
 pytestmark = pytest.mark.integration
 

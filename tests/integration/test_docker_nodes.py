@@ -36,7 +36,7 @@ workload: {{strategy: allreduce, epochs: 1, steps_per_epoch: 10}}
 @pytest.fixture(scope="module")
 def worker_image(root):
     """Docker running and the worker image present (built once, cached between runs)."""
-    from testbed.graph import HostNode
+    from testbed.spec.graph import HostNode
     problems = node_problems(type("G", (), {"hosts": [HostNode("h1", "10.0.0.1", kind="docker")]})(), print)
     assert not problems, problems
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from testbed.net.network import Network
-from testbed.net.shaping import htb_burst
+from testbed.shaping import htb_burst
 from testbed.run.faults import Applier
 from testbed.spec import build_graph, load_spec
 

@@ -6,7 +6,7 @@ import pytest
 from testbed.run.checks import run_checks
 from testbed.run.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network
-from testbed.net.shaping import kernel_has_qdisc
+from testbed.shaping import kernel_has_qdisc
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration
@@ -151,7 +151,7 @@ def test_validate_as_root_probes_the_kernel_and_refuses_loss(tmp_path, root):
 
 def test_open_vswitch_is_started_when_not_running(tmp_path, root, no_leftovers):
     import subprocess
-    from testbed.run.cleanup import ovs_running
+    from testbed.cleanup import ovs_running
     from testbed.net.switches import OVS_CTL
     subprocess.run([OVS_CTL, "stop"], capture_output=True)
     assert not ovs_running()
@@ -166,7 +166,7 @@ def test_teardown_with_open_vswitch_stopped_leaves_no_tap_and_the_next_run_works
     and the bridge row left in the OVS database is removed by `cleanup` once OVS runs again."""
     import subprocess
     from pathlib import Path
-    from testbed.run.cleanup import cleanup
+    from testbed.cleanup import cleanup
     from testbed.net.switches import OVS_CTL
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
     try:

@@ -25,7 +25,7 @@ SIGINT_SUBSET = [
 
 
 def _start_ovs_if_down() -> None:
-    from testbed.run.cleanup import ovs_running
+    from testbed.cleanup import ovs_running
     from testbed.net.switches import OVS_CTL
     if not ovs_running():
         subprocess.run([OVS_CTL, "start", "--system-id=random"], capture_output=True)
@@ -33,7 +33,7 @@ def _start_ovs_if_down() -> None:
 
 def test_open_vswitch_stopped_mid_run_fails_with_that_reason_then_cleanup_and_a_run_succeed(tmp_path, root,
                                                                                               no_leftovers):
-    from testbed.run.cleanup import ovs_running
+    from testbed.cleanup import ovs_running
     from testbed.net.switches import OVS_CTL
     out = tmp_path / "ovs-stopped"
     try:

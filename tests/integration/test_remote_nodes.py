@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cli import cli, start_up
-from testbed.run.cleanup import STATE_DIR
+from testbed.cleanup import STATE_DIR
 from testbed.net.network import node_problems
 from testbed.nodes import remote
 from testbed.spec import build_graph, load_spec

@@ -4,9 +4,10 @@ import math
 
 import pytest
 
-from testbed.run.checks import check_pairs, failure_reason, judge, parse_iperf3, parse_ping, path_bandwidth
+from testbed.net.probes import parse_iperf3, parse_ping
+from testbed.run.checks import check_pairs, failure_reason, judge, path_bandwidth
 from testbed.spec.models import LinkParams
-from testbed.graph import Graph, HostNode, LinkEdge, SwitchNode
+from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode
 
 
 def lp(bw):

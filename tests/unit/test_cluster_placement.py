@@ -8,7 +8,7 @@ from spec_helpers import issues, load
 from testbed.cluster import bringup
 from testbed.cluster.edition import ssh_command, vxlan_script
 from testbed.cluster.placement import crossing_links, place
-from testbed.graph import build_graph
+from testbed.spec.graph import build_graph
 from testbed.spec.models import LinkParams
 
 CLUSTER = """

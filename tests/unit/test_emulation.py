@@ -17,7 +17,7 @@ from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
 from testbed.emulation.dilation import SCALED_KEYS, choose, dilate, to_emulated
 from testbed.emulation.fidelity import NodeCpu, RunMeasures, reasons, verdict
-from testbed.net.shaping import TCP_GOODPUT_CEILING
+from testbed.shaping import TCP_GOODPUT_CEILING
 from testbed.spec.models import Experiment
 
 

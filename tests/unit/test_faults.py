@@ -5,7 +5,7 @@ from spec_helpers import issues, load
 from testbed.run import faults
 from testbed.run.faults import Context, Op, Record
 from testbed.spec.faults import parse_trigger
-from testbed.net.shaping import ovs_root_class_command
+from testbed.shaping import ovs_root_class_command
 from testbed.nodes import cgroups
 from testbed.roles import Task, restart_group
 from testbed.spec import LinkParams, expand_points

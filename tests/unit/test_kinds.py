@@ -62,7 +62,7 @@ def test_the_spec_refuses_a_toys_bad_settings_with_their_lines(tmp_path):
 
 def test_cleanup_removes_what_a_toy_recorded_and_keeps_what_it_could_not(tmp_path):
     result = run(tmp_path, """
-    from testbed.run import cleanup
+    from testbed import cleanup
     registry = cleanup.Registry()
     registry.add("toys", "t1", "stuck")
     state = cleanup.State(**json.loads(registry.path.read_text()))

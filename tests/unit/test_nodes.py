@@ -10,7 +10,7 @@ import pytest
 from spec_helpers import issues, write
 
 from testbed import nodes
-from testbed.graph import HostNode, build_graph
+from testbed.spec.graph import HostNode, build_graph
 from testbed.net.network import node_problems
 from testbed.nodes import cgroups
 from testbed.nodes.base import GroupPopen, Node, Usage, in_namespaces

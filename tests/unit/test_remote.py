@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 from spec_helpers import issues, load, write
 
-from testbed.graph import build_graph
+from testbed.spec.graph import build_graph
 from testbed.net.network import node_problems
 from testbed.nodes import remote, remote_agent
 from testbed.nodes.remote import machine_problems
-from testbed.ssh import RemotePopen, command_line, exit_code
+from testbed.nodes.ssh import RemotePopen, command_line, exit_code
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
 from testbed.run.training import job_document
@@ -186,7 +186,7 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
 
 HOST_KEY_MESSAGES = """
 import json, types, paramiko
-from testbed import ssh as remote
+from testbed.nodes import ssh as remote
 key = lambda fp: types.SimpleNamespace(get_name=lambda: "ssh-ed25519", fingerprint=fp, get_base64=lambda: "AAAA")
 target = remote.Target("10.9.9.9", 2222, "dl", known_hosts="/k/known_hosts")
 print(json.dumps([remote.connect_error(target, err) for err in (
@@ -313,7 +313,7 @@ def test_exec_prefix_quotes_what_follows_for_the_machine_s_shell(tmp_path):
 
 
 def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup(tmp_path, monkeypatch):
-    from testbed.run import cleanup
+    from testbed import cleanup
 
     def refuse(target):
         raise remote.NodeError(f"{target.label} did not answer within 5 s: timed out")
@@ -334,7 +334,7 @@ def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup
 
 
 def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeypatch):
-    from testbed.run import cleanup
+    from testbed import cleanup
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path)
     (tmp_path / "run-1-1.json").write_text(json.dumps({"owner_pid": 4242}))
     monkeypatch.setattr(cleanup, "_owner_alive", lambda pid: pid == 4242)

@@ -1,5 +1,5 @@
 """tc and OVS command builders, checked without root."""
-from testbed.net.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
+from testbed.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
                              ovs_root_class_command, tc_commands)
 from testbed.spec.models import LinkParams
 
@@ -93,7 +93,7 @@ class FakeOvs:
 
 
 def test_userspace_tso_set_and_vswitchd_restarted_when_no_bridges(monkeypatch):
-    from testbed.net import shaping
+    from testbed import shaping
     fake = FakeOvs()
     monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
     monkeypatch.setattr(shaping.subprocess, "run", fake.run)
@@ -103,7 +103,7 @@ def test_userspace_tso_set_and_vswitchd_restarted_when_no_bridges(monkeypatch):
 
 
 def test_userspace_tso_already_on_restarts_nothing(monkeypatch):
-    from testbed.net import shaping
+    from testbed import shaping
     fake = FakeOvs(tso='"true"', bridges="s1")
     monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
     monkeypatch.setattr(shaping.subprocess, "run", fake.run)
@@ -112,7 +112,7 @@ def test_userspace_tso_already_on_restarts_nothing(monkeypatch):
 
 
 def test_userspace_tso_never_restarts_a_switch_with_bridges(monkeypatch):
-    from testbed.net import shaping
+    from testbed import shaping
     fake = FakeOvs(bridges="br-theirs")
     monkeypatch.setattr(shaping, "_vsctl", fake.vsctl)
     monkeypatch.setattr(shaping.subprocess, "run", fake.run)
@@ -122,7 +122,7 @@ def test_userspace_tso_never_restarts_a_switch_with_bridges(monkeypatch):
 
 # ---- the plan builder (bring-up, faults and remote shaping all use it) ----------------------------
 
-from testbed.net.shaping import End, Plan, link_plan  # noqa: E402
+from testbed.shaping import End, Plan, link_plan  # noqa: E402
 
 HOST, PORT = End("h2-eth0", "h2", False), End("s1-eth2", None, True)
 

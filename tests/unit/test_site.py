@@ -5,7 +5,7 @@ from types import SimpleNamespace
 from spec_helpers import load
 
 from testbed.cluster.bringup import ClusterSite, site_for
-from testbed.graph import build_graph
+from testbed.spec.graph import build_graph
 from testbed.net.site import LocalSite
 from testbed.nodes import node_class
 

@@ -10,7 +10,7 @@ from analysis import advisor
 from spec_helpers import issues, load
 from testbed.run import switching
 from testbed.run.faults import Record
-from testbed.graph import build_graph
+from testbed.spec.graph import build_graph
 from testbed.roles import Task, assign_tasks
 from testbed.run.record import step_rows_from
 from testbed.run.training import Outcome, Training

@@ -1,6 +1,5 @@
 """The switch registry: one entry per spec switch kind, each with its port limit, cleanup list and
 start-up answers (checked without starting anything)."""
-import dataclasses
 from types import SimpleNamespace
 from typing import get_args
 
@@ -8,14 +7,14 @@ import pytest
 
 from testbed.net import switches
 from testbed.net.network import port_problems
-from testbed.run.cleanup import State
+from testbed.cleanup import State
 from testbed.spec.models import SwitchConf
 
 
 def test_every_spec_kind_has_an_entry_whose_bridges_cleanup_knows():
     kinds = get_args(SwitchConf.model_fields["kind"].annotation)
     assert set(kinds) == set(switches.KINDS)
-    lists = {f.name for f in dataclasses.fields(State)}
+    lists = set(State(0).as_dict())
     for kind in kinds:
         entry = switches.switch_kind(SwitchConf(kind=kind))
         assert entry.cleanup_key in lists, kind

@@ -4,7 +4,7 @@ import pytest
 
 from spec_helpers import load
 from testbed.spec import build_graph
-from testbed.graph import split_evenly, tree_depth
+from testbed.spec.graph import split_evenly, tree_depth
 
 
 def graph(tmp_path, topology: str):

@@ -8,7 +8,7 @@ on a server other than this machine."""
 from __future__ import annotations
 
 from testbed.nodes.sshnode import SshNode
-from testbed.ssh import sync_code
+from testbed.nodes.ssh import sync_code
 
 NETNS = "-netns"     # remote_agent: count every interface of the namespace
 

@@ -1,7 +1,7 @@
 """The SSH layer: log in to a machine with its host key checked (paramiko), run argv lists there
 as exec channels that behave like subprocess.Popen, and copy files by SFTP.
 
-Shared by the remote kind (nodes/remote.py), cluster nodes (nodes/cluster.py) and the cluster's
+Shared by the remote kind (nodes/remote.py), cluster nodes (cluster/node.py) and the cluster's
 servers (testbed.cluster). Host keys are verified by default (an unknown key is refused unless the
 caller accepts it, a changed key always); results and logs carry host keys and labels, never key
 material or passwords; every word of a command line is quoted (shlex), so no name reaches a remote
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from testbed.nodes.base import REPO, NodeError
 
-log = logging.getLogger("testbed.ssh")
+log = logging.getLogger("testbed.nodes.ssh")
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)   # its tracebacks; connect_error says it in a sentence
 CODE = ("testbed/__init__.py", "testbed/callback.py")   # with workloads/: what tasks and users' scripts import
 # Run argv (after "sh" cwd NAME=VALUE...) in cwd, in a new process group whose id is printed first;
