@@ -290,7 +290,7 @@ def _show(name: str, value: float) -> str:
 
 
 def default_model() -> CostModel:
-    """Rough defaults (documented in the README), for `strategy: auto` without results."""
+    """Rough defaults (docs/cost-model.md, "Formulas"), for `strategy: auto` without results."""
     return CostModel(fits={k: StrategyFit(dict(v), defaulted=list(v)) for k, v in DEFAULTS.items()})
 
 

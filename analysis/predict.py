@@ -226,7 +226,7 @@ def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strat
     unfitted = [s for s in strategies if not model.fits[s].n_runs]
     if unfitted:
         print(f"note: the results have no {' or '.join(unfitted)} run: its parameters are the rough "
-              "defaults (README, 'Cost model and predictions')")
+              "defaults (docs/cost-model.md)")
     print(f"prediction ({where}, {steps or model.steps} steps per run"
           + (f", gradient {gradient_bytes} bytes" if gradient_bytes else "") + "):")
     print(_fmt_table(pred))

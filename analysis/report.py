@@ -164,7 +164,7 @@ def _trend_faults(t: dict[str, pd.DataFrame]) -> list[str]:
 
 
 def model_params(model: costmodel.CostModel) -> pd.DataFrame:
-    """The fitted parameters per strategy (README, 'Cost model and predictions')."""
+    """The fitted parameters per strategy (docs/cost-model.md)."""
     rows = [dict(strategy="all", parameter=k, value=getattr(model, k), fitted_on_runs=np.nan,
                  from_defaults=False) for k in ("cores", "u", "rho", "rtt_s")]
     for name, f in model.fits.items():

@@ -1,6 +1,6 @@
 """Read an experiment folder's result tables and derive the views the report shows.
 
-Only pandas; no root, no Mininet, no TensorFlow. Column names follow docs/contracts.md
+Only pandas; no root, no Mininet, no TensorFlow. Column names follow docs/developer/contracts.md
 ("Result tables"). ``runs.csv`` is required; ``checks.csv``, ``steps.csv``, ``usage.csv`` and ``evals.csv``
 are optional and come back as empty frames with the right columns when absent (only caption
 runs with evaluation on write ``evals.csv``, so its absence is not reported as missing).

@@ -31,7 +31,7 @@ PORT = 50501
 
 
 def job(hosts: int, steps: int, epochs: int, width: int) -> dict:
-    """workloads/train.py's job file (docs/contracts.md), the same job the testbed writes."""
+    """workloads/train.py's job file (docs/developer/contracts.md), the same job the testbed writes."""
     return {"strategy": "allreduce", "model": "mlp", "model_params": {"width": width}, "batch_per_worker": 32,
             "epochs": epochs, "steps_per_epoch": steps, "seed": 0,
             "cluster": {"worker": [f"10.0.0.{i + 1}:{PORT}" for i in range(hosts)]},

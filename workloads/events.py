@@ -1,4 +1,4 @@
-"""JSON events of a training task, one object per line on stdout (docs/contracts.md, "Workload").
+"""JSON events of a training task, one object per line on stdout (docs/developer/contracts.md, "Workload").
 
 `TestbedCallback` is the tf_keras callback that writes the step, epoch, eval and done events. The
 built-in workload (workloads/train.py) uses it, and so can any tf_keras script the testbed starts:

@@ -4,7 +4,7 @@
 
 TF_CONFIG is set by the testbed. The launcher imports TensorFlow first, so its start-up is timed
 apart, then runs the script as `__main__` (as `python SCRIPT ARGS` would) and prints the events
-of docs/contracts.md: `script_start` (tf_import_s), `script_done` (run_s: the script's own time
+of docs/developer/contracts.md: `script_start` (tf_import_s), `script_done` (run_s: the script's own time
 after the import) or `error` (its exception or exit code)."""
 from __future__ import annotations
 

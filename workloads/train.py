@@ -1,4 +1,4 @@
-"""Entry point of every training task (see docs/contracts.md, section Workload).
+"""Entry point of every training task (see docs/developer/contracts.md, section Workload).
 
 python workloads/train.py --job JOB.json --task-type single|worker|chief|ps --task-index I --host NAME
 

@@ -1,7 +1,8 @@
 """Mininet's cluster edition (mininet.examples.cluster) made to run here: its RemoteHost and
 RemoteOVSSwitch with our own ssh command line (our key, our known_hosts, host keys checked, no sudo),
 and a link class whose cross-server links are VXLAN tunnels instead of its GRE (no ip_gre in this
-kernel) or SSH tunnels (TCP over TCP through one ssh process per link; see README "More than one machine").
+kernel) or SSH tunnels (TCP over TCP through one ssh process per link; measured in docs/benchmarks.md,
+"Between two local cluster servers").
 
 A node knows its server by `server` (a name) and `serverIP`; a node without them is on this machine."""
 from __future__ import annotations

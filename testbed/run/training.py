@@ -26,7 +26,7 @@ class Outcome:
 
 
 def job_document(workload, cluster: dict) -> dict:
-    """The JOB.json that workloads/train.py reads (docs/contracts.md)."""
+    """The JOB.json that workloads/train.py reads (docs/developer/contracts.md)."""
     return {
         "strategy": workload.strategy, "model": workload.model, "model_params": dict(workload.model_params),
         "batch_per_worker": workload.batch_per_worker, "epochs": workload.epochs,
