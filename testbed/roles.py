@@ -1,6 +1,7 @@
 """Which training task runs on which host, and the TensorFlow cluster they form. Pure logic."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -64,16 +65,22 @@ def cluster_spec(tasks: list[Task], ips: dict[str, str]) -> dict[str, list[str]]
     return cluster
 
 
-def threads_per_task(tasks: list[Task], machines: dict[str, tuple[str, int, float | None]]) -> dict[Task, int]:
+def threads_per_task(tasks: list[Task], machines: dict[str, tuple]) -> dict[Task, int]:
     """TensorFlow intra-op threads per task: its share of its machine's cores, within its
     host's CPU limit (shared by the tasks on that host), at least 1, so that N tasks on C cores do
     not run more busy threads than cores. `machines`: host -> (machine, its cores, the host's CPU
-    fraction of that machine or None)."""
+    fraction of that machine or None[, the cores of the machine the host emulates or None]).
+
+    A host that emulates a machine of `cores` cores runs as that machine would: its share of those
+    cores, whatever dilation slows them to, so the program is the same at every dilation."""
     on_machine = Counter(machines[t.host][0] for t in tasks)
     on_host = Counter(t.host for t in tasks)
     threads = {}
     for t in tasks:
-        machine, cores, cpu = machines[t.host]
+        machine, cores, cpu, *emulated = machines[t.host]
+        if emulated and emulated[0] is not None:
+            threads[t] = max(1, math.ceil(emulated[0] / on_host[t.host] - 1e-9))
+            continue
         share = cores / on_machine[machine]
         if cpu is not None:
             share = min(share, cpu * cores / on_host[t.host])

@@ -5,7 +5,7 @@
 - a link's rate is divided by K; its delay and jitter are multiplied by K;
 - every time the user writes is emulated time: the wall clock waits K times as long;
 - every time recorded on the wall clock is divided by K (rates per second multiplied by K), with
-  the raw wall figure kept in its own `<column>_wall`.
+  the raw wall figure kept in its own column (`training_time_s` -> `training_time_wall_s`).
 """
 from __future__ import annotations
 
@@ -145,15 +145,21 @@ def dilate(spec: dict, dilation: float) -> dict:
     return out
 
 
+def wall_column(column: str) -> str:
+    """Where a figure's raw wall-clock value goes: training_time_s -> training_time_wall_s,
+    samples_per_s -> samples_per_wall_s."""
+    return column[:-2] + "_wall_s" if column.endswith("_s") else column + "_wall"
+
+
 def to_emulated(row: dict, dilation: float, times: Iterable[str] = RUN_TIME_COLUMNS,
                 rates: Iterable[str] = RUN_RATE_COLUMNS) -> dict:
     """A copy of a result row in emulated units: time columns / K, per-second columns x K, each
-    raw value kept as `<column>_wall`. Missing columns and non-numbers are left as they are."""
+    raw value kept beside it (wall_column). Missing columns and non-numbers are left as they are."""
     out = dict(row)
     for columns, scale in ((times, 1 / dilation), (rates, dilation)):
         for column in columns:
             value = row.get(column)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[f"{column}_wall"] = value
+                out[wall_column(column)] = value
                 out[column] = value * scale
     return out

@@ -3,7 +3,7 @@
 The container starts with `network_mode: none`; its Mininet host is a shell in the container's
 network namespace, so Mininet creates the veth pair there, addresses it and shapes it exactly as
 for a netns host. Processes of the node run in the container's namespaces (network, mount, PID)
-and cgroups, so Docker's CPU and memory limits (`nano_cpus`, `mem_limit`, cgroup v1 or v2) apply
+and cgroups, so Docker's CPU and memory limits (`cpu_quota`/`cpu_period`, `mem_limit`, cgroup v1 or v2) apply
 to them, and removing the container ends them all. The workload code
 is mounted read-only at the same path as on this machine."""
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, WithJsonSchema
 
+from testbed.emulation.budgets import quota
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
 from testbed.nodes.reference import reference_problem
@@ -40,9 +41,10 @@ SETTINGS = KindSettings("image", Image, "container image of a docker node "
                         "(default: the project's worker image, built here)")
 
 
-def _nano_cpus(fraction: float) -> int:
-    """Docker's CPU limit for a fraction of the whole machine (as the spec's cpu: counts it)."""
-    return int(fraction * (os.cpu_count() or 1) * 1e9)
+def _cpu_limit(fraction: float) -> dict[str, int]:
+    """Docker's quota and period for a fraction of the whole machine (as the graph's cpu counts it),
+    over the short period the budgets use (testbed.emulation.budgets)."""
+    return quota(fraction * (os.cpu_count() or 1)).docker()
 
 
 def container_name(host_name: str) -> str:
@@ -95,7 +97,7 @@ class DockerNode(Node):
         self._registry.add(self.records, name)
         limits = {}
         if self.host.cpu is not None:
-            limits["nano_cpus"] = _nano_cpus(self.host.cpu)
+            limits.update(_cpu_limit(self.host.cpu))
         if self.host.memory is not None:
             limits["mem_limit"] = self.host.memory
         self.container = dockerd.client().containers.run(
@@ -121,10 +123,11 @@ class DockerNode(Node):
                 pass
 
     def set_cpu(self, fraction):
-        """Docker's own limit, updated in place (the Engine API's NanoCpus; all cores for None)."""
+        """Docker's own limit, updated in place (the Engine API's CpuQuota and CpuPeriod; all cores for None)."""
         api = self.container.client.api
+        limit = _cpu_limit(fraction or 1.0)
         reply = api.post(f"{api.base_url}/v{api.api_version}/containers/{self.container.id}/update",
-                         json={"NanoCpus": _nano_cpus(fraction or 1.0)})
+                         json={"CpuQuota": limit["cpu_quota"], "CpuPeriod": limit["cpu_period"]})
         if reply.status_code != 200:
             raise NodeError(f"{self.name}: docker update of the CPU limit failed: {reply.text.strip()}")
 

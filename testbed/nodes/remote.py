@@ -64,7 +64,7 @@ def settings_problems(hosts, others: list[str]):
         for field, what in NEEDS.items():
             if getattr(settings, field) is None:
                 out.append((key + ("remote", field), f"{name} is kind remote and needs remote.{field} ({what})", KIND))
-        for limit in ("cpu", "memory"):
+        for limit in ("cores", "cpu", "memory"):
             if getattr(conf, limit) is not None:
                 out.append((key + (limit,), f"{limit} limits are not applied on real machines "
                             f"({name} is kind remote); remove it", KIND))

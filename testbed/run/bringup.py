@@ -11,13 +11,16 @@ from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults
 from testbed.run.checks import failure_reason, run_checks
+from testbed.run.emulate import wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.spec import SpecError, SpecIssue, build_graph
 
 
-def graph_of(spec):
-    """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out)."""
-    return build_graph(spec.topology, spec.ssh)
+def graph_of(spec, machine_cores: int | None = None):
+    """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
+    With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation)."""
+    k = spec.emulation.dilation
+    return build_graph(spec.topology, spec.ssh, 1.0 if k == "auto" else k, machine_cores)
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
@@ -26,7 +29,7 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
     no Docker engine start or image build."""
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
-        spec = point.spec
+        spec = wall_spec(point.spec)          # the rates and times this machine will run
         graph = graph_of(spec)
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
                     + port_problems(spec.topology, graph)
@@ -58,9 +61,9 @@ class BringUp:
     """`with BringUp(spec, progress) as up:` the network is up (its notes said) as `up.net`, and down
     again when the block ends, whatever happened; `up.check(run_id)` runs the file's checks."""
 
-    def __init__(self, spec, progress=lambda msg: None):
+    def __init__(self, spec, progress=lambda msg: None, machine_cores: int | None = None):
         self.spec, self.progress = spec, progress
-        self.graph = graph_of(spec)
+        self.graph = graph_of(spec, machine_cores)
         self.net = None
 
     def __enter__(self) -> BringUp:

@@ -10,8 +10,9 @@ import os
 import signal
 import subprocess
 
-from testbed.run.bringup import BringUp
 from testbed.cleanup import STATE_DIR
+from testbed.run import emulate
+from testbed.run.bringup import BringUp
 
 LIVE = STATE_DIR / "live.json"
 
@@ -21,8 +22,12 @@ class LiveError(RuntimeError):
 
 
 def up(spec, progress=print, ready=lambda nodes: None) -> None:
-    """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
-    with BringUp(spec, progress) as brought:
+    """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always.
+    Under dilation the network is the wall spec's (rates / K, nodes held to cores / K)."""
+    machine = emulate.machine_cores()
+    if spec.emulation.dilation == "auto":
+        spec = emulate.with_dilation(spec, emulate.auto_factor([spec], machine, progress))
+    with BringUp(emulate.wall_spec(spec), progress, machine_cores=machine) as brought:
         reason = brought.check("up").reason
         if reason:
             progress(f"WARNING {reason}")

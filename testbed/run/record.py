@@ -117,6 +117,7 @@ def summary_from(events: dict, tasks) -> dict:
         "time_per_step_s": done.get("time_per_step_s"),
         "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
         "steps": done.get("steps"),
+        "compute_per_step_s": first.get("compute", {}).get("time_per_step_s"),
     }
 
 

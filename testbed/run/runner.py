@@ -11,7 +11,10 @@ from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
 from testbed.run import faults, record, results, switching
-from testbed.run.bringup import BringUp
+from testbed.emulation.fidelity import verdict
+from testbed.run import emulate, fidelity
+from testbed.run.bringup import BringUp, graph_of
+from testbed.run.hosthealth import timer_overshoot
 from testbed.run.monitor import Monitor, summarize
 from testbed.run.training import Training
 from testbed.spec.rules import advisor_results_paths
@@ -20,12 +23,16 @@ from testbed.spec.rules import advisor_results_paths
 def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     """Execute one point; returns its runs.csv row (status ok or failed, never raises for a failed run).
 
+    The point's spec is the emulated world the user wrote; what runs here is its wall spec (rates / K,
+    times x K, nodes held to cores / K), and what is recorded is in emulated time again.
     KeyboardInterrupt propagates after teardown, with no row written, so the point is rerun on resume."""
-    bringup = BringUp(point.spec, progress)
-    tasks = assign_tasks(advisor.provisional(point.spec.workload), [h.name for h in bringup.graph.hosts])
+    machine = emulate.machine_cores()
+    bringup = BringUp(emulate.wall_spec(point.spec), progress, machine_cores=machine)
+    graph = graph_of(point.spec)               # the emulated world: its hosts and link rates
+    tasks = assign_tasks(advisor.provisional(point.spec.workload), [h.name for h in graph.hosts])
     folder = results.run_dir(exp_dir, point.run_id)
-    record.begin(folder, point.spec, bringup.graph, tasks)
-    row = record.runs_row(point, bringup.graph, tasks)
+    record.begin(folder, point.spec, graph, tasks)
+    row = record.runs_row(point, graph, tasks) | emulate.columns(point.spec, machine)
     observed = record.Observed()
     started = time.monotonic()
     try:
@@ -37,13 +44,15 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
         row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
     row["wall_time_s"] = round(time.monotonic() - started, 3)
+    row = emulate.to_emulated(row, observed, row["dilation"], point.spec.faults)
     record.finish(exp_dir, folder, point, row, observed, bringup.tunnel_rows)
     return row
 
 
 def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observed, progress) -> None:
-    """Checks, strategy decision, training under the monitor and the faults; raises RunFailed."""
-    spec, graph, net = point.spec, up.graph, up.net
+    """Checks, strategy decision, training under the monitor, the faults and the fidelity probe;
+    raises RunFailed. Works on the wall spec: every time and rate as this machine runs it."""
+    spec, graph, net = up.spec, up.graph, up.net
     record.write_topology(folder, graph, tasks, net.nodes)
     checked = up.check(point.run_id)
     row.update(checked.timers)
@@ -58,12 +67,17 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     if spec.workload.strategy == "switch":     # runs its start strategy; Training switches
         switcher = _switcher(spec, graph, net, observed.checks, progress)
         spec = spec.model_copy(update={"workload": advisor.provisional(spec.workload)})
-    with _monitor(net, spec, tasks, point.run_id) as monitor:
+    with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity.Probe(net, graph) as probe:
         applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
                                  folder / "faults.json", progress) if spec.faults else None
         training = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier, switcher)
         outcome = training.run()
     row["tf_threads"] = min(training.threads.values())
+    row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
+                                             checked.timers or timer_overshoot(), observed.checks,
+                                             spec.checks.tolerance))
+    if row["fidelity"] != "ok":
+        progress(f"fidelity: {row['fidelity']}")
     if monitor is not None:
         observed.usage = monitor.rows
         row.update(summarize(observed.usage), monitor_overhead_pct=round(monitor.overhead_pct, 3))

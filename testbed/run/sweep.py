@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from testbed.run import results
+from testbed.run import emulate, results
 from testbed.run.bringup import preflight
 from testbed.run.runner import run_point
 from testbed.spec import expand_points
@@ -41,7 +41,8 @@ def eta_text(durations: list[float], remaining: int) -> str:
 def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = False,
               console: Console | None = None) -> SweepSummary:
     console = console or Console(stderr=True)
-    points = expand_points(exp)
+    points = emulate.resolve(expand_points(exp), emulate.machine_cores(),
+                             progress=lambda msg: console.print(msg, highlight=False))
     preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))
     skip = completed_ids(exp_dir, retry_failed)
     todo = [p for p in points if p.run_id not in skip]

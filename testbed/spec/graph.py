@@ -31,6 +31,8 @@ class HostNode:
     settings: tuple[tuple[str, Any], ...] = ()   # (key, value) of every kind's setting, resolved (None: unset)
     ssh: SshConf | None = None        # the experiment's ssh: section, for kinds that log in (None: the defaults)
     prefix: int = DEFAULT_PREFIX      # the subnet's prefix length
+    cores: float | None = None        # the cores of the machine it emulates (None: no budget)
+    budget: float | None = None       # the real cores its processes get: cores / dilation (None: no budget)
 
     def __getattr__(self, name: str):
         """A kind's setting by its key (None when unset); only names the kinds declare."""
@@ -71,11 +73,16 @@ class Graph:
         return [l.b if l.a == name else l.a for l in self.links if name in (l.a, l.b)]
 
 
-def build_graph(topology: Topology, ssh: SshConf | None = None) -> Graph:
-    """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts)."""
+def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float = 1.0,
+                machine_cores: int | None = None) -> Graph:
+    """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts).
+
+    With `machine_cores` (this machine's, known at run time) each host's CPU budget is resolved:
+    `cores` at `dilation` K is cores/K real cores, i.e. `cpu` = cores/K/machine_cores of the whole
+    machine (at most all of it); an older `cpu` fraction is real cores already."""
     names = topology.host_names()
     net = subnet(topology)
-    hosts = [_host(topology, name, net, i, ssh) for i, name in enumerate(names, 1)]
+    hosts = [_host(topology, name, net, i, ssh, dilation, machine_cores) for i, name in enumerate(names, 1)]
     switch_names, links = _LAYOUTS[topology.template](topology, names)
     switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links)
@@ -106,7 +113,18 @@ def subnet(topology: Topology) -> ipaddress.IPv4Network:
     return default_subnet(host_count(topology))
 
 
-def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int, ssh: SshConf | None) -> HostNode:
+def _budget(conf, dilation: float, machine_cores: int | None) -> tuple[float | None, float | None, float | None]:
+    """(emulated cores, real cores, fraction of the machine) of a host's budget; Nones: no budget."""
+    if conf.cores is not None:
+        real = conf.cores / dilation
+        return conf.cores, real, min(1.0, real / machine_cores) if machine_cores else None
+    if conf.cpu is not None and machine_cores:
+        return conf.cpu * machine_cores * dilation, conf.cpu * machine_cores, conf.cpu
+    return None, None, conf.cpu
+
+
+def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int, ssh: SshConf | None,
+          dilation: float = 1.0, machine_cores: int | None = None) -> HostNode:
     from testbed.nodes import DEFAULT_KIND, kind_settings
     conf = topology.host_conf(name)
     kind = conf.kind or DEFAULT_KIND
@@ -114,9 +132,10 @@ def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int,
     own = settings.get(kind)
     value = getattr(conf, own.key) if own else None
     address = own.address(value) if value is not None else None   # a real machine: its own, not 10.0.0.x
-    return HostNode(name, address or str(net.network_address + index), conf.cpu, conf.memory, kind,
+    cores, budget, cpu = _budget(conf, dilation, machine_cores)
+    return HostNode(name, address or str(net.network_address + index), cpu, conf.memory, kind,
                     topology.host_own(name)[0], tuple((s.key, getattr(conf, s.key)) for s in settings.values()),
-                    ssh, net.prefixlen)
+                    ssh, net.prefixlen, cores, budget)
 
 
 def _switches(count: int) -> list[str]:

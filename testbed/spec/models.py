@@ -187,7 +187,12 @@ class _HostLimits(Strict):
     """HostConf without the node kinds' own settings (added to it below, from the registry)."""
 
     kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
-    cpu: Annotated[float, Field(gt=0, le=1)] | None = None
+    cores: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="the cores of the machine this node emulates (e.g. 1, 0.5, 4): its processes get "
+        "exactly that much CPU, divided by emulation.dilation; null: no budget (the nodes share this machine)")
+    cpu: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="older form of a budget: a fraction of THIS machine's cores (cpu 0.5 on 2 cores "
+        "is cores 1); prefer cores")
     memory: Size | None = None
 
     def merged(self, override: "HostConf | None") -> "HostConf":
@@ -416,6 +421,28 @@ class Monitor(Strict):
     interval: PositiveTime = Field(0.5, json_schema_extra={"default": "0.5s"})
 
 
+def check_dilation(value: object) -> str | float:
+    """'auto' or a factor >= 1."""
+    if value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1):
+        return value if value == "auto" else float(value)
+    raise ValueError(f"{value!r}: dilation is a factor of at least 1 (1 = real time, 2 = twice as slow) or auto")
+
+
+Dilation = Annotated[Union[Literal["auto"], float], BeforeValidator(check_dilation),
+                     WithJsonSchema({"oneOf": [{"const": "auto"}, {"type": "number", "minimum": 1}]})]
+
+
+class Emulation(Strict):
+    """How the emulated machines are held to their size: time dilation and the CPU kept outside the budgets."""
+
+    dilation: Dilation = Field(
+        1.0, description="K: the emulated world runs K times slower than the wall clock (each node gets "
+        "cores/K, each link bw/K, every time is x K); auto: the smallest K at which the sweep's largest "
+        "point fits this machine; 1: real time")
+    reserve: Annotated[float, Field(ge=0)] = Field(
+        0.5, description="cores kept for the switch, the orchestrator and the monitor (not given to nodes)")
+
+
 class SshConf(Strict):
     """How remote machines are reached: host keys and the connect time-out."""
 
@@ -497,6 +524,8 @@ class Experiment(Strict):
     workload: Workload = Field(default_factory=Workload)
     checks: Checks = Field(default_factory=Checks)
     monitor: Monitor = Field(default_factory=Monitor)
+    emulation: Emulation = Field(default_factory=Emulation, description="time dilation and the CPU reserve "
+                                 "(see topology.host.cores)")
     ssh: SshConf = Field(default_factory=SshConf, description="remote nodes: host keys, time-out")
     faults: list[Fault] = Field(default_factory=list, description="faults during training, in any order")
     cluster: ClusterConf | None = Field(None, description="spread the emulated network over several servers "

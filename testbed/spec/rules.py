@@ -33,8 +33,31 @@ def experiment_problems(exp: Experiment) -> list[Problem]:
     if shape:
         return shape
     topology = topology_problems(exp.topology)
-    return (topology + workload_problems(exp) + ([] if topology else fault_problems(exp))
+    return (topology + workload_problems(exp) + ([] if topology else fault_problems(exp) + emulation_problems(exp))
             + ([] if topology or exp.cluster is None else cluster_problems(exp)))
+
+
+def emulation_problems(exp: Experiment) -> list[Problem]:
+    """A budget is cores or cpu, not both; dilation slows emulated nodes only, never real machines or
+    (not yet) a cluster's servers."""
+    topo, out, both = exp.topology, [], {}
+    for name in topo.host_names():
+        conf = topo.host_conf(name)
+        if conf.cores is not None and conf.cpu is not None:
+            both.setdefault(topo.host_own(name)[0], []).append(name)
+    out += [Problem(parse_path(key) + ("cpu",), f"{', '.join(names)}: set cores (the emulated machine's cores) "
+                    "or cpu (a fraction of this machine), not both") for key, names in both.items()]
+    if exp.emulation.dilation == 1:
+        return out
+    remote = [name for name, kind in _kinds(topo).items() if kind == "remote"]
+    if remote:
+        out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
+                           "real time; dilation slows emulated nodes only (set emulation.dilation: 1)",
+                           ("topology",)))
+    if exp.cluster is not None:
+        out.append(Problem(("emulation", "dilation"), "dilation is not applied on cluster servers yet; set "
+                           "emulation.dilation: 1 or remove cluster:", ("cluster",)))
+    return out
 
 
 def topology_problems(topo: Topology) -> list[Problem]:
@@ -433,7 +456,7 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
         if kind != "netns":
             found.setdefault((key + ("kind",), f"kind {kind}: a cluster places netns hosts only (remove "
                               "cluster: to run docker or remote nodes)"), []).append(name)
-        for limit in ("cpu", "memory"):
+        for limit in ("cores", "cpu", "memory"):
             if getattr(conf, limit) is not None:
                 found.setdefault((key + (limit,), f"{limit} limits are not applied on cluster servers yet; "
                                   "remove it or remove cluster:"), []).append(name)

@@ -223,9 +223,9 @@ def test_to_emulated_keeps_the_wall_figures():
     row = {"run_id": "r1", "training_time_s": 10.0, "time_per_step_s": 0.5, "samples_per_s": 64.0,
            "time_lost_s": None}
     out = to_emulated(row, 2.0)
-    assert out["training_time_s"] == 5.0 and out["training_time_s_wall"] == 10.0
-    assert out["time_per_step_s"] == 0.25 and out["samples_per_s"] == 128.0 and out["samples_per_s_wall"] == 64.0
-    assert out["time_lost_s"] is None and "time_lost_s_wall" not in out and out["run_id"] == "r1"
+    assert out["training_time_s"] == 5.0 and out["training_time_wall_s"] == 10.0
+    assert out["time_per_step_s"] == 0.25 and out["samples_per_s"] == 128.0 and out["samples_per_wall_s"] == 64.0
+    assert out["time_lost_s"] is None and "time_lost_wall_s" not in out and out["run_id"] == "r1"
     assert row["training_time_s"] == 10.0
 
 

@@ -97,5 +97,7 @@ def test_threads_share_the_machine_and_respect_cpu_limits():
     assert set(threads_per_task(tasks, crowded).values()) == {1}          # never below one
     apart = {f"h{i}": (f"machine{i}", 16, None) for i in range(1, 5)}      # real machines each
     assert set(threads_per_task(tasks, apart).values()) == {16}
+    emulated = {f"h{i}": ("local", 2, 0.2, 2.0) for i in range(1, 5)}   # 2-core machines, dilated
+    assert set(threads_per_task(tasks, emulated).values()) == {2}          # as on the emulated machine
     together = [Task("h1", "chief", 0, 50501), Task("h1", "ps", 0, 50502)]
     assert set(threads_per_task(together, {"h1": ("local", 8, 0.5)}).values()) == {2}   # 4 cores, 2 tasks

@@ -1,0 +1,78 @@
+"""What a run's fidelity verdict reads (testbed.emulation.fidelity has the rules), measured around
+its training: each emulated node's CPU and its cgroup's throttling, the machine's busy time and CPU
+pressure, ovs-vswitchd's CPU and lost packets."""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from testbed.emulation import fidelity, readers
+
+
+def _cpu_dir(node) -> Path | None:
+    """The cgroup directory holding the node's CPU quota and its cpu.stat, if it has one."""
+    for d in map(Path, getattr(node, "cgroup_dirs", ()) or ()):
+        if (d / "cpu.stat").exists() and ((d / "cpu.max").exists() or (d / "cpu.cfs_quota_us").exists()):
+            return d
+    return None
+
+
+def _datapath_lost() -> int | None:
+    try:
+        out = subprocess.run(["ovs-appctl", "--timeout=2", "dpctl/show"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return readers.datapath_lost(out.stdout) if out.returncode == 0 else None
+
+
+def _used(nodes) -> dict[str, float]:
+    """CPU seconds each node's processes used so far, asked once per kind (as the monitor does)."""
+    by_kind: dict[type, list] = {}
+    for node in nodes:
+        by_kind.setdefault(type(node), []).append(node)
+    return {name: u.cpu_s for kind, members in by_kind.items() for name, u in kind.usage(members).items()}
+
+
+class Probe:
+    """`with Probe(net, graph) as probe:` around training; then `probe.verdict(...)`."""
+
+    def __init__(self, net, graph):
+        hosts = {h.name: h for h in graph.hosts}
+        self.nodes = {name: (node, hosts[name]) for name, node in net.nodes.items() if hosts[name].kind != "remote"}
+        self.wall_s = 0.0
+        self._before: dict = {}
+        self._after: dict = {}
+
+    def _read(self) -> dict:
+        used = _used([node for node, _ in self.nodes.values()])
+        stats = {}
+        for name, (node, _) in self.nodes.items():
+            d = _cpu_dir(node)
+            stats[name] = (readers.read_cpu_stat(d) if d else {}, readers.cgroup_wait_s(d) if d else None)
+        return dict(t=time.monotonic(), used=used, stats=stats, busy=readers.machine_busy_s(),
+                    wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
+
+    def __enter__(self) -> "Probe":
+        self._before = self._read()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._after = self._read()
+        self.wall_s = self._after["t"] - self._before["t"]
+
+    def measures(self, machine: int, dilation: float, reserve: float, timers: dict | None,
+                 checks: list[dict], tolerance: float) -> fidelity.RunMeasures:
+        b, a = self._before, self._after
+        nodes = []
+        for name, (_, host) in self.nodes.items():
+            (stat0, wait0), (stat1, wait1) = b["stats"][name], a["stats"][name]
+            d = readers.delta(stat0, stat1)
+            used = a["used"].get(name, 0.0) - b["used"].get(name, 0.0)
+            wait = None if wait0 is None or wait1 is None else wait1 - wait0
+            nodes.append(fidelity.NodeCpu(name, host.cores, host.budget, used, wait, d.get("nr_periods") or 0,
+                                          d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0))
+        diff = lambda key: None if b[key] is None or a[key] is None else a[key] - b[key]  # noqa: E731
+        return fidelity.RunMeasures(self.wall_s, machine, dilation, reserve, tuple(nodes), diff("busy"),
+                                    diff("wait"), diff("switch"), diff("lost"), timers or None,
+                                    tuple(checks), tolerance)

@@ -1,0 +1,122 @@
+"""Faithful compute at run time, without a network: the spec's cores and emulation keys, budgets in
+the graph, one auto factor per sweep, the wall spec, and results back in emulated time."""
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from testbed.run import emulate
+from testbed.run.record import Observed
+from testbed.spec import SpecError, build_graph, expand_points, load_spec
+
+
+def load(tmp_path, text):
+    path = tmp_path / "e.yaml"
+    path.write_text(text)
+    return load_spec(str(path))
+
+
+FAITHFUL = """
+name: f
+topology: {hosts: 4, link: {bw: 100mbit}, host: {cores: 1}}
+emulation: {dilation: auto}
+workload: {timeout: 2m}
+checks: {duration: 2s}
+monitor: {interval: 0.5s}
+faults:
+  - {at: 3s, action: set_bw, link: [h1, s1], bw: 10mbit, duration: 1s}
+sweep: {topology.hosts: [1, 2, 4]}
+"""
+
+
+def test_cores_become_real_budgets_of_cores_over_k(tmp_path):
+    exp = load(tmp_path, FAITHFUL.replace("dilation: auto", "dilation: 2.5"))
+    graph = build_graph(exp.topology, dilation=2.5, machine_cores=2)
+    h = graph.hosts[0]
+    assert (h.cores, h.budget) == (1.0, pytest.approx(0.4)) and h.cpu == pytest.approx(0.2)   # 0.4 of 2 cores
+    assert build_graph(exp.topology).hosts[0].cpu is None          # without this machine's cores: unresolved
+
+
+def test_older_cpu_fraction_is_real_cores_of_this_machine(tmp_path):
+    exp = load(tmp_path, "name: f\ntopology: {hosts: 2, host: {cpu: 0.25}}\n")
+    h = build_graph(exp.topology, machine_cores=4).hosts[0]
+    assert (h.cpu, h.budget, h.cores) == (0.25, 1.0, 1.0)
+
+
+def test_auto_is_one_factor_for_the_sweep_from_its_largest_point(tmp_path):
+    said = []
+    points = emulate.resolve(expand_points(load(tmp_path, FAITHFUL)), machine=2, progress=said.append)
+    assert {p.spec.emulation.dilation for p in points} == {2.75}      # 4 x 1 core + 0.5 reserve on 2 cores
+    assert "x2.75" in said[0] and "4 node(s)" in said[0]
+    assert emulate.resolve(points, machine=2) == points                # already numeric: unchanged
+
+
+def test_auto_without_budgets_is_real_time(tmp_path):
+    exp = load(tmp_path, "name: f\ntopology: {hosts: 4}\nemulation: {dilation: auto}\n")
+    said = []
+    assert emulate.resolve(expand_points(exp), 2, said.append)[0].spec.emulation.dilation == 1.0
+    assert "no node has a cores budget" in said[0]
+
+
+def test_wall_spec_scales_rates_and_every_written_time(tmp_path):
+    point = emulate.resolve(expand_points(load(tmp_path, FAITHFUL)), machine=2)[-1]
+    wall = emulate.wall_spec(point.spec)
+    assert wall.topology.link.bw == int(100_000_000 / 2.75)
+    assert (wall.workload.timeout, wall.checks.duration, wall.monitor.interval) == (330.0, 5.5, 1.375)
+    fault = wall.faults[0]
+    assert (fault.at, fault.duration, fault.bw) == ("8.25s", 2.75, round(10_000_000 / 2.75))
+    assert wall.location("topology.link.bw") == point.spec.location("topology.link.bw")   # same file and line
+    assert emulate.wall_spec(emulate.with_dilation(point.spec, 1)) .topology.link.bw == 100_000_000
+
+
+def test_columns_say_what_was_emulated(tmp_path):
+    exp = load(tmp_path, FAITHFUL.replace("dilation: auto", "dilation: 2"))
+    cols = emulate.columns(expand_points(exp)[-1].spec, machine=2)
+    assert cols == dict(dilation=2.0, compute="budgets", cores=1.0, node_cores="h1=1;h2=1;h3=1;h4=1", machine_cores=2)
+    shared = emulate.columns(load(tmp_path, "name: f\ntopology: {hosts: 2}\n"), machine=2)
+    assert shared["compute"] == "shared" and math.isnan(shared["cores"]) and shared["node_cores"] == ""
+    mixed = load(tmp_path, "name: f\ntopology: {hosts: 2, host: {cores: 1}, host_overrides: {h2: {cores: 2}}}\n")
+    cols = emulate.columns(mixed, machine=4)
+    assert math.isnan(cols["cores"]) and cols["node_cores"] == "h1=1;h2=2"
+
+
+def test_results_come_back_in_emulated_time():
+    row = {"training_time_s": 10.0, "time_per_step_s": 0.5, "samples_per_s": 64.0, "cpu_mean_pct": 40.0,
+           "compute_per_step_s": 0.2, "wall_time_s": 30.0}
+    observed = Observed(steps=[{"time_s": 0.5, "samples_per_s": 64.0}], usage=[{"t": 2.0, "cpu_pct": 40.0}],
+                        checks=[{"configured_bps": 4e6, "measured_bps": 3.8e6, "ratio": 0.95, "rtt_ms": 1.0}],
+                        faults=[{"fault": 1, "at": "6s", "duration_s": 4.0, "extra_s": 1.0}])
+    out = emulate.to_emulated(row, observed, 2.0, faults=[SimpleNamespace(at="3s")])
+    assert (out["training_time_s"], out["training_time_wall_s"], out["time_per_step_s"]) == (5.0, 10.0, 0.25)
+    assert (out["samples_per_s"], out["cpu_mean_pct"], out["compute_per_step_s"]) == (128.0, 80.0, 0.1)
+    assert out["wall_time_s"] == 30.0                                 # the run's own wall time stays wall
+    assert observed.steps[0] == {"time_s": 0.25, "samples_per_s": 128.0}
+    assert observed.usage[0] == {"t": 1.0, "cpu_pct": 80.0}
+    assert observed.checks[0] == {"configured_bps": 8e6, "measured_bps": 7.6e6, "ratio": 0.95, "rtt_ms": 0.5}
+    assert observed.faults[0] == {"fault": 1, "at": "3s", "duration_s": 2.0, "extra_s": 0.5}   # as written
+    assert emulate.to_emulated(dict(row), Observed(), 1.0) == row
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ("topology: {hosts: 2, host: {cores: 1, cpu: 0.5}}", "topology.host.cpu", "not both"),
+    ("topology: {hosts: 2, host: {cores: 0}}", "topology.host.cores", "greater than 0"),
+    ("emulation: {dilation: 0.5}", "emulation.dilation", "at least 1"),
+    ("emulation: {dilation: fast}", "emulation.dilation", "or auto"),
+    ("emulation: {reserve: -1}", "emulation.reserve", "greater than or equal to 0"),
+])
+def test_bad_emulation_settings_name_their_key(tmp_path, text, key, words):
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, f"name: f\n{text}\n")
+    issue = err.value.errors[0]
+    assert issue.key == key and words in issue.message and issue.line == 2
+
+
+def test_dilation_is_refused_with_real_machines(tmp_path):
+    text = ("name: f\ntopology:\n  hosts: 2\n  host: {kind: remote, remote: {python: /usr/bin/python3, "
+            "interface: eth0}}\n  host_overrides:\n    h1: {remote: {address: pc1.lan}}\n"
+            "    h2: {remote: {address: pc2.lan}}\nemulation: {dilation: 2}\n")
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, text)
+    found = [i for i in err.value.errors if i.key == "emulation.dilation"]
+    assert found and "real time" in found[0].message and found[0].line == 8
+    assert load(tmp_path, text.replace("dilation: 2", "dilation: 1")).emulation.dilation == 1
