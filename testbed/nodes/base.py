@@ -86,8 +86,9 @@ class Node(ABC):
 
     @property
     def limits(self) -> dict:
-        """CPU (fraction of the whole machine) and memory (bytes) limits, None = unlimited."""
-        return {"cpu": self.host.cpu, "memory": self.host.memory}
+        """CPU (fraction of the whole machine) and memory (bytes) limits, None = unlimited; cores: the
+        cores of the machine the node emulates (None: no budget)."""
+        return {"cpu": self.host.cpu, "memory": self.host.memory, "cores": self.host.cores}
 
     @property
     @abstractmethod

@@ -110,7 +110,7 @@ class Training:
         """The job document of the current workload and tasks (cluster, threads, backups) in the run folder."""
         ips = {t.host: self.net.nodes[t.host].address for t in self.tasks}
         self.cluster = cluster_spec(self.tasks, ips)
-        machines = {h: (n.machine, n.machine_cores, n.limits["cpu"], n.host.cores) for h, n in self.net.nodes.items()}
+        machines = {h: (n.machine, n.machine_cores, n.limits["cpu"], n.limits.get("cores")) for h, n in self.net.nodes.items()}
         self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
                         else {t: self.workload.threads for t in self.tasks})
         job = job_document(self.workload, self.cluster)
