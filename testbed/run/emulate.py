@@ -86,11 +86,14 @@ def columns(spec, machine: int) -> dict:
                 node_cores=";".join(f"{h.name}={h.cores:g}" for h in held), machine_cores=machine)
 
 
-def to_emulated(row: dict, observed, k: float) -> dict:
+def to_emulated(row: dict, observed, k: float, faults=()) -> dict:
     """The row and the observed tables in emulated time: durations / K, rates x K, CPU % of an
-    emulated core x K; the row keeps each raw figure in its wall column."""
+    emulated core x K, each fault's trigger as the file wrote it (`faults`: the point's); the row
+    keeps each raw figure in its wall column."""
     if k == 1:
         return row
+    for r in observed.faults:
+        r["at"] = faults[r["fault"] - 1].at
     row = dil.to_emulated(row, k, RUN_TIMES, RUN_RATES)
     if isinstance(row.get("cpu_mean_pct"), (int, float)):
         row["cpu_mean_pct"] *= k

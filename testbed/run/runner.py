@@ -44,7 +44,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
         row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
     row["wall_time_s"] = round(time.monotonic() - started, 3)
-    row = emulate.to_emulated(row, observed, row["dilation"])
+    row = emulate.to_emulated(row, observed, row["dilation"], point.spec.faults)
     record.finish(exp_dir, folder, point, row, observed, bringup.tunnel_rows)
     return row
 

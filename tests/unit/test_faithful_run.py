@@ -1,6 +1,7 @@
 """Faithful compute at run time, without a network: the spec's cores and emulation keys, budgets in
 the graph, one auto factor per sweep, the wall spec, and results back in emulated time."""
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -83,14 +84,16 @@ def test_results_come_back_in_emulated_time():
     row = {"training_time_s": 10.0, "time_per_step_s": 0.5, "samples_per_s": 64.0, "cpu_mean_pct": 40.0,
            "compute_per_step_s": 0.2, "wall_time_s": 30.0}
     observed = Observed(steps=[{"time_s": 0.5, "samples_per_s": 64.0}], usage=[{"t": 2.0, "cpu_pct": 40.0}],
-                        checks=[{"configured_bps": 4e6, "measured_bps": 3.8e6, "ratio": 0.95, "rtt_ms": 1.0}])
-    out = emulate.to_emulated(row, observed, 2.0)
+                        checks=[{"configured_bps": 4e6, "measured_bps": 3.8e6, "ratio": 0.95, "rtt_ms": 1.0}],
+                        faults=[{"fault": 1, "at": "6s", "duration_s": 4.0, "extra_s": 1.0}])
+    out = emulate.to_emulated(row, observed, 2.0, faults=[SimpleNamespace(at="3s")])
     assert (out["training_time_s"], out["training_time_wall_s"], out["time_per_step_s"]) == (5.0, 10.0, 0.25)
     assert (out["samples_per_s"], out["cpu_mean_pct"], out["compute_per_step_s"]) == (128.0, 80.0, 0.1)
     assert out["wall_time_s"] == 30.0                                 # the run's own wall time stays wall
     assert observed.steps[0] == {"time_s": 0.25, "samples_per_s": 128.0}
     assert observed.usage[0] == {"t": 1.0, "cpu_pct": 80.0}
     assert observed.checks[0] == {"configured_bps": 8e6, "measured_bps": 7.6e6, "ratio": 0.95, "rtt_ms": 0.5}
+    assert observed.faults[0] == {"fault": 1, "at": "3s", "duration_s": 2.0, "extra_s": 0.5}   # as written
     assert emulate.to_emulated(dict(row), Observed(), 1.0) == row
 
 
