@@ -108,8 +108,9 @@ def test_cli_default_out_is_the_twins_folder_whatever_the_order(tmp_path, capsys
 
 def test_cli_include_degraded_and_errors(tmp_path, capsys):
     from testbed.cli import compare as compare_command
-    assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(tmp_path / "a"), "--include-degraded"]) == 0
-    got = pd.read_csv(tmp_path / "a" / "compare.csv")
+    out = tmp_path / "a"
+    assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(out), "--include-degraded"]) == 0
+    got = pd.read_csv(out / "compare.csv")
     want = compare.compare(SHARED, BUDGETS, include_degraded=True)
     assert got["faithful_step_n_s"].tolist() == pytest.approx(want["faithful_step_n_s"].tolist())
     assert compare_command.main([str(SHARED), str(SHARED), "--out", str(tmp_path / "b")]) == 2
