@@ -81,3 +81,47 @@ def test_pair_without_common_points_says_so():
     table = compare.compare(exp_s, exp_f)
     assert table.empty
     assert "cannot be compared" in compare.sentences(table, exp_s, exp_f)[-1]
+
+
+# -- the command line: run_experiment.py compare SHARED_DIR FAITHFUL_DIR [--out DIR] ----------------
+def test_cli_writes_the_pair_report(tmp_path, capsys):
+    from testbed.cli import compare as compare_command
+    out = tmp_path / "pair"
+    assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "compare.html")
+    got, want = pd.read_csv(out / "compare.csv", keep_default_na=False), compare.compare(SHARED, BUDGETS)
+    assert list(got.columns) == compare.COLUMNS and len(got) == len(want)
+    for column in ("bw_bps", "nodes", "shared_slowdown", "faithful_slowdown", "share_cpu"):
+        assert got[column].astype(float).tolist() == pytest.approx(want[column].tolist())
+    assert "faithful_budgets (its faithful twin)" in (out / "compare.html").read_text()
+
+
+def test_cli_default_out_is_the_twins_folder_whatever_the_order(tmp_path, capsys):
+    from testbed.cli import compare as compare_command
+    shared, twin = tmp_path / "shared", tmp_path / "twin"
+    shutil.copytree(SHARED, shared)
+    shutil.copytree(BUDGETS, twin)
+    assert compare_command.main([str(twin), str(shared)]) == 0
+    assert capsys.readouterr().out.strip() == str(twin / "compare" / "compare.html")
+    assert (twin / "compare" / "compare.csv").is_file() and not (shared / "compare").exists()
+
+
+def test_cli_include_degraded_and_errors(tmp_path, capsys):
+    from testbed.cli import compare as compare_command
+    out = tmp_path / "a"
+    assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(out), "--include-degraded"]) == 0
+    got = pd.read_csv(out / "compare.csv")
+    want = compare.compare(SHARED, BUDGETS, include_degraded=True)
+    assert got["faithful_step_n_s"].tolist() == pytest.approx(want["faithful_step_n_s"].tolist())
+    assert compare_command.main([str(SHARED), str(SHARED), "--out", str(tmp_path / "b")]) == 2
+    assert "one experiment with compute 'shared' and one with 'budgets'" in capsys.readouterr().err
+    assert compare_command.main([str(SHARED), str(tmp_path / "nowhere")]) == 2
+    assert "no runs.csv" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_compare_is_a_command_of_run_experiment():
+    from testbed.cli import COMMANDS, parser
+    assert "compare" in [c.name for c in COMMANDS]
+    args = parser().parse_args(["compare", "x", "y", "--out", "z"])
+    assert (args.command, str(args.shared), str(args.faithful), str(args.out)) == ("compare", "x", "y", "z")

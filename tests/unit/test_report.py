@@ -336,3 +336,23 @@ def test_bleu_skipped_without_evals(built):
     html = html_path.read_text()
     assert "Figure <b>bleu</b> skipped: no evaluation rows" in html
     assert "evals.csv is missing" not in html  # only caption runs write it
+
+
+def test_cli_include_degraded_counts_the_degraded_run(tmp_path, capsys, monkeypatch):
+    _only_figures(monkeypatch)
+    budgets = tmp_path / "budgets"
+    shutil.copytree(FIXTURE.parent / "faithful_budgets", budgets)
+    runs = pd.read_csv(budgets / "runs.csv")
+    degraded = runs[runs["fidelity"].str.startswith("degraded")].iloc[0]
+    point = runs[(runs["hosts"] == degraded["hosts"]) & (runs["bw_bps"] == degraded["bw_bps"])]
+
+    def counted(*flags):
+        assert report_command.main([str(budgets), *flags]) == 0
+        split = pd.read_csv(budgets / "tables" / "time_split.csv")
+        return split[(split["hosts"] == degraded["hosts"]) & (split["bw_bps"] == degraded["bw_bps"])].iloc[0]
+
+    left_out, included = counted(), counted("--include-degraded")
+    assert left_out["n_runs"] == len(point) - 1 and included["n_runs"] == len(point)
+    assert included["time_per_step_s"] == pytest.approx(point["time_per_step_s"].mean())
+    assert left_out["time_per_step_s"] == pytest.approx(point.loc[point.index != degraded.name,
+                                                                  "time_per_step_s"].mean())

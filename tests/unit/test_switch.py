@@ -145,6 +145,7 @@ def test_switcher_cpu_follows_a_set_cpu_fault_and_a_straggler_favours_ps(tmp_pat
 class _Node:
     def __init__(self, i):
         self.address, self.machine, self.machine_cores, self.limits = f"10.0.0.{i}", "m", 2, {"cpu": None}
+        self.host = SimpleNamespace(cores=None)        # the graph host: no emulated machine size
 
     def shared_dir(self, path):
         return str(path)
