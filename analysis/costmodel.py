@@ -62,7 +62,7 @@ import pandas as pd
 import yaml
 
 from analysis import tables
-from analysis.tables import ok_runs
+from analysis.tables import ok_runs, steady_steps  # noqa: F401  (steady_steps: also this module's API)
 
 TCP_CEILING = 1448 / 1514        # TCP goodput over an HTB-shaped link, of the configured rate
 STRATEGIES = ("allreduce", "ps")
@@ -401,21 +401,6 @@ def _measured_bw(checks: pd.DataFrame) -> dict:
 def _rtt(checks: pd.DataFrame) -> dict:
     ping = checks[(checks["tool"] == "ping") & checks["rtt_ms"].notna()]
     return (ping.groupby("run_id")["rtt_ms"].median() / 1e3).to_dict()
-
-
-def steady_steps(steps: pd.DataFrame) -> dict:
-    """run_id -> median step time of the run's lead task (chief, else worker 0, else single),
-    leaving out the first step to complete (it traces the function)."""
-    s = steps[(steps["kind"] == "step") & steps["time_s"].notna()]
-    out = {}
-    for run_id, rows in s.groupby("run_id"):
-        for role in ("chief", "worker", "single"):
-            lead = rows[(rows["role"] == role) & (rows["task_index"].fillna(0) == 0)]
-            if len(lead) >= 3:
-                lead = lead.sort_values("t") if lead["t"].notna().all() else lead.sort_values("step")
-                out[run_id] = float(lead["time_s"].iloc[1:].median())
-                break
-    return out
 
 
 def _lone_worker_runs(exp) -> pd.Series:

@@ -103,11 +103,18 @@ def dilation_note(runs: pd.DataFrame) -> str:
 
 
 # -- where the time went -------------------------------------------------------------------------
-def time_split(runs: pd.DataFrame) -> pd.DataFrame:
+def time_split(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per point (model, strategy, nodes, bandwidth; ok runs): mean time per step, mean compute per
     step (the probe; NaN when not measured), the rest (communication and waiting) = time per step -
-    compute, and compute's share of the step."""
+    compute, and compute's share of the step.
+
+    Like is compared with like: the probe times steady steps (after its warm-up), so a run's step is
+    its steady step too, the median after the first (which builds the training function), where
+    steps.csv has it; else runs.csv's time_per_step_s, which includes that first step."""
     ok = tables.ok_runs(tables.with_faithful_defaults(runs))
+    if steps is not None and len(steps):
+        steady = tables.steady_steps(steps)
+        ok = ok.assign(time_per_step_s=[steady.get(r, t) for r, t in zip(ok["run_id"], ok["time_per_step_s"])])
     ok = ok[ok["time_per_step_s"].notna()]
     if ok.empty:
         return pd.DataFrame(columns=SPLIT_COLUMNS)

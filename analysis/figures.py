@@ -439,7 +439,7 @@ def time_split(exp, outdir: Path):
     steps without the collective) and the rest (communication and waiting), stacked; left in
     seconds, below as shares of the step. A point without a compute measurement is one hatched bar
     (older results: every point, and no shares panel)."""
-    split = faithful.time_split(tables.counted_runs(exp))
+    split = faithful.time_split(tables.counted_runs(exp), exp.steps)
     if split.empty:
         raise FigureSkipped("no successful run with a time per step")
     split = split.sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)

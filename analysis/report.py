@@ -36,7 +36,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         "summary": tables.time_summary(runs),
         "failed_runs": tables.failed_runs(exp.runs),
         **({"degraded_runs": degraded} if len(degraded) else {}),
-        "time_split": faithful.time_split(runs),
+        "time_split": faithful.time_split(runs, exp.steps),
         "iperf_checks": tables.iperf_checks(exp.checks),
         "resources": tables.resource_summary(runs, exp.usage),
         "network": tables.network_per_run(runs, exp.usage),

@@ -257,3 +257,15 @@ def test_dilated_times_are_said_to_be_emulated(tmp_path):
     assert "emulated time (wall clock / K)" in faithful.dilation_note(pd.read_csv(BUDGETS / "runs.csv"))
     assert faithful.dilation_note(pd.read_csv(SHARED / "runs.csv")) == ""
     assert faithful.dilation_note(_runs()) == ""
+
+
+def test_the_split_compares_steady_steps_with_the_probes_steady_steps():
+    """time_per_step_s includes the first step (it builds the training function); the probe does
+    not: with steps.csv the split uses the run's median step after the first, like with like."""
+    runs = pd.DataFrame(dict(run_id=["r"], status="ok", model="mlp", strategy="allreduce", hosts=1, bw_bps=1e7,
+                             bw="10mbit", compute="budgets", time_per_step_s=0.1, training_time_s=1.0,
+                             compute_per_step_s=0.007))
+    steps = pd.DataFrame(dict(run_id="r", kind="step", role="worker", task_index=0, step=range(1, 11),
+                              t=range(10), time_s=[0.9] + [0.01] * 9))
+    assert faithful.time_split(runs)["compute_share"].iloc[0] == pytest.approx(0.07)          # first step inflates
+    assert faithful.time_split(runs, steps)["compute_share"].iloc[0] == pytest.approx(0.7)    # steady vs steady
