@@ -12,7 +12,8 @@ import psutil
 SYSTEM_PRESSURE = Path("/proc/pressure/cpu")
 
 
-def _fields(path: Path) -> dict[str, int]:
+def stat_fields(path: Path) -> dict[str, int]:
+    """A cgroup stat file ('key value' lines, e.g. cpu.stat, memory.stat) as key -> integer."""
     out = {}
     for line in path.read_text().splitlines():
         key, _, value = line.partition(" ")
@@ -29,7 +30,7 @@ def read_cpu_stat(cpu_dir: Path, cpuacct_dir: Path | None = None) -> dict[str, f
     cpuacct.usage (ns) in `cpuacct_dir` (default: `cpu_dir`, as when cpu,cpuacct are co-mounted).
     Counters a kernel lacks read 0; usage_s is None when no usage counter exists."""
     cpu_dir = Path(cpu_dir)
-    stat = _fields(cpu_dir / "cpu.stat") if (cpu_dir / "cpu.stat").exists() else {}
+    stat = stat_fields(cpu_dir / "cpu.stat") if (cpu_dir / "cpu.stat").exists() else {}
     out = {"nr_periods": stat.get("nr_periods", 0), "nr_throttled": stat.get("nr_throttled", 0)}
     if "usage_usec" in stat:                                                    # v2
         out["usage_s"] = stat["usage_usec"] / 1e6

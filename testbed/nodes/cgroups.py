@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from testbed.emulation.budgets import quota as cpu_quota
+from testbed.emulation.readers import stat_fields
 
 ROOT = Path("/sys/fs/cgroup")
 SUBTREE = "dltestbed"
@@ -125,22 +126,13 @@ def counters(dirs: list[Path]) -> tuple[float, int]:
     cpu_s, rss = 0.0, 0
     for d in dirs:
         if (d / "cpu.stat").exists() and (d / "cgroup.controllers").exists():      # v2
-            stat = _stat(d / "cpu.stat")
+            stat = stat_fields(d / "cpu.stat")
             cpu_s = stat.get("usage_usec", 0) / 1e6
-            mem = _stat(d / "memory.stat") if (d / "memory.stat").exists() else {}
+            mem = stat_fields(d / "memory.stat") if (d / "memory.stat").exists() else {}
             rss = mem.get("anon", 0) + mem.get("file_mapped", 0)
         elif (d / "cpuacct.usage").exists():
             cpu_s = int((d / "cpuacct.usage").read_text()) / 1e9
         elif (d / "memory.stat").exists():
-            mem = _stat(d / "memory.stat")
+            mem = stat_fields(d / "memory.stat")
             rss = mem.get("total_rss", 0) + mem.get("total_mapped_file", 0)
     return cpu_s, rss
-
-
-def _stat(path: Path) -> dict[str, int]:
-    out = {}
-    for line in path.read_text().splitlines():
-        key, _, value = line.partition(" ")
-        if value.strip().isdigit():
-            out[key] = int(value)
-    return out
