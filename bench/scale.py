@@ -124,7 +124,7 @@ def run(n: int, args, tmp: Path) -> dict:
         return {"workers": n, "status": "failed", "reason": proc.stderr.strip()[-300:], "command_s": wall}
     row = runs.iloc[0]
     pss, uss, rss = mem.per_worker("pss"), mem.per_worker("uss"), mem.per_worker("rss")
-    return {"workers": n, "folder": out, "status": row["status"], "reason": str(row.get("reason", "") or "")[:300],
+    return {"workers": n, "folder": out, "status": row["status"], "reason": " ".join(str(row.get("reason", "") or "").split())[-400:],
             "dilation": row.get("dilation", 1.0), "step_s": row.get("time_per_step_s"),
             "training_s": row.get("training_time_s"), "command_s": wall, "fidelity": row.get("fidelity", ""),
             "measured": len(pss), "pss_median": pss.median(), "pss_max": pss.max(), "uss_median": uss.median(),
@@ -162,6 +162,7 @@ def main() -> None:
     ap.add_argument("--malloc-arenas", type=int, default=2,
                     help="MALLOC_ARENA_MAX of the workers (fewer glibc arenas, less memory; 0: glibc's default)")
     ap.add_argument("--max-ram", type=float, default=0.75, help="fraction of RAM a size may be estimated to use")
+    ap.add_argument("--out", help="keep each size's results folder here (default: a temporary folder)")
     args = ap.parse_args()
     total = psutil.virtual_memory().total
     print(machine_state())
@@ -176,6 +177,8 @@ def main() -> None:
     typical = largest = FIRST_GUESS
     results, stopped = [], None
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.out or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for n in sizes:
             vm = psutil.virtual_memory()
             estimate = (vm.total - vm.available) + largest + (n - 1) * typical
@@ -184,7 +187,7 @@ def main() -> None:
                            f"{(vm.total - vm.available) / GIB:.1f} GiB + {largest / MIB:.0f} MB + {n - 1} x "
                            f"{typical / MIB:.0f} MB PSS per worker) > {args.max_ram:.0%} of {total / GIB:.1f} GiB RAM")
                 break
-            r = run(n, args, Path(tmp))
+            r = run(n, args, folder)
             results.append(r)
             if r["status"] != "ok":
                 print(f"{n:>7} {'':>6} {r['status']:>7}  {r['reason']}", flush=True)
