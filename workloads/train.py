@@ -37,6 +37,18 @@ def cluster_for(job: dict) -> dict:
     return {k: list(v) for k, v in (job.get("cluster") or {}).items() if v}
 
 
+def dilate_health_check(k: float) -> None:
+    """Under time dilation K, TensorFlow's all-reduce health check (a ping of every peer each 30 s,
+    10 s time-out, wall clock) runs in emulated time too: x K. Undilated, peers held to a small
+    budget miss the 10 s and every collective is aborted (UnavailableError)."""
+    if k <= 1:
+        return
+    from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+    ext = cars.CollectiveAllReduceExtended
+    ext._check_health_interval = 30 * k
+    ext._check_health_timeout = 10 * k
+
+
 def set_environment(job: dict, task_type: str, task_index: int) -> None:
     """Environment that must exist before TensorFlow is imported."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -113,6 +125,7 @@ def make_strategy(job):
             raise ValueError(f"allreduce.implementation must be auto|ring|nccl, not {name!r}")
         options = tf.distribute.experimental.CommunicationOptions(
             bytes_per_pack=int(ar.get("bytes_per_pack") or 0), implementation=impl[name])
+        dilate_health_check(float(os.environ.get("DLTESTBED_DILATION") or 1))
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     ps = job.get("ps") or {}
     cluster = cluster_for(job)

@@ -70,7 +70,9 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity.Probe(net, graph) as probe:
         applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
                                  folder / "faults.json", progress) if spec.faults else None
-        training = Training(net, spec.workload, tasks, folder, progress, spec.script_path(), applier, switcher)
+        workload = spec.workload if row["dilation"] == 1 else spec.workload.model_copy(
+            update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{row['dilation']:g}"}})
+        training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher)
         outcome = training.run()
     row["tf_threads"] = min(training.threads.values())
     row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
