@@ -21,10 +21,13 @@ def version(root: Path = ROOT) -> int:
 
 
 def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = ROOT) -> list[Path]:
-    """The directories `apply_limits` creates for one host (to record before creating them)."""
+    """The directories `apply_limits` creates for one host (to record before creating them). On v1 a
+    CPU limit comes with a cpuacct group too: its usage counter outlives the host's processes (the
+    fidelity verdict reads it after training)."""
     if version(root) == 2:
         return [root / SUBTREE / name]
-    return [root / ctl / SUBTREE / name for ctl, value in (("cpu", cpu), ("memory", memory)) if value is not None]
+    wanted = (("cpu", cpu), ("cpuacct", cpu), ("memory", memory))
+    return [root / ctl / SUBTREE / name for ctl, value in wanted if value is not None]
 
 
 def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
@@ -47,7 +50,7 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
         d.mkdir(parents=True, exist_ok=True)
         if d.parts[-3] == "cpu":
             set_cpu(name, cpu, root, cores)
-        else:
+        elif d.parts[-3] == "memory":
             (d / "memory.limit_in_bytes").write_text(str(memory))
     return dirs
 

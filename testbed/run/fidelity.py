@@ -10,12 +10,19 @@ from pathlib import Path
 from testbed.emulation import fidelity, readers
 
 
-def _cpu_dir(node) -> Path | None:
-    """The cgroup directory holding the node's CPU quota and its cpu.stat, if it has one."""
+def _cgroup_dir(node, *files: str) -> Path | None:
+    """The node's cgroup directory that holds one of these files, if it has one."""
     for d in map(Path, getattr(node, "cgroup_dirs", ()) or ()):
-        if (d / "cpu.stat").exists() and ((d / "cpu.max").exists() or (d / "cpu.cfs_quota_us").exists()):
+        if any((d / f).exists() for f in files):
             return d
     return None
+
+
+def _cpu_stat(node) -> dict:
+    """The node's cgroup CPU counters ({} without a cgroup). Their usage outlives its processes,
+    which have ended by the time training is over (v1: the cpuacct group beside the cpu one)."""
+    cpu = _cgroup_dir(node, "cpu.max", "cpu.cfs_quota_us")
+    return readers.read_cpu_stat(cpu, _cgroup_dir(node, "cpuacct.usage")) if cpu else {}
 
 
 def _datapath_lost() -> int | None:
@@ -48,8 +55,8 @@ class Probe:
         used = _used([node for node, _ in self.nodes.values()])
         stats = {}
         for name, (node, _) in self.nodes.items():
-            d = _cpu_dir(node)
-            stats[name] = (readers.read_cpu_stat(d) if d else {}, readers.cgroup_wait_s(d) if d else None)
+            d = _cgroup_dir(node, "cpu.max", "cpu.cfs_quota_us")
+            stats[name] = (_cpu_stat(node), readers.cgroup_wait_s(d) if d else None)
         return dict(t=time.monotonic(), used=used, stats=stats, busy=readers.machine_busy_s(),
                     wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
 
@@ -68,7 +75,9 @@ class Probe:
         for name, (_, host) in self.nodes.items():
             (stat0, wait0), (stat1, wait1) = b["stats"][name], a["stats"][name]
             d = readers.delta(stat0, stat1)
-            used = a["used"].get(name, 0.0) - b["used"].get(name, 0.0)
+            used = d.get("usage_s")
+            if used is None:     # no cgroup counter: its processes' times (those alive at both ends)
+                used = max(0.0, a["used"].get(name, 0.0) - b["used"].get(name, 0.0))
             wait = None if wait0 is None or wait1 is None else wait1 - wait0
             nodes.append(fidelity.NodeCpu(name, host.cores, host.budget, used, wait, d.get("nr_periods") or 0,
                                           d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0))

@@ -120,3 +120,33 @@ def test_dilation_is_refused_with_real_machines(tmp_path):
     found = [i for i in err.value.errors if i.key == "emulation.dilation"]
     assert found and "real time" in found[0].message and found[0].line == 8
     assert load(tmp_path, text.replace("dilation: 2", "dilation: 1")).emulation.dilation == 1
+
+
+class _GoneNode:
+    """A node whose processes have ended (their CPU times are gone) but whose cgroups remain."""
+    def __init__(self, dirs):
+        self.cgroup_dirs = dirs
+
+    @classmethod
+    def usage(cls, nodes):
+        return {}
+
+
+def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_path, monkeypatch):
+    from testbed.run import fidelity
+    cpu, acct = tmp_path / "cpu/dltestbed/h1", tmp_path / "cpuacct/dltestbed/h1"
+    for d in (cpu, acct):
+        d.mkdir(parents=True)
+    (cpu / "cpu.cfs_quota_us").write_text("5000")
+
+    def counters(usage_ns, periods, throttled):
+        (acct / "cpuacct.usage").write_text(str(usage_ns))
+        (cpu / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 0\n")
+    monkeypatch.setattr(fidelity, "_datapath_lost", lambda: None)
+    host = SimpleNamespace(name="h1", kind="netns", cores=1.0, budget=0.5)
+    net = SimpleNamespace(nodes={"h1": _GoneNode([cpu, acct])})
+    counters(1_000_000_000, 10, 1)
+    with fidelity.Probe(net, SimpleNamespace(hosts=[host])) as probe:
+        counters(3_500_000_000, 510, 300)
+    node = probe.measures(2, 2.0, 0.5, None, [], 0.1).nodes[0]
+    assert (node.used_s, node.nr_periods, node.nr_throttled, node.budget) == (2.5, 500, 299, 0.5)

@@ -139,10 +139,10 @@ def test_cgroup_v2_memory_only_enables_only_memory(tmp_path):
 
 def test_cgroup_v1_writes_under_a_made_up_root(tmp_path):
     dirs = cgroups.apply_limits("h1", 0.1, 96 * 2**20, root=tmp_path, cores=2)
-    assert dirs == [tmp_path / "cpu/dltestbed/h1", tmp_path / "memory/dltestbed/h1"]
+    assert dirs == [tmp_path / "cpu/dltestbed/h1", tmp_path / "cpuacct/dltestbed/h1", tmp_path / "memory/dltestbed/h1"]
     assert (dirs[0] / "cpu.cfs_quota_us").read_text() == "2000"
     assert (dirs[0] / "cpu.cfs_period_us").read_text() == "10000"
-    assert (dirs[1] / "memory.limit_in_bytes").read_text() == str(96 * 2**20)
+    assert (dirs[2] / "memory.limit_in_bytes").read_text() == str(96 * 2**20)
 
 
 def test_cgroup_counters_v1_and_v2(tmp_path):
