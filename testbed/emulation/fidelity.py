@@ -14,7 +14,9 @@ Rules and thresholds:
   dilation aim is +-5 % on time per step; a node short of 10 % of its CPU is beyond it even when
   compute is half the step, while wake-up latency on a healthy machine costs a few percent.
 - cpu, machine: busy over MACHINE_BUSY_MAX of its CPUs means someone outside the budgets (another
-  user, the switch) took what the nodes were promised, or, without budgets, that they fought for it.
+  user, the switch) took what the nodes were promised. Without budgets nothing was promised: nodes
+  sharing the machine (the thesis's condition) saturate it by design, and runs.csv's compute column
+  says 'shared', so this rule and the next apply to budgeted nodes only.
 - cpu, system pressure (only where no per-node wait is known, e.g. cgroup v1): runnable tasks
   waiting over SYSTEM_WAIT_MAX of the time. Ignored once a node was throttled: a throttled task
   counts as waiting too, so the figure then says nothing about contention.
@@ -124,7 +126,11 @@ def cpu_nodes(m: RunMeasures) -> list[str]:
 
 
 def cpu_machine(m: RunMeasures) -> list[str]:
+    """Only where budgets were promised: nodes that share the machine without one (the thesis's
+    condition, runs.csv compute 'shared') saturate it by design, and say so in their compute column."""
     out = []
+    if not any(n.budget is not None for n in m.nodes):
+        return out
     if m.machine_busy_s is not None and m.wall_s > 0:
         busy = m.machine_busy_s / m.wall_s
         if busy >= MACHINE_BUSY_MAX * m.machine_cpus:
