@@ -11,7 +11,7 @@ from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults
 from testbed.run.checks import failure_reason, run_checks
-from testbed.run.emulate import wall_spec
+from testbed.run.emulate import dilation_of, wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.spec import SpecError, SpecIssue, build_graph
 
@@ -19,8 +19,7 @@ from testbed.spec import SpecError, SpecIssue, build_graph
 def graph_of(spec, machine_cores: int | None = None):
     """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
     With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation)."""
-    k = spec.emulation.dilation
-    return build_graph(spec.topology, spec.ssh, 1.0 if k == "auto" else k, machine_cores)
+    return build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:

@@ -26,11 +26,12 @@ def machine_cores() -> int:
 
 def budgeted_hosts(spec, machine: int) -> list:
     """The graph's emulated hosts that have a CPU budget (remote machines are real: none)."""
-    graph = build_graph(spec.topology, dilation=_factor(spec), machine_cores=machine)
+    graph = build_graph(spec.topology, dilation=dilation_of(spec), machine_cores=machine)
     return [h for h in graph.hosts if h.budget is not None and h.kind != "remote"]
 
 
-def _factor(spec) -> float:
+def dilation_of(spec) -> float:
+    """The point's dilation as a number (auto, before a sweep resolves it, counts as 1)."""
     k = spec.emulation.dilation
     return 1.0 if k == "auto" else float(k)
 
@@ -65,7 +66,7 @@ def with_dilation(spec, k: float):
 
 def wall_spec(spec):
     """What runs on this machine for a point whose dilation is resolved: rates / K, times x K."""
-    k = _factor(spec)
+    k = dilation_of(spec)
     if k == 1:
         return spec
     wall = Experiment.model_validate(dil.dilate(spec.model_dump(mode="json"), k))
@@ -76,12 +77,12 @@ def wall_spec(spec):
 def columns(spec, machine: int) -> dict:
     """runs.csv's description of the emulated machines: dilation, compute (budgets when every
     emulated node has one, shared when they share this machine), cores, node_cores, machine_cores."""
-    graph = build_graph(spec.topology, dilation=_factor(spec), machine_cores=machine)
+    graph = build_graph(spec.topology, dilation=dilation_of(spec), machine_cores=machine)
     emulated = [h for h in graph.hosts if h.kind != "remote"]
     held = [h for h in emulated if h.budget is not None]
     sizes = {h.cores for h in held}
     compute = "real" if not emulated else "budgets" if len(held) == len(emulated) else "shared"
-    return dict(dilation=_factor(spec), compute=compute,
+    return dict(dilation=dilation_of(spec), compute=compute,
                 cores=sizes.pop() if len(sizes) == 1 and compute == "budgets" else math.nan,
                 node_cores=";".join(f"{h.name}={h.cores:g}" for h in held), machine_cores=machine)
 
