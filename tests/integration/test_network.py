@@ -115,6 +115,20 @@ def test_ovs_datapath_is_chosen_and_reported(tmp_path, root, no_leftovers):
         assert any(net.datapath in n for n in net.notes)
 
 
+def test_hosts_have_ipv6_off_so_the_switch_floods_no_router_solicitations(tmp_path, root, no_leftovers):
+    """IPv6 is off in each host from before its link exists: the interface has no IPv6 address and
+    never sent a packet the host did not ask for (IPv4 still works)."""
+    spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
+    with Network(build_graph(spec.topology), spec.topology) as net:
+        h1, h2 = net.nodes["h1"], net.nodes["h2"]
+        assert h1.run(["cat", "/proc/sys/net/ipv6/conf/h1-eth0/disable_ipv6"]).strip() == "1"
+        assert h1.run(["ip", "-6", "addr", "show", "dev", "h1-eth0"]).strip() == ""
+        line = next(l for l in h1.run(["cat", "/proc/net/dev"]).splitlines() if "h1-eth0:" in l)
+        sent = int(line.split(":", 1)[1].split()[9])     # /proc/net/dev: the 10th figure is TX packets
+        assert sent == 0, f"h1-eth0 sent {sent} packet(s) on its own"
+        assert "1 received" in h1.run(["ping", "-c", "1", "-W", "2", h2.address])
+
+
 def test_exception_inside_network_still_tears_down(tmp_path, root, no_leftovers):
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="ovs", kind="ovs"))
     with pytest.raises(RuntimeError, match="boom"):
