@@ -14,12 +14,23 @@ def add_arguments(p) -> None:
                         "marked in the figures either way)")
 
 
-def run(args) -> int:
+def draw(folder: Path, include_degraded: bool = False) -> Path | None:
+    """build_report of `folder`; None after saying, in one sentence, why there is none."""
+    import pandas as pd
     from analysis.report import build_report
     try:
-        out = build_report(args.dir, include_degraded=args.include_degraded)
+        return build_report(folder, include_degraded=include_degraded)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        print(f"error: a table in {folder} is not one the testbed wrote ({str(err).strip()}); move it away "
+              "or run the experiment again into a new folder (`run FILE --out NEW`)", file=sys.stderr)
+    return None
+
+
+def run(args) -> int:
+    out = draw(args.dir, include_degraded=args.include_degraded)
+    if out is None:
         return 2
     print(out)
     return 0

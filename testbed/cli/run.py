@@ -39,9 +39,15 @@ def run(args) -> int:
         console.print(str(err), highlight=False, markup=False)
         return 2
     if not args.no_report and (summary.done or summary.skipped):
-        from analysis.report import build_report
-        report = build_report(out)
-        console.print(f"report: {report}")
+        from testbed.cli.report import draw
+        try:
+            report = draw(out)
+        except KeyboardInterrupt:
+            console.print(f"interrupted while drawing the report; the tables in {out}/ are complete, and "
+                          f"`run_experiment.py report {out}` draws it")
+            return 130
+        if report is not None:
+            console.print(f"report: {report}")
     console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
                   f"tables in {out}/ (runs.csv, checks.csv, steps.csv, usage.csv)")
     if summary.interrupted:

@@ -356,3 +356,31 @@ def test_cli_include_degraded_counts_the_degraded_run(tmp_path, capsys, monkeypa
     assert included["time_per_step_s"] == pytest.approx(point["time_per_step_s"].mean())
     assert left_out["time_per_step_s"] == pytest.approx(point.loc[point.index != degraded.name,
                                                                   "time_per_step_s"].mean())
+
+
+def test_cli_refuses_a_table_it_cannot_read_in_one_sentence(tmp_path, capsys):
+    (tmp_path / "runs.csv").write_text('experiment,run_id\n"unterminated\n')
+    assert report_command.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not one the testbed wrote" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw_it(tmp_path, monkeypatch,
+                                                                                    capsys):
+    from types import SimpleNamespace
+
+    from testbed.cli import common, run as run_command
+    from testbed.run import sweep
+
+    spec = tmp_path / "x.yaml"
+    spec.write_text("name: x\ntopology: {template: star, hosts: 2}\n")
+    monkeypatch.setattr(run_command, "need_root", lambda what: None)
+    monkeypatch.setattr(run_command, "interrupt_on_signals", lambda: None)
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: SimpleNamespace(
+        done=["r0"], failed=[], skipped=[], interrupted=False))
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(report_command, "draw", interrupted)
+    assert common.main_of(run_command.COMMAND, [str(spec), "--out", str(tmp_path / "out")]) == 130
+    assert f"report {tmp_path / 'out'}`" in " ".join(capsys.readouterr().err.split())
