@@ -160,7 +160,13 @@ class Connection:
 
     def sftp(self):
         """An SFTP session, for a `with` block (sessions per connection are few: sshd's MaxSessions)."""
-        return self.client.open_sftp()
+        import paramiko
+        try:
+            return self.client.open_sftp()
+        except paramiko.SSHException as err:
+            raise NodeError(f"{self.target.label}: its sshd refused an SFTP session ({err}), and the testbed "
+                            "copies the workload code by SFTP: enable sshd's SFTP subsystem there "
+                            "(`Subsystem sftp internal-sftp` in /etc/ssh/sshd_config, then reload sshd)") from None
 
     def exec(self, argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
         """Run argv (quoted word by word) to completion: (exit status, stdout and stderr)."""

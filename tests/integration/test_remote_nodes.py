@@ -17,6 +17,7 @@ from cli import cli, start_up
 from testbed.cleanup import STATE_DIR
 from testbed.net.network import node_problems
 from testbed.nodes import remote
+from testbed.nodes.base import NodeError
 from testbed.spec import build_graph, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -238,6 +239,29 @@ def test_code_copy_skips_unchanged_files(machines, tmp_path):
     finally:
         machine.close()
     assert first[0] == str(tmp_path / "code") and first[1] >= 5 and second[1] == 0
+
+
+def test_a_machine_without_sftp_is_refused_in_one_sentence_that_says_how_to_enable_it(machines, tmp_path):
+    config = tmp_path / "nosftp.conf"
+    config.write_text(SSHD_CONFIG.format(address=machines.addresses[0], folder=machines.folder, i=1)
+                      .replace("Port 22", "Port 2222").replace("sshd1.pid", "nosftp.pid")
+                      .replace("Subsystem sftp internal-sftp\n", ""))
+    sshd = subprocess.Popen(["ip", "netns", "exec", machines.names[0], "/usr/sbin/sshd", "-D", "-f", str(config),
+                             "-E", str(tmp_path / "nosftp.log")])
+    try:
+        _wait_for_port(machines.addresses[0], 2222)
+        (tmp_path / "known_hosts").write_text(f"[{machines.addresses[0]}]:2222 {machines.host_key(1)}\n")
+        target = remote.Target(machines.addresses[0], port=2222, key_file=str(machines.key),
+                               known_hosts=str(tmp_path / "known_hosts"))
+        machine = remote.Connection(target)
+        try:
+            with pytest.raises(NodeError, match=r"refused an SFTP session .*Subsystem sftp internal-sftp"):
+                machine.sftp()
+        finally:
+            machine.close()
+    finally:
+        sshd.terminate()
+        sshd.wait(10)
 
 
 def test_unknown_host_key_is_refused_unless_accepted(machines, no_leftovers, tmp_path):
