@@ -105,8 +105,13 @@ class Node(ABC):
         return {"PATH": STANDARD_PATH, "HOME": "/root", "LANG": "C.UTF-8", **extra}
 
     def stage(self, path: Path) -> str:
-        """Make a local file or folder readable in the node; its path there."""
+        """Make a local file readable in the node; its path there."""
         return str(path)
+
+    def stage_files(self, folder: Path, files: list[Path]) -> str:
+        """Make `files` (under local `folder`) readable in the node, at the same places under one folder
+        there, and nothing else of `folder`; that folder's path there."""
+        return str(folder)
 
     @abstractmethod
     def _command(self, argv: list[str], cwd: str) -> list[str]:

@@ -141,12 +141,18 @@ class DockerNode(Node):
         return {**super().env({}), **image_env, **extra}
 
     def stage(self, path: Path) -> str:
-        """Copy a file or folder into the container (docker SDK put_archive); its path there."""
+        """Copy a file into the container (docker SDK put_archive); its path there."""
+        return self.stage_files(Path(path).parent, [Path(path)]) + f"/{Path(path).name}"
+
+    def stage_files(self, folder: Path, files: list[Path]) -> str:
+        there = f"{STAGE_DIR}/{Path(folder).name}"
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(str(path), arcname=f"{STAGE_DIR.lstrip('/')}/{Path(path).name}")
+            for f in files:
+                tar.add(str(f), arcname=f"{there.lstrip('/')}/{Path(f).relative_to(folder).as_posix()}",
+                        recursive=False)
         self.container.put_archive("/", buf.getvalue())
-        return f"{STAGE_DIR}/{Path(path).name}"
+        return there
 
     def _command(self, argv, cwd):
         # The PID namespace too: TensorFlow reads /proc/self/exe, which the container's /proc only

@@ -220,6 +220,9 @@ def remove_records(records: list[dict]) -> tuple[list[str], list[dict]]:
                 if "tc" in r:
                     conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
                     actions.append(f"removed shaping from {r['tc']} on {target.label}")
+                if "stage" in r:
+                    conn.exec(["rm", "-rf", "--", r["stage"]])
+                    actions.append(f"removed the files staged in {r['stage']} on {target.label}")
                 actions += _remove_cluster_record(conn, r, target.label)
         except NodeError as err:
             actions.append(f"{err}: kept for the next cleanup")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from testbed.nodes.base import STANDARD_PATH, Node, NodeError, Usage
-from testbed.nodes.ssh import Connection, Lines, RemotePopen, Target, copy_tree, mkdirs
+from testbed.nodes.ssh import Connection, Lines, RemotePopen, Target, copy_tree
 
 log = logging.getLogger("testbed.remote")
 
@@ -72,6 +72,8 @@ class SshNode(Node):
             for r in self._records:
                 if "tc" in r:
                     self.conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
+                if "stage" in r:    # what the run staged: job files and the user's script
+                    self.conn.exec(["rm", "-rf", "--", r["stage"]])
             self._registry.discard(RECORDS, *self._records)
         except NodeError as err:
             log.warning("%s: %s; its processes may still run there: `run_experiment.py cleanup` retries",
@@ -91,16 +93,18 @@ class SshNode(Node):
         return {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **extra}
 
     def stage(self, path: Path) -> str:
-        """Copy a local file (e.g. job.json) or folder (a user's script) into the workdir's stage/;
-        its path there."""
+        """Copy a local file (e.g. job.json) into the workdir's stage/ (removed at stop); its path there."""
         path = Path(path)
-        there = posixpath.join(self.workdir, "stage", path.name)
+        return posixpath.join(self.stage_files(path.parent, [path]), path.name)
+
+    def stage_files(self, folder: Path, files: list[Path]) -> str:
+        """Below workdir/stage/<token>/, which the node removes at stop (and `cleanup` after a crash)."""
+        root = posixpath.join(self.workdir, "stage", self.token)
+        if not any(r.get("stage") == root for r in self._records):
+            self._record(stage=root)
+        there = posixpath.join(root, Path(folder).name)
         with self.conn.sftp() as sftp:
-            if path.is_dir():
-                copy_tree(sftp, path, there)
-            else:
-                mkdirs(sftp, posixpath.dirname(there))
-                sftp.put(str(path), there)
+            copy_tree(sftp, Path(folder), there, [Path(f) for f in files])
         return there
 
     def exec_prefix(self) -> list[str]:

@@ -72,7 +72,8 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                                  folder / "faults.json", progress) if spec.faults else None
         workload = spec.workload if row["dilation"] == 1 else spec.workload.model_copy(
             update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{row['dilation']:g}"}})
-        training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher)
+        training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
+                            spec.script_files())
         outcome = training.run()
     row["tf_threads"] = min(training.threads.values())
     row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,

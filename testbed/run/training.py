@@ -70,10 +70,11 @@ class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
-                 script: str | None = None, faults=None, switcher=None):
+                 script: str | None = None, faults=None, switcher=None, script_files: list[str] = ()):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
+        self.script_files = list(script_files) or ([script] if script else [])   # what it stages on a node
         self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
         self.switcher = switcher        # strategy switch: testbed.run.switching.Switcher (checked at epoch ends) or None
         self.procs: dict[Task, subprocess.Popen] = {}
@@ -144,7 +145,7 @@ class Training:
             # Intra-op only: a one-thread inter-op pool deadlocks blocking ops (ps closures hung with it).
             env["TF_NUM_INTRAOP_THREADS"] = str(self.threads[task])
         if self._runs_script(task):
-            folder = node.stage(Path(self.script).parent)
+            folder = node.stage_files(Path(self.script).parent, [Path(f) for f in self.script_files])
             cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,
                    f"{folder}/{Path(self.script).name}", *self.workload.args]
             env.update(TF_USE_LEGACY_KERAS="1", GRPC_FAIL_FAST="use_caller")

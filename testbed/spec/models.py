@@ -358,6 +358,9 @@ class Workload(Strict):
     script: str | None = Field(None, description="your own training script (path relative to this file), run "
                                "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
     args: list[str] = Field(default_factory=list, description="command-line arguments of the script")
+    files: list[str] = Field(default_factory=list, description="files or folders the script needs besides "
+                             "itself, relative to its folder (e.g. [model.py, data/]); docker and remote nodes "
+                             "get only the script and these")
     script_roles: Literal["coordinator", "all"] = Field(
         "coordinator", description="ps: the testbed runs the servers and the script as coordinator; all: the "
         "script runs in every task")
@@ -545,6 +548,22 @@ class Experiment(Strict):
         file = self.location(("workload", "script"))[0]
         base = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else os.getcwd()
         return os.path.normpath(os.path.join(base, self.workload.script))
+
+    def script_files(self) -> list[str]:
+        """The files a script run stages on a node: the script, then every file under `workload.files`
+        (folders walked, caches skipped); absolute paths. Empty without a script."""
+        script = self.script_path()
+        if script is None:
+            return []
+        folder, out = os.path.dirname(script), [script]
+        for item in self.workload.files:
+            path = os.path.normpath(os.path.join(folder, item))
+            if os.path.isdir(path):
+                out += sorted(os.path.join(top, name) for top, dirs, names in os.walk(path)
+                              if "__pycache__" not in top.split(os.sep) for name in names)
+            else:
+                out.append(path)
+        return list(dict.fromkeys(out))
 
     def value(self, key_path: str | Path) -> Any:
         """Value at a key path in the JSON form (units as text, e.g. '10mbit')."""

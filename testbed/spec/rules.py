@@ -246,8 +246,10 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     script = exp.script_path()
     if script is not None and not os.path.isfile(script):
         out.append(Problem(("workload", "script"), f"no such file: {script}"))
-    if w.script is None and (w.args or w.script_roles != "coordinator"):
-        key = "args" if w.args else "script_roles"
+    if script is not None and os.path.isfile(script):
+        out += _stage_problems(exp, os.path.dirname(script))
+    if w.script is None and (w.args or w.files or w.script_roles != "coordinator"):
+        key = "args" if w.args else "files" if w.files else "script_roles"
         out.append(Problem(("workload", key), f"{key} is for workload.script, which is not set"))
     if w.data.kind == "flickr8k":
         if w.model != "caption":
@@ -467,4 +469,26 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
     if topo.shaping != "tc":
         out.append(Problem(("topology", "shaping"), "a cluster shapes with tc on the hosts' interfaces "
                            "(shaping: tc); OVS QoS on the servers' bridges is not done yet", ("cluster",)))
+    return out
+
+
+STAGE_MAX_BYTES = 256 * 2**20      # what a script run may copy to each docker or remote node
+
+
+def _stage_problems(exp: Experiment, folder: str) -> list[Problem]:
+    """workload.files: each inside the script's folder and there; all of it at most STAGE_MAX_BYTES."""
+    out = []
+    for i, item in enumerate(exp.workload.files):
+        path = os.path.normpath(os.path.join(folder, item))
+        if os.path.isabs(item) or os.path.commonpath([folder, path]) != folder:
+            out.append(Problem(("workload", "files", i), f"{item!r} is not inside the script's folder {folder}: "
+                               "name files or folders below it, relative to it"))
+        elif not os.path.exists(path):
+            out.append(Problem(("workload", "files", i), f"no such file or folder: {path}"))
+    if not out:
+        size = sum(os.path.getsize(f) for f in exp.script_files())
+        if size > STAGE_MAX_BYTES:
+            out.append(Problem(("workload", "files"), f"the script and its files come to {size / 2**20:.0f} MiB, "
+                               f"more than the {STAGE_MAX_BYTES // 2**20} MiB copied to each node: leave data "
+                               "sets out and let the script read or download them on the node"))
     return out

@@ -5,8 +5,10 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -173,6 +175,15 @@ def _wait_for_port(address: str, port: int, timeout=10.0) -> None:
 
 
 
+def _watch_stage(stage: Path, seen: list, done: threading.Event) -> None:
+    """Collect the names of the files staged below `stage` until `done`."""
+    while not done.wait(0.1):
+        try:
+            seen.extend(p.name for p in stage.rglob("*") if p.is_file() and p.name not in seen)
+        except OSError:      # a file removed while walked
+            pass
+
+
 def _remote_records() -> list:
     return [r for p in STATE_DIR.glob("run-*.json") for r in json.loads(p.read_text()).get("remote", [])]
 
@@ -332,14 +343,25 @@ def test_cleanup_after_sigkill_reconnects_and_ends_them(machines, no_leftovers, 
 
 
 def test_a_users_script_and_the_callback_run_on_the_machines(machines, no_leftovers, tmp_path):
-    script = REPO / "tests" / "fixtures" / "scripts" / "mwms_tutorial.py"     # its folder is copied by SFTP
+    job = tmp_path / "job"            # the script, a file it lists, and one it does not: never copied
+    job.mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "scripts" / "mwms_tutorial.py", job)
+    (job / "notes.txt").write_text("listed\n")
+    (job / "secret.txt").write_text("not listed\n")
     out = tmp_path / "out"
+    staged, done = [], threading.Event()
+    watcher = threading.Thread(target=_watch_stage, args=(machines.folder / "m2" / "stage", staged, done))
+    watcher.start()
     proc = cli("run", machines.spec(tmp_path, iperf="false"), "--out", out, "--quiet", "--no-report",
-               "--set", f"workload.script={script}", "--set", "workload.args=[--callback]", timeout=600)
+               "--set", f"workload.script={job / 'mwms_tutorial.py'}", "--set", "workload.files=[notes.txt]",
+               "--set", "workload.args=[--callback]", timeout=600)
+    done.set()
+    watcher.join()
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = pd.read_csv(out / "runs.csv").iloc[0]
     assert row["status"] == "ok", row["reason"]
     steps = pd.read_csv(out / "steps.csv")
     assert set(steps["host"]) == {"h1", "h2"} and (steps["kind"] == "step").sum() >= 10
-    assert (machines.folder / "m2" / "stage" / "scripts" / "mwms_tutorial.py").exists()
+    assert {"mwms_tutorial.py", "notes.txt"} <= set(staged) and "secret.txt" not in staged, staged
+    assert not any((machines.folder / "m2" / "stage").iterdir())       # removed at the end
     assert machines.settled() == []

@@ -409,6 +409,46 @@ def test_workload_script_is_relative_to_the_file_and_must_exist(tmp_path):
         load_spec(path)
 
 
+def test_a_script_stages_itself_and_the_files_it_lists_and_nothing_else(tmp_path):
+    job = tmp_path / "job"
+    (job / "data" / "__pycache__").mkdir(parents=True)
+    for name in ("train.py", "model.py", "secret.txt", "data/a.csv", "data/b.csv", "data/__pycache__/x.pyc"):
+        (job / name).write_text("x")
+    path = job / "s.yaml"
+    path.write_text("name: s\nworkload: {script: train.py, files: [model.py, data]}\n")
+    assert load_spec(path).script_files() == [str(job / f) for f in ("train.py", "model.py", "data/a.csv",
+                                                                     "data/b.csv")]
+    path.write_text("name: s\nworkload: {script: train.py}\n")
+    assert load_spec(path).script_files() == [str(job / "train.py")]
+
+
+@pytest.mark.parametrize("files,message", [
+    ("[../secret.txt]", r"workload.files\[0\]: '../secret.txt' is not inside the script's folder"),
+    ("[/etc/passwd]", r"workload.files\[0\]: '/etc/passwd' is not inside the script's folder"),
+    ("[model.py, gone.csv]", r"workload.files\[1\]: no such file or folder"),
+])
+def test_staged_files_stay_inside_the_scripts_folder_and_exist(tmp_path, files, message):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.py").write_text("x")
+    (job / "model.py").write_text("x")
+    (tmp_path / "secret.txt").write_text("x")
+    path = job / "s.yaml"
+    path.write_text(f"name: s\nworkload: {{script: train.py, files: {files}}}\n")
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+
+
+def test_staged_files_are_capped_in_size(tmp_path, monkeypatch):
+    from testbed.spec import rules
+    (tmp_path / "train.py").write_text("x" * 2000)
+    monkeypatch.setattr(rules, "STAGE_MAX_BYTES", 1000)
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nworkload: {script: train.py}\n")
+    with pytest.raises(SpecError, match="workload.files: the script and its files come to 0 MiB, more than the 0 MiB"):
+        load_spec(path)
+
+
 @pytest.mark.parametrize("text,message", [
     ("name: big\ntopology:\n  hosts: 1000000000\n", "3: topology.hosts: at most 4094 hosts on one machine"),
     ("name: lol\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
