@@ -74,6 +74,25 @@ def tc_commands(intf: str, params, qdisc: str = "htb") -> list[list[str]]:
     return cmds
 
 
+UNSHAPED_BPS = 100 * 10**9    # the class of traffic a selective shaper lets pass
+
+
+def selective_tc_commands(intf: str, params, peers: list[str], spared_port: int) -> list[list[str]]:
+    """HTB on `intf` that shapes, as `params` say, only IPv4 traffic to `peers`, and never TCP
+    `spared_port` either way (SSH: the machine must stay reachable to undo the shaping). The rest
+    goes to an unshaped class."""
+    shaped = params if params.bw is not None else params.model_copy(update={"bw": UNSHAPED_BPS})
+    cmds = tc_commands(intf, shaped, "htb")
+    cmds[0] = [*cmds[0][:-1], "2"]           # root htb: unclassified traffic to 1:2
+    cmds.insert(2, ["class", "replace", "dev", intf, "parent", "1:", "classid", "1:2", "htb", "rate",
+                    f"{UNSHAPED_BPS}bit"])
+    filters = [["filter", "add", "dev", intf, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                "match", "ip", way, str(spared_port), "0xffff", "flowid", "1:2"] for way in ("sport", "dport")]
+    filters += [["filter", "add", "dev", intf, "parent", "1:", "protocol", "ip", "prio", "2", "u32",
+                 "match", "ip", "dst", f"{peer}/32", "flowid", "1:1"] for peer in peers]
+    return cmds + filters
+
+
 def ovs_qos_command(port: str, rate_bps: int) -> list[str]:
     """ovs-vsctl arguments for the thesis's per-port linux-htb QoS with one queue (figure 16).
 

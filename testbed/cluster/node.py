@@ -54,7 +54,7 @@ class ClusterNode(SshNode):
         """ssh to the server, then into the host's namespace (`exec`, and every command line)."""
         return [*super().exec_prefix(), *self._enter([])]
 
-    def shape(self, params, qdisc: str) -> None:
+    def shape(self, params, qdisc: str, peers: list[str]) -> None:
         """The network shapes this node's interfaces through its Mininet host, as for any netns host."""
 
     @property

@@ -188,7 +188,8 @@ class Network:
         self._links = [e for e in self.graph.links if not {e.a, e.b} & real]
         for e in self.graph.links:
             for name in sorted({e.a, e.b} & real):
-                self.nodes[name].shape(e.params, self.topology.qdisc)
+                peers = [self.nodes[other].address for other in sorted(real - {name})]
+                self.nodes[name].shape(e.params, self.topology.qdisc, peers)
         if len(real) < len(hosts):
             self._start_mininet(hosts)
         self.notes[:0] = self.switch.notes + self.site.notes

@@ -65,9 +65,10 @@ class Node(ABC):
     def stop(self) -> None:
         """After the network stopped: remove what `prepare` made."""
 
-    def shape(self, params, qdisc: str) -> None:
+    def shape(self, params, qdisc: str, peers: list[str]) -> None:
         """Shape this node's end of a link the emulated network does not build (a real machine's own
-        NIC: `mininet_host` is None); the network shapes the links it builds itself."""
+        NIC: `mininet_host` is None), for its traffic to `peers` (the other such machines' addresses);
+        the network shapes the links it builds itself."""
 
     @property
     def facts(self) -> dict:

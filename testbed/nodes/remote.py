@@ -11,6 +11,8 @@ Its host setting is `remote:` (RemoteConf); the experiment's `ssh:` section says
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Annotated
@@ -21,7 +23,7 @@ from testbed.nodes.base import NodeError
 from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
                                     example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log
-from testbed.nodes.ssh import Connection, Target, sync_code
+from testbed.nodes.ssh import Connection, Lines, Target, sync_code
 
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid": "util-linux"}
 
@@ -166,17 +168,22 @@ class RemoteNode(SshNode):
     def mininet_host(self):
         return None                 # a real machine: its network exists already
 
-    def shape(self, params, qdisc: str) -> None:
-        """With remote.shape: the link's limits on the machine's interface (egress), by tc."""
-        from testbed.shaping import End, link_plan
-        plan = link_plan([End(self.remote.interface, self, False)], params, "tc", qdisc)
-        commands = plan.tc.get(self, []) if self.remote.shape else []
-        if commands:
-            self._record(tc=self.remote.interface)
+    def shape(self, params, qdisc: str, peers: list[str]) -> None:
+        """With remote.shape: the link's limits on the machine's interface, for its traffic to the run's
+        other machines only (never SSH), by tc's HTB. A guard there removes the shaping if this side
+        dies (its SSH session ends); teardown and `cleanup` remove it otherwise."""
+        from testbed.shaping import selective_tc_commands, tc_commands
+        intf = self.remote.interface
+        if not self.remote.shape or not tc_commands(intf, params):
+            return
+        commands = selective_tc_commands(intf, params, [_ip_of(p, self.name) for p in peers], self.target.port)
+        self._record(tc=intf)
         for args in commands:
             status, out = self.conn.exec(["tc", *args])
             if status != 0:
                 raise NodeError(f"{self.name} ({self.target.label}): tc {' '.join(args)} failed: {_last(out)}")
+        self.popen([self.python, "-c", AGENT, "guard", intf], stdout=Lines(lambda line: None),
+                   stderr=subprocess.DEVNULL)
 
     @property
     def facts(self) -> dict:
@@ -193,6 +200,14 @@ class RemoteNode(SshNode):
     @classmethod
     def remove_records(cls, records: list[dict]) -> tuple[list[str], list[dict]]:
         return remove_records(records)
+
+
+def _ip_of(address: str, name: str) -> str:
+    """An IPv4 address for tc's filters (a host name resolved here)."""
+    try:
+        return socket.gethostbyname(address)
+    except OSError as err:
+        raise NodeError(f"{name}: cannot resolve the peer {address} for shaping its traffic: {err}") from None
 
 
 # ---- cleanup after a crash ----------------------------------------------------------------------

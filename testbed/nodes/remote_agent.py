@@ -6,6 +6,8 @@ sent as `python -c SOURCE COMMAND ...`; the standard library only.
                                       on INTERFACE (-netns: on every interface but lo of its
                                       network namespace)
     end TOKEN                         SIGKILL every process of the run; prints how many there were
+    guard INTERFACE                   a line a second; once nobody reads them (the SSH session that
+                                      started it is gone), remove INTERFACE's shaping
 
 The run's processes are those whose environment holds DLTESTBED_RUN=TOKEN (the node sets it on every
 process it starts, and children inherit it), so a reused pid never points at a stranger."""
@@ -70,6 +72,13 @@ def main(argv):
         while True:
             print(json.dumps(counters(argv[1], argv[2])), flush=True)
             time.sleep(float(argv[3]))
+    elif argv[0] == "guard":
+        try:
+            while True:
+                print("alive", flush=True)
+                time.sleep(1)
+        except OSError:        # BrokenPipeError: this side is gone
+            os.execvp("tc", ["tc", "qdisc", "del", "dev", argv[1], "root"])
     elif argv[0] == "end":
         ended = 0
         for pid in run_pids(argv[1]):

@@ -331,8 +331,8 @@ def test_ctrl_c_ends_the_remote_processes(machines, no_leftovers, tmp_path):
 def test_cleanup_after_sigkill_reconnects_and_ends_them(machines, no_leftovers, tmp_path):
     proc = _start_long_run(machines, tmp_path)
     proc.kill()                 # what it started there ends when it next writes to the lost connection,
-    proc.communicate(timeout=30)  # or by cleanup; the shaping stays until cleanup
-    assert any("htb" in q for q in machines.qdiscs())
+    proc.communicate(timeout=30)  # or by cleanup; the guard there removes the shaping
+    assert _without_htb(machines, 30), machines.qdiscs()
     done = cli("cleanup", timeout=120)
     assert done.returncode == 0, done.stderr
     print(done.stdout)
@@ -340,6 +340,38 @@ def test_cleanup_after_sigkill_reconnects_and_ends_them(machines, no_leftovers, 
     assert machines.settled() == []
     assert all("htb" not in q for q in machines.qdiscs())
     assert _remote_records() == []
+
+
+def test_remote_shaping_spares_ssh_and_is_undone_there_when_this_side_dies(machines, no_leftovers, tmp_path):
+    """The shaped interface here is the one SSH uses (mgmt0), at 8 kbit/s: SSH still carries 2 MB in
+    seconds, because only traffic to the run's other machines is shaped; after a SIGKILL of `up`,
+    the guard on each machine removes the shaping by itself."""
+    spec = machines.spec(tmp_path, iperf="false")
+    spec.write_text(spec.read_text().replace("interface: lan0", "interface: mgmt0").replace("20mbit", "8kbit"))
+    proc, _ = start_up(spec)
+    try:
+        shaped = [sh("ip", "netns", "exec", ns, "tc", "class", "show", "dev", "mgmt0").stdout for ns in machines.names]
+        assert all("rate 8Kbit" in q for q in shaped), shaped
+        started = time.monotonic()
+        bulk = cli("exec", "h2", "--", "head", "-c", "2000000", "/dev/zero", timeout=120)
+        assert bulk.returncode == 0 and len(bulk.stdout) == 2000000, bulk.stderr
+        assert time.monotonic() - started < 30, "SSH crossed the 8 kbit/s shaper (it would take 2000 s)"
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert _without_htb(machines, 30, "mgmt0"), "the guards removed the shaping"
+    assert cli("cleanup", timeout=120).returncode == 0
+    assert machines.settled() == [] and _remote_records() == []
+
+
+def _without_htb(machines, timeout: float, dev: str = "lan0") -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all("htb" not in sh("ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", dev).stdout
+               for ns in machines.names):
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def test_a_users_script_and_the_callback_run_on_the_machines(machines, no_leftovers, tmp_path):

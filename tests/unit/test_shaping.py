@@ -170,3 +170,24 @@ def test_plans_add_up_keeping_each_holders_order():
     total = Plan().add(a).add(b).add(c)
     assert total.tc == {"h2": a.tc["h2"] + b.tc["h2"]}
     assert total.ovs == c.ovs and total.qos == {"s1-eth1": 3_000_000}
+
+
+def test_selective_shaping_sends_ssh_and_unlisted_traffic_to_an_unshaped_class():
+    from testbed.shaping import UNSHAPED_BPS, selective_tc_commands
+    cmds = [" ".join(c) for c in selective_tc_commands("eth0", LinkParams(bw="10mbit", max_queue=50),
+                                                      ["10.1.1.2", "10.1.1.3"], 2200)]
+    assert cmds[0] == "qdisc replace dev eth0 root handle 1: htb default 2"
+    assert cmds[1].startswith("class replace dev eth0 parent 1: classid 1:1 htb rate 10000000bit")
+    assert cmds[2] == f"class replace dev eth0 parent 1: classid 1:2 htb rate {UNSHAPED_BPS}bit"
+    assert "qdisc replace dev eth0 parent 1:1 handle 10: pfifo limit 50" in cmds
+    ssh = [c for c in cmds if "prio 1" in c]
+    assert [c.split(" match ")[1] for c in ssh] == ["ip sport 2200 0xffff flowid 1:2", "ip dport 2200 0xffff flowid 1:2"]
+    peers = [c.split(" match ")[1] for c in cmds if "prio 2" in c]
+    assert peers == ["ip dst 10.1.1.2/32 flowid 1:1", "ip dst 10.1.1.3/32 flowid 1:1"]
+
+
+def test_selective_shaping_of_delay_alone_puts_netem_under_an_unlimited_class():
+    from testbed.shaping import UNSHAPED_BPS, selective_tc_commands
+    cmds = [" ".join(c) for c in selective_tc_commands("eth0", LinkParams(delay="5ms"), ["10.1.1.2"], 22)]
+    assert cmds[1].startswith(f"class replace dev eth0 parent 1: classid 1:1 htb rate {UNSHAPED_BPS}bit")
+    assert "qdisc replace dev eth0 parent 1:1 handle 10: netem delay 5000us" in cmds
