@@ -125,14 +125,30 @@ def switch_kind(conf) -> SwitchKind:
     return KINDS[conf.kind](conf)
 
 
+OVS_TIMEOUT_S = 10    # ovs-vsctl waits for ovs-vswitchd to apply a change, forever if it is dead
+
+
 def tagged_ovs_bridge():
     """Mininet's OVSBridge whose bridges carry the testbed's tag from the moment they exist (in the
-    same ovs-vsctl that makes them): `cleanup` finds them by it after a crash."""
-    from mininet.node import OVSBridge
+    same ovs-vsctl that makes them): `cleanup` finds them by it after a crash. Its teardown's
+    ovs-vsctl calls give up after OVS_TIMEOUT_S (the ledger then removes what is left)."""
+    from mininet.node import OVSBridge, Switch
+    from mininet.util import errRun
 
     class TaggedOVSBridge(OVSBridge):
         def bridgeOpts(self):
             return super().bridgeOpts() + " " + shaping.QOS_TAG
+
+        @classmethod
+        def batchShutdown(cls, switches, run=errRun):
+            bounded = f"ovs-vsctl --timeout={OVS_TIMEOUT_S} "
+            return super().batchShutdown(switches, run=lambda cmd: run(cmd.replace("ovs-vsctl ", bounded, 1)))
+
+        def stop(self, deleteIntfs=True):
+            self.cmd(f"ovs-vsctl --timeout={OVS_TIMEOUT_S} --if-exists del-br", self)
+            if self.datapath == "user":
+                self.cmd("ip link del", self)
+            Switch.stop(self, deleteIntfs)
     return TaggedOVSBridge
 
 

@@ -192,3 +192,29 @@ def test_teardown_with_open_vswitch_stopped_leaves_no_tap_and_the_next_run_works
     cleanup()
     with Network(build_graph(spec.topology), spec.topology) as net:
         assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])
+
+
+def test_teardown_and_cleanup_end_in_time_when_ovs_vswitchd_died_but_its_database_lives(tmp_path, root,
+                                                                                         no_leftovers):
+    """ovs-vsctl waits for ovs-vswitchd to apply each change: with ovsdb-server alone it would wait
+    forever. Teardown and `cleanup` give up within their timeouts instead."""
+    import subprocess
+    import time
+    from testbed.cleanup import cleanup
+    from testbed.net.switches import OVS_CTL
+    spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs"))
+    try:
+        started = None
+        with Network(build_graph(spec.topology), spec.topology):
+            subprocess.run(["pkill", "-KILL", "-x", "ovs-vswitchd"], check=True)
+            assert subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True).returncode == 0
+            started = time.monotonic()
+        assert time.monotonic() - started < 60, "teardown waited on the dead ovs-vswitchd"
+        started = time.monotonic()
+        cleanup()
+        assert time.monotonic() - started < 60, "cleanup waited on the dead ovs-vswitchd"
+    finally:
+        subprocess.run([OVS_CTL, "restart", "--system-id=random"], capture_output=True)
+    cleanup()
+    with Network(build_graph(spec.topology), spec.topology) as net:
+        assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])
