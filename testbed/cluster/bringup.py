@@ -104,6 +104,7 @@ class ClusterSite(Site):
         self.placement = place(graph, list(self.servers), pinned)
         self.crossing = crossing_links(graph, self.placement)
         self.connect()
+        self.check_names(graph)
         self.measure_tunnels()
         self.guard()
         if any(not self.server(s.name).local for s in graph.switches):
@@ -180,6 +181,23 @@ class ClusterSite(Site):
         counts = {name: sum(1 for n in self.placement.values() if n == name) for name in self.servers}
         self.progress("cluster: " + ", ".join(f"{s.name} ({s.conf.address}) {counts[s.name]} node(s)"
                                               for s in used))
+
+    def check_names(self, graph) -> None:
+        """Refuse, before anything is made, a switch whose name, or a node whose interface names
+        (NAME-ethN), a server already uses: Mininet would delete or take over what is there."""
+        taken = []
+        for s in {self.server(n.name).name: self.server(n.name) for n in [*graph.hosts, *graph.switches]}.values():
+            if s.local:
+                continue
+            ours = [n.name for n in [*graph.hosts, *graph.switches] if self.server(n.name) is s]
+            _, out = s.conn.exec(["sh", "-c", "ls /sys/class/net; ovs-vsctl --timeout=5 list-br 2>/dev/null; true"])
+            there = set(out.split())
+            taken += [f"{name} on {s.name}" for name in ours
+                      if name in there or any(t.startswith(f"{name}-eth") for t in there)]
+        if taken:
+            raise BringupError(f"cluster server(s) already have a bridge or interface of: {', '.join(taken)}. "
+                               "If an earlier testbed run left them, `run_experiment.py cleanup` removes them; "
+                               "otherwise name the switches or hosts differently (template custom)")
 
     def server(self, node_name: str) -> ConnectedServer:
         return self.servers[self.placement[node_name]]

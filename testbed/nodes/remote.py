@@ -255,12 +255,16 @@ def _remove_cluster_record(conn, r: dict, where: str) -> list[str]:
         status, _ = conn.exec(["pkill", "-KILL", "-f", f"^bash --norc --noediting -is mininet:{r['shell']}$"])
         if status == 0:
             done.append(f"ended the Mininet shell of {r['shell']} on {where}")
-    if "bridge" in r:
-        status, _ = conn.exec(["sh", "-c", 'ovs-vsctl --timeout=5 br-exists "$1" || [ -e "/sys/class/net/$1" ] || exit 3; '
+    if "bridge" in r:       # only a bridge that carries the testbed's tag, never a stranger's of that name
+        status, _ = conn.exec(["sh", "-c", 'ovs-vsctl --timeout=5 br-exists "$1" || exit 3; '
+                               '[ -n "$(ovs-vsctl --timeout=5 --bare --columns=_uuid find Bridge name="$1" '
+                               'external_ids:dltestbed=1)" ] || exit 4; '
                                'ovs-vsctl --timeout=5 --if-exists del-br "$1"; ip link del "$1" 2>/dev/null; true',
                                "sh", r["bridge"]])
         if status == 0:
             done.append(f"deleted OVS bridge {r['bridge']} on {where}")
+        elif status == 4:
+            done.append(f"left bridge {r['bridge']} on {where} alone: it is not the testbed's (no tag)")
     if "link" in r:
         status, _ = conn.exec(["sh", "-c", '[ -e "/sys/class/net/$1" ] && ip link del "$1"', "sh", r["link"]])
         if status == 0:

@@ -135,6 +135,31 @@ def test_a_link_above_the_tunnels_capacity_is_refused_before_training(cluster, n
     assert server_state(cluster) == before
 
 
+def _on_server(section, name: str, command: str) -> tuple[int, str]:
+    s = next(s for s in section["servers"] if s["name"] == name)
+    conn = Connection(Target(s["address"], 22, s["user"], s["key_file"], section["known_hosts"]))
+    try:
+        return conn.exec(["sh", "-c", command], timeout=60)
+    finally:
+        conn.close()
+
+
+def test_a_switch_named_like_a_bridge_the_server_has_is_refused_and_that_bridge_kept(cluster, no_leftovers,
+                                                                                    tmp_path):
+    section = {**cluster, "placement": {"h1": "srv1", "s1": "srv2", "h2": "srv2"}}
+    assert _on_server(cluster, "srv2", "ovs-vsctl --timeout=5 add-br s1 -- set Bridge s1 datapath_type=netdev")[0] == 0
+    try:
+        before = server_state(cluster)
+        out = tmp_path / "out"
+        cli("run", spec(tmp_path, section, ALLREDUCE), "--out", out, "--quiet", "--no-report", timeout=600)
+        runs = table(out, "runs")
+        assert runs["status"].iloc[0] == "failed", runs
+        assert "already have a bridge or interface of: s1 on srv2" in runs["reason"].iloc[0]
+        assert server_state(cluster) == before, "the server's own s1 was kept, and nothing was added"
+    finally:
+        _on_server(cluster, "srv2", "ovs-vsctl --timeout=5 --if-exists del-br s1")
+
+
 LONG = """
 topology: {template: star, hosts: 2, link: {bw: 100mbit}}
 workload: {strategy: allreduce, epochs: 200, steps_per_epoch: 5, model_params: {width: 64, depth: 1}}
