@@ -13,7 +13,6 @@ Run as root:  .venv/bin/python bench/dilation.py [--factors 1,2,4,8] [--steps 20
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,13 +20,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analysis.costmodel import steady_steps  # noqa: E402
-from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from machine import machine_state  # noqa: E402
 
 SPEC = """name: dilation
 topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: {bw}}}, host: {{cores: {cores}}}}}
@@ -37,14 +35,6 @@ monitor: {{enabled: true, interval: 1s}}
 sweep: {{emulation.dilation: [{factors}]}}
 """
 
-
-def machine_state() -> str:
-    """Cores, free memory, load and timer health: the state the figures were measured in."""
-    t = timer_overshoot()
-    vm = psutil.virtual_memory()
-    return (f"machine: {os.cpu_count()} cores, {vm.available / 2**30:.1f} of {vm.total / 2**30:.1f} GiB available; "
-            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; 1 ms sleeps overshoot "
-            f"p99 {t['timer_p99_ms']} ms, max {t['timer_max_ms']} ms")
 
 
 def iperf_ratios(checks: pd.DataFrame) -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from machine import machine_state  # noqa: E402
 
 SPEC = """name: overhead
 topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {link}}}
@@ -35,11 +34,6 @@ checks: {{iperf: false, ping: false}}
 monitor: {{enabled: {monitor}, interval: {interval}}}
 """
 
-
-def machine_state() -> str:
-    t = timer_overshoot()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"load average {load}; 1 ms sleeps overshoot p50 {t['timer_p50_ms']} ms, p99 {t['timer_p99_ms']} ms, max {t['timer_max_ms']} ms"
 
 
 def run_plain(args) -> dict:

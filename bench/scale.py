@@ -25,7 +25,6 @@ Run as root:  .venv/bin/python bench/scale.py [--workers 8,16,32] [--fit 1,2,4] 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from analysis import costmodel  # noqa: E402
 from testbed.emulation.memory import tree_memory  # noqa: E402
-from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from machine import machine_state  # noqa: E402
 
 GIB, MIB = 1 << 30, 1 << 20
 FIRST_GUESS = 350 * MIB      # PSS per TensorFlow worker before any run measured it (issue 19: 324 MB)
@@ -99,13 +98,6 @@ class WorkerMemory:
     def per_worker(self, key: str) -> pd.Series:
         return pd.Series([m[key] for m in self.peak.values()], dtype=float)
 
-
-def machine_state() -> str:
-    t = timer_overshoot()
-    vm = psutil.virtual_memory()
-    return (f"machine: {os.cpu_count()} cores, {vm.available / GIB:.1f} of {vm.total / GIB:.1f} GiB available; "
-            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; 1 ms sleeps overshoot "
-            f"p99 {t['timer_p99_ms']} ms, max {t['timer_max_ms']} ms")
 
 
 def run(n: int, args, tmp: Path) -> dict:
