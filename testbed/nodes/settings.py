@@ -19,7 +19,7 @@ REMOTE_PATH = r"^[^-\s=][^\s=]*$"   # no option-like start, no blanks, no '=' (e
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 def pattern(regex: str, what: str):
