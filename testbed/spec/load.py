@@ -40,8 +40,8 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
     before anything is built), aliases that contain themselves or expand to more than MAX_YAML_NODES
     nodes (a "billion laughs" file) are refused before anything walks them."""
     if len(text) > limits.MAX_FILE_BYTES:
-        raise SpecError([SpecIssue(file, 1, "", f"the file is {len(text):,} bytes; experiment files are "
-                                   f"limited to {limits.MAX_FILE_BYTES:,}")])
+        raise SpecError([SpecIssue(file, 1, "", f"the file is over {limits.MAX_FILE_BYTES:,} bytes, the limit "
+                                   "for an experiment file")])
     loader = _Loader(text)
     try:
         _check_nesting(text, file)

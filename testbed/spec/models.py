@@ -445,7 +445,7 @@ def check_dilation(value: object) -> str | float:
     if value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool)
                            and 1 <= value <= limits.MAX_DILATION):
         return value if value == "auto" else float(value)
-    raise ValueError(f"{value!r}: dilation is a factor from 1 to {limits.MAX_DILATION:g} (1 = real time, 2 = twice as "
+    raise ValueError(f"{value!r}: dilation is a factor of at least 1 and at most {limits.MAX_DILATION:g} (1 = real time, 2 = twice as "
                      "slow) or auto")
 
 

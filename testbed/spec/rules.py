@@ -10,14 +10,14 @@ import os
 from dataclasses import dataclass
 
 from testbed.spec.faults import ACTIONS, parse_trigger
-from testbed.spec.graph import build_graph, host_count, subnet, usable
+from testbed.spec import limits
+from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
-MAX_HOSTS = 4094   # a /20; per host a shell, a veth pair and a switch port on this one machine
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,17 @@ def _shape_problems(topo: Topology) -> list[Problem]:
         out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
                            related))
     count = host_count(topo)   # not host_names(): 10**9 names
-    if not out and count > MAX_HOSTS:
-        out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts on one machine (got {count})"))
+    switches = switch_total(topo) if not out else 0     # counted, not built
+    if not out and count > limits.MAX_HOSTS:
+        out.append(Problem(("topology", "hosts"), f"at most {limits.MAX_HOSTS} hosts on one machine (got {count})"))
+    elif not out and switches > limits.MAX_SWITCHES:
+        key = "fanout" if topo.template == "tree" else "switches"
+        out.append(Problem(("topology", key), f"template {topo.template} would build {switches:,} switches; at "
+                           f"most {limits.MAX_SWITCHES} on one machine", ("topology.hosts", "topology.template")))
+    elif not out and count + switches > limits.MAX_NODES:
+        out.append(Problem(("topology", "hosts"), f"{count} hosts and {switches} switches are {count + switches:,} "
+                           f"nodes; at most {limits.MAX_NODES} on one machine (a larger fanout needs fewer switches)",
+                           ("topology.template", "topology.fanout")))
     elif not out and usable(subnet(topo)) < count:
         net = subnet(topo)
         out.append(Problem(("topology", "subnet"), f"{count} hosts do not fit {net} ({usable(net)} addresses); "
