@@ -19,7 +19,7 @@ REMOTE_PATH = r"^[^-\s=][^\s=]*$"   # no option-like start, no blanks, no '=' (e
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 def pattern(regex: str, what: str):
@@ -31,7 +31,25 @@ def pattern(regex: str, what: str):
     return Annotated[str, BeforeValidator(check), WithJsonSchema({"type": "string", "pattern": regex})]
 
 
-Address = pattern(ADDRESS, "address: an IPv4 address or host name such as 192.168.1.10 or pc2.lan")
+def check_address(value: object) -> str:
+    """An IP address, or a host name of dot-separated labels (1-63 of letters, digits and '-', not
+    starting or ending with '-'), not all digits (999.1.1.1 is a mistyped address, not a name)."""
+    what = "address: an IPv4 address or host name such as 192.168.1.10 or pc2.lan"
+    if not isinstance(value, str) or not re.fullmatch(ADDRESS, value):
+        raise ValueError(f"{str(value)[:60]!r} is not a valid {what}")
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.split(".")
+    if re.fullmatch(r"[0-9.]+", value) or not all(re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label)
+                                                  for label in labels):
+        raise ValueError(f"{value!r} is neither an IP address nor a valid host name; write an {what}")
+    return value
+
+
+Address = Annotated[str, BeforeValidator(check_address), WithJsonSchema({"type": "string", "pattern": ADDRESS})]
 User = pattern(USER, "user name")
 Interface = pattern(INTERFACE, "interface name (1-15 of letters, digits, _ . : -)")
 RemotePath = pattern(REMOTE_PATH, "path on the machine (no blanks or '=', not starting with '-')")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from testbed.spec.limits import MAX_COUNT, MAX_TIME
 from testbed.units import parse_time
 
 _TRIGGER = re.compile(r"^(step|epoch)\s+(\d+)$")
@@ -39,17 +40,21 @@ def parse_trigger(text) -> Trigger:
     """'step 20', 'epoch 2' (both from 1) or a time after training starts such as '15s' or '1m'."""
     hint = "a trigger is 'step N', 'epoch N' or a time after training starts such as 15s"
     if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not a trigger: {hint}")
+        raise ValueError(f"{str(text)[:40]!r} is not a trigger: {hint}")
     words = " ".join(text.lower().split())
     match = _TRIGGER.match(words)
     if match:
+        if len(match.group(2)) > len(str(MAX_COUNT)) or int(match.group(2)) > MAX_COUNT:
+            raise ValueError(f"{text[:40]!r}: steps and epochs are at most {MAX_COUNT:,}")
         if int(match.group(2)) < 1:
             raise ValueError(f"{text!r}: steps and epochs count from 1")
         return Trigger(match.group(1), int(match.group(2)))
     try:
-        seconds = parse_time(words)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a trigger: {hint}") from None
+        seconds = parse_time(words, MAX_TIME)
+    except ValueError as exc:
+        if "too large" in str(exc) or "at most" in str(exc):
+            raise
+        raise ValueError(f"{text[:40]!r} is not a trigger: {hint}") from None
     if seconds <= 0:
         raise ValueError(f"{text!r}: a time trigger must be after training starts (> 0)")
     return Trigger("time", seconds)
@@ -57,9 +62,9 @@ def parse_trigger(text) -> Trigger:
 
 def parse_task(text) -> tuple[str, int]:
     """'worker 1' -> ('worker', 1); a bare type is index 0."""
-    match = re.fullmatch(r"(single|worker|chief|ps)(?:\s+(\d+))?", " ".join(str(text).split()))
+    match = re.fullmatch(r"(single|worker|chief|ps)(?:\s+(\d{1,9}))?", " ".join(str(text).split()))
     if not match:
-        raise ValueError(f"{text!r} is not a task: write its type and index, e.g. 'worker 1' "
+        raise ValueError(f"{str(text)[:40]!r} is not a task: write its type and index, e.g. 'worker 1' "
                          "(types: single, worker, chief, ps)")
     return match.group(1), int(match.group(2) or 0)
 

@@ -93,6 +93,14 @@ def host_count(topology: Topology) -> int:
     return len(topology.hosts) if isinstance(topology.hosts, list) else topology.hosts
 
 
+def switch_total(topology: Topology) -> int:
+    """Switches the topology builds, counted without building them (a count may be absurd)."""
+    if topology.template == "tree":
+        depth = tree_depth(host_count(topology), topology.fanout)
+        return sum(topology.fanout ** level for level in range(depth))
+    return topology.switch_count()
+
+
 def usable(net: ipaddress.IPv4Network) -> int:
     """Host addresses in net (not the network and broadcast addresses)."""
     return max(net.num_addresses - 2, 0)

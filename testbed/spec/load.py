@@ -7,35 +7,47 @@ from typing import Any, Sequence
 
 import yaml
 
+from testbed.spec import limits
 from testbed.spec.keypaths import canonical, format_path
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
 from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
 from testbed.spec.sweep import expand_points
 from testbed.spec.graph import build_graph
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE_LOADER):
+    """The safe loader, with integer literals longer than MAX_INT_DIGITS kept as text: Python refuses to
+    read ints of more than 4300 digits, and no key takes a number that long (its type refuses the text)."""
+
+
+def _int(loader, node):
+    if len(node.value) > limits.MAX_INT_DIGITS:
+        return node.value
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _int)
 
 
 # ---- YAML with line numbers -------------------------------------------------------------------
 
-MAX_FILE_BYTES = 1_000_000
-MAX_NODES = 100_000      # YAML nodes after aliases are expanded: far above any real experiment file
-
-
 def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
     """Data plus a Source mapping every key path to its line; syntax errors -> SpecError.
 
-    Bounded: files over MAX_FILE_BYTES and alias expansions over MAX_NODES (a "billion laughs"
-    file) are refused before anything walks them."""
-    if len(text) > MAX_FILE_BYTES:
-        raise SpecError([SpecIssue(file, 1, "", f"the file is {len(text):,} bytes; experiment files are "
-                                   f"limited to {MAX_FILE_BYTES:,}")])
-    loader = _LOADER(text)
+    Bounded: files over MAX_FILE_BYTES, nesting deeper than MAX_DEPTH (read from the event stream,
+    before anything is built), aliases that contain themselves or expand to more than MAX_YAML_NODES
+    nodes (a "billion laughs" file) are refused before anything walks them."""
+    if len(text) > limits.MAX_FILE_BYTES:
+        raise SpecError([SpecIssue(file, 1, "", f"the file is over {limits.MAX_FILE_BYTES:,} bytes, the limit "
+                                   "for an experiment file")])
+    loader = _Loader(text)
     try:
+        _check_nesting(text, file)
         node = loader.get_single_node()
-        if node is not None and _expanded_size(node, {}) > MAX_NODES:
-            raise SpecError([SpecIssue(file, 1, "", f"aliases expand to more than {MAX_NODES:,} YAML nodes; "
-                                       "write the values out or use fewer nested aliases")])
+        if node is not None:
+            _check_expansion(node, file)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -55,14 +67,77 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Source]:
     return data, source
 
 
-def _expanded_size(node: yaml.Node, memo: dict) -> int:
-    """Number of nodes once every alias is expanded, counted without expanding (memo per node)."""
-    if id(node) not in memo:
-        memo[id(node)] = 0            # a recursive alias counts once
-        children = node.value if isinstance(node, yaml.SequenceNode) else \
-            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
-        memo[id(node)] = min(1 + sum(_expanded_size(c, memo) for c in children), MAX_NODES + 1)
-    return memo[id(node)]
+def _short_path(path: tuple) -> str:
+    return format_path(path[:4]) + ("..." if len(path) > 4 else "")
+
+
+def _check_nesting(text: str, file: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the event stream (no nodes built), naming the key."""
+    stack: list[list] = []          # per open collection: [key path, next key or index, expecting a key]
+    for event in yaml.parse(text, Loader=_BASE_LOADER):
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            stack.pop()
+        elif not isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent,
+                                    yaml.SequenceStartEvent)):
+            continue
+        else:
+            path = stack[-1][0] + (stack[-1][1],) if stack else ()
+            if stack and stack[-1][2] is True:        # a mapping's key: its value comes next
+                stack[-1][1:] = [event.value if isinstance(event, yaml.ScalarEvent) else "?", False]
+                path = stack[-1][0] + ("?",)
+            elif stack:                               # a value: the next key, or the next item's index
+                stack[-1][1:] = [None, True] if stack[-1][2] is False else [stack[-1][1] + 1, None]
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if len(stack) >= limits.MAX_DEPTH:
+                    raise SpecError([SpecIssue(file, event.start_mark.line + 1, _short_path(path),
+                                               f"nested more than {limits.MAX_DEPTH} levels deep; experiment "
+                                               f"files nest a few levels (write the value flat)")])
+                mapping = isinstance(event, yaml.MappingStartEvent)
+                stack.append([path, None if mapping else 0, True if mapping else None])
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse aliases that contain themselves, or that expand past MAX_YAML_NODES nodes or MAX_DEPTH
+    levels; counted per node without expanding anything (no recursion), blamed on a top-level key."""
+    memo: dict[int, tuple[int, int]] = {}            # id -> (expanded nodes, depth), both capped
+    cap_nodes, cap_depth = limits.MAX_YAML_NODES + 1, limits.MAX_DEPTH + 1
+    parts = root.value if isinstance(root, yaml.MappingNode) else [(None, root)]
+    total = 0
+    for key, value in parts:
+        name = key.value if isinstance(key, yaml.ScalarNode) else ""
+        on_path: set[int] = set()
+        stack = [(value, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                on_path.discard(id(node))
+                kids = [memo[id(k)] for k in _children(node)]
+                memo[id(node)] = (min(1 + sum(k[0] for k in kids), cap_nodes),
+                                  min(1 + max((k[1] for k in kids), default=0), cap_depth))
+            elif id(node) in on_path:
+                raise SpecError([SpecIssue(file, node.start_mark.line + 1, name, "an alias refers to a value "
+                                           "that contains it (a recursive alias); write the values out")])
+            elif id(node) not in memo:
+                on_path.add(id(node))
+                stack.append((node, True))
+                stack += [(k, False) for k in _children(node)]
+        size, depth = memo[id(value)]
+        total += size
+        where = (file, (key or value).start_mark.line + 1, name)
+        if depth > limits.MAX_DEPTH:
+            raise SpecError([SpecIssue(*where, f"aliases nest it more than {limits.MAX_DEPTH} levels deep; "
+                                       "write the values out")])
+        if total > limits.MAX_YAML_NODES:
+            raise SpecError([SpecIssue(*where, f"aliases expand the file to more than {limits.MAX_YAML_NODES:,} "
+                                       "YAML nodes; write the values out or use fewer nested aliases")])
 
 
 def _walk(node: yaml.Node, path: tuple, source: Source, duplicates: list) -> None:
@@ -95,9 +170,12 @@ def parse_set(text: str) -> tuple[str, Any]:
                                    "e.g. topology.link.bw=10mbit")])
     try:
         key = canonical(path)
-        return key, yaml.safe_load(value)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise SpecError([SpecIssue(SET_FILE, 1, path.strip(), str(exc).replace("\n", " "))]) from None
+    except ValueError as exc:
+        raise SpecError([SpecIssue(SET_FILE, 1, path.strip()[:100], str(exc).replace("\n", " "))]) from None
+    try:
+        return key, parse_yaml(value, SET_FILE)[0]     # bounded as a file is
+    except SpecError as exc:
+        raise SpecError([issue._replace(line=1, key=key) for issue in exc.errors]) from None
 
 
 # ---- public entry points ---------------------------------------------------------------------
@@ -106,10 +184,12 @@ def load_spec(path, overrides: Sequence[str] = ()) -> Experiment:
     """Read, override (--set KEY=VALUE), validate. Raises SpecError listing every problem."""
     file = str(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            text = handle.read(limits.MAX_FILE_BYTES + 1).decode("utf-8")
     except OSError as exc:
         raise SpecError([SpecIssue(file, 1, "", f"cannot read the file: {exc.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise SpecError([SpecIssue(file, 1, "", "the file is not UTF-8 text (an experiment file is YAML)")]) from None
     return load_spec_text(text, file, overrides)
 
 

@@ -16,6 +16,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, cr
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 import testbed.units as units
+from testbed.spec import limits
 from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
 from testbed.nodes.settings import Address, RemotePath, Strict, User, merge_fields as _merge
@@ -83,8 +84,20 @@ def _quantity(kind: type, parse, fmt, unit_names, example: str, doc: str):
                      WithJsonSchema(schema)]
 
 
+def _bandwidth(value: object) -> int:
+    return units.parse_bandwidth(value, limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH)
+
+
+def _time(value: object) -> float:
+    return units.parse_time(value, limits.MAX_TIME)
+
+
+def _size(value: object) -> int:
+    return units.parse_size(value, limits.MAX_SIZE)
+
+
 def _positive_time(value: object) -> float:
-    seconds = units.parse_time(value)
+    seconds = _time(value)
     if seconds <= 0:
         raise ValueError(f"time must be greater than 0 (got {value!r})")
     return seconds
@@ -119,18 +132,19 @@ def check_experiment_name(value: object) -> str:
                      "starting with a letter or digit (it becomes a results folder name)")
 
 
-Bandwidth = _quantity(int, units.parse_bandwidth, units.format_bandwidth, units.BANDWIDTH_UNITS,
+Bandwidth = _quantity(int, _bandwidth, units.format_bandwidth, units.BANDWIDTH_UNITS,
                       "10mbit", "bits/s: bit, kbit, mbit, gbit, tbit (not bps: tc reads that as bytes/s)")
-Time = _quantity(float, units.parse_time, units.format_time, units.TIME_UNITS, "10ms",
+Time = _quantity(float, _time, units.format_time, units.TIME_UNITS, "10ms",
                  "time: us, ms, s, m (minutes)")
 PositiveTime = _quantity(float, _positive_time, units.format_time, units.TIME_UNITS, "500ms",
                          "time > 0: us, ms, s, m (minutes)")
-Size = _quantity(int, units.parse_size, units.format_size, units.SIZE_UNITS, "512mb",
+Size = _quantity(int, _size, units.format_size, units.SIZE_UNITS, "512mb",
                  "bytes: b, kb, mb, gb (SI), kib, mib, gib (binary)")
 Percent = _quantity(float, units.parse_percent, units.format_percent, ["%"], "0.5%", "percent 0-100")
 NodeName = Annotated[str, BeforeValidator(check_node_name),
                      WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
-Count = Annotated[int, Field(ge=1)]
+Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT)]
+Whole = Annotated[int, Field(ge=0, le=limits.MAX_COUNT)]
 Kind = Annotated[str, BeforeValidator(check_kind), WithJsonSchema({"enum": kind_names()})]
 
 
@@ -187,7 +201,7 @@ class _HostLimits(Strict):
     """HostConf without the node kinds' own settings (added to it below, from the registry)."""
 
     kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
-    cores: Annotated[float, Field(gt=0)] | None = Field(
+    cores: Annotated[float, Field(gt=0, le=limits.MAX_CORES)] | None = Field(
         None, description="the cores of the machine this node emulates (e.g. 1, 0.5, 4): its processes get "
         "exactly that much CPU, divided by emulation.dilation; null: no budget (the nodes share this machine)")
     cpu: Annotated[float, Field(gt=0, le=1)] | None = Field(
@@ -233,9 +247,11 @@ class LinkItem(LinkParams):
     b: str
 
 
-Hosts = Annotated[Union[Annotated[Count, Tag("count")], Annotated[list[HostItem], Tag("list")]],
+Hosts = Annotated[Union[Annotated[Count, Tag("count")],
+                        Annotated[list[HostItem], Field(max_length=limits.MAX_HOSTS), Tag("list")]],
                   Discriminator(_count_or_list)]
-Switches = Annotated[Union[Annotated[Count, Tag("count")], Annotated[list[SwitchItem], Tag("list")]],
+Switches = Annotated[Union[Annotated[Count, Tag("count")],
+                           Annotated[list[SwitchItem], Field(max_length=limits.MAX_SWITCHES), Tag("list")]],
                      Discriminator(_count_or_list)]
 
 
@@ -247,7 +263,7 @@ class Topology(Strict):
     subnet: Subnet | None = Field(None, description="the hosts' addresses, in host order (null: 10.0.0.0/24, "
                                   "or the smallest 10.0.0.0/N that holds more hosts)")
     switches: Switches | None = Field(None, description="linear: number of switches (2); custom: list")
-    fanout: Annotated[int, Field(ge=2)] = Field(2, description="tree only")
+    fanout: Annotated[int, Field(ge=2, le=limits.MAX_HOSTS)] = Field(2, description="tree only")
     switch: SwitchConf = Field(default_factory=SwitchConf)
     link: LinkParams = Field(default_factory=LinkParams, description="defaults for every link")
     bottleneck: LinkParams | None = Field(None, description="dumbbell's middle link; unset fields = link")
@@ -255,7 +271,7 @@ class Topology(Strict):
     qdisc: Literal["htb", "tbf"] = Field("htb", description="tbf needs shaping tc")
     host: HostConf = Field(default_factory=HostConf, description="defaults for every host")
     host_overrides: dict[NodeName, HostConf] = Field(default_factory=dict, description="templates only")
-    links: list[LinkItem] | None = Field(None, description="custom only")
+    links: Annotated[list[LinkItem], Field(max_length=limits.MAX_LINKS)] | None = Field(None, description="custom only")
 
     def host_names(self) -> list[str]:
         """Host names in order: h1..hN for templates, as declared for custom."""
@@ -295,7 +311,7 @@ class AllreduceConf(Strict):
     """MultiWorkerMirroredStrategy collective options."""
 
     implementation: Literal["auto", "ring"] = "auto"
-    bytes_per_pack: Annotated[int, Field(ge=0)] = 0
+    bytes_per_pack: Annotated[int, Field(ge=0, le=limits.MAX_SIZE)] = 0
 
 
 class DataConf(Strict):
@@ -319,10 +335,10 @@ class StrategySwitchConf(Strict):
     """strategy switch: the strategy training starts with, and when it changes to the other."""
 
     start: Literal["allreduce", "ps"] = Field("allreduce", description="the strategy of the first epoch")
-    margin: Annotated[float, Field(ge=0)] = Field(
+    margin: Annotated[float, Field(ge=0, le=100)] = Field(
         0.2, description="switch at an epoch's end when the cost model predicts the other strategy this much "
         "more samples/s than the epoch measured (0.2: 20% more)")
-    max_switches: Annotated[int, Field(ge=0)] = Field(1, description="switches per run")
+    max_switches: Whole = Field(1, description="switches per run")
 
 
 class Workload(Strict):
@@ -341,7 +357,7 @@ class Workload(Strict):
     batch_per_worker: Count = 32
     epochs: Count = 1
     steps_per_epoch: Count = 20
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
     ps: PsConf = Field(default_factory=PsConf)
@@ -350,27 +366,29 @@ class Workload(Strict):
     switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
                                        description="strategy switch: start, margin, max_switches")
     data: DataConf = Field(default_factory=DataConf)
-    threads: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+    threads: Annotated[int, Field(ge=0, le=limits.MAX_CORES)] | Literal["auto"] = Field(
         "auto", description="TensorFlow intra-op threads per task; auto: the task's share of its "
         "machine's cores within its CPU limit; 0: TensorFlow's default (all cores)")
     eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
                               "(null: on with flickr8k data)")
     script: str | None = Field(None, description="your own training script (path relative to this file), run "
                                "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
-    args: list[str] = Field(default_factory=list, description="command-line arguments of the script")
-    files: list[str] = Field(default_factory=list, description="files or folders the script needs besides "
-                             "itself, relative to its folder (e.g. [model.py, data/]); docker and remote nodes "
-                             "get only the script and these")
+    args: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
+        default_factory=list, description="command-line arguments of the script")
+    files: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
+        default_factory=list, description="files or folders the script needs besides itself, relative to its "
+        "folder (e.g. [model.py, data/]); docker and remote nodes get only the script and these")
     script_roles: Literal["coordinator", "all"] = Field(
         "coordinator", description="ps: the testbed runs the servers and the script as coordinator; all: the "
         "script runs in every task")
-    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+    env: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str],
+                   Field(max_length=limits.MAX_ENV)] = Field(
         default_factory=dict, description="environment of every task (e.g. TF_USE_LEGACY_KERAS: '0')")
     recovery: Literal["none", "backup"] = Field(
         "none", description="backup: tf_keras BackupAndRestore into the run folder; a task that is killed or "
         "crashes is started again (max_restarts) and training resumes from the last backup")
     backup_every_steps: Count = Field(5, description="recovery backup: steps between backups (ps: every epoch)")
-    max_restarts: Annotated[int, Field(ge=0)] = Field(1, description="recovery backup: restarts per run")
+    max_restarts: Whole = Field(1, description="recovery backup: restarts per run")
 
 
 def _text_of(parse, pattern: str, example: str):
@@ -410,7 +428,8 @@ class Checks(Strict):
     iperf: bool = True
     ping: bool = True
     tolerance: Annotated[float, Field(ge=0, le=1)] = 0.10
-    duration: PositiveTime = Field(3.0, json_schema_extra={"default": "3s"})
+    duration: Annotated[PositiveTime, Field(le=limits.MAX_CHECK_DURATION)] = Field(
+        3.0, json_schema_extra={"default": "3s"})
     attempts: Annotated[int, Field(ge=1, le=10)] = Field(
         3, description="iperf3 runs per pair; the best counts (a VM that stalls only ever lowers a reading)")
     pairs: Literal["first", "all"] = Field("first", description="first: every other host to the first")
@@ -421,14 +440,17 @@ class Monitor(Strict):
     """Per-node CPU, memory and network sampling."""
 
     enabled: bool = True
-    interval: PositiveTime = Field(0.5, json_schema_extra={"default": "0.5s"})
+    interval: Annotated[PositiveTime, Field(ge=limits.MIN_MONITOR_INTERVAL, le=limits.MAX_MONITOR_INTERVAL)] = Field(
+        0.5, json_schema_extra={"default": "0.5s"})
 
 
 def check_dilation(value: object) -> str | float:
     """'auto' or a factor >= 1."""
-    if value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1):
+    if value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                           and 1 <= value <= limits.MAX_DILATION):
         return value if value == "auto" else float(value)
-    raise ValueError(f"{value!r}: dilation is a factor of at least 1 (1 = real time, 2 = twice as slow) or auto")
+    raise ValueError(f"{value!r}: dilation is a factor of at least 1 and at most {limits.MAX_DILATION:g} (1 = real time, 2 = twice as "
+                     "slow) or auto")
 
 
 Dilation = Annotated[Union[Literal["auto"], float], BeforeValidator(check_dilation),
@@ -442,7 +464,7 @@ class Emulation(Strict):
         1.0, description="K: the emulated world runs K times slower than the wall clock (each node gets "
         "cores/K, each link bw/K, every time is x K); auto: the smallest K at which the sweep's largest "
         "point fits this machine; 1: real time")
-    reserve: Annotated[float, Field(ge=0)] = Field(
+    reserve: Annotated[float, Field(ge=0, le=limits.MAX_CORES)] = Field(
         0.5, description="cores kept for the switch, the orchestrator and the monitor (not given to nodes)")
 
 
@@ -453,7 +475,8 @@ class SshConf(Strict):
     accept_unknown_host_keys: bool = Field(False, description="run against a machine whose key is not in "
                                            "known_hosts (the key is recorded in topology.json); a changed key "
                                            "is always refused")
-    connect_timeout: PositiveTime = Field(10.0, json_schema_extra={"default": "10s"})
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+        10.0, json_schema_extra={"default": "10s"})
 
 
 LOCAL = "local"     # a cluster server's address meaning this machine
@@ -475,7 +498,7 @@ class ServerConf(Strict):
 class ClusterConf(Strict):
     """One emulated network spread over several servers (Mininet's cluster edition)."""
 
-    servers: list[ServerConf] = Field(min_length=1, description="the first may be this machine (address local)")
+    servers: list[ServerConf] = Field(min_length=1, max_length=limits.MAX_SERVERS, description="the first may be this machine (address local)")
     known_hosts: str = Field("~/.ssh/known_hosts", description="the servers' host keys (checked, never "
                              "accepted blindly)")
     placement: Literal["auto"] | dict[NodeName, str] = Field(
@@ -484,7 +507,8 @@ class ClusterConf(Strict):
     python: RemotePath = Field("/opt/dltestbed/venv/bin/python", description="interpreter on the servers that "
                                "imports tensorflow and tf_keras")
     workdir: RemotePath = Field("dltestbed", description="where the workload code is copied on each server")
-    connect_timeout: PositiveTime = Field(10.0, json_schema_extra={"default": "10s"})
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+        10.0, json_schema_extra={"default": "10s"})
     max_link_share: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="fidelity guard: a link crossing a tunnel may be shaped to at most this share of the "
         "tunnel's measured capacity")
@@ -530,7 +554,7 @@ class Experiment(Strict):
     emulation: Emulation = Field(default_factory=Emulation, description="time dilation and the CPU reserve "
                                  "(see topology.host.cores)")
     ssh: SshConf = Field(default_factory=SshConf, description="remote nodes: host keys, time-out")
-    faults: list[Fault] = Field(default_factory=list, description="faults during training, in any order")
+    faults: Annotated[list[Fault], Field(max_length=limits.MAX_FAULTS)] = Field(default_factory=list, description="faults during training, in any order")
     cluster: ClusterConf | None = Field(None, description="spread the emulated network over several servers "
                                         "(Mininet's cluster edition); null: everything on this machine")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None

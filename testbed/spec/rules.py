@@ -10,14 +10,14 @@ import os
 from dataclasses import dataclass
 
 from testbed.spec.faults import ACTIONS, parse_trigger
-from testbed.spec.graph import build_graph, host_count, subnet, usable
+from testbed.spec import limits
+from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
-from testbed.spec.keypaths import parse_path, suggest
+from testbed.spec.keypaths import format_path, parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
 
-MAX_HOSTS = 4094   # a /20; per host a shell, a veth pair and a switch port on this one machine
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,17 @@ def _shape_problems(topo: Topology) -> list[Problem]:
         out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
                            related))
     count = host_count(topo)   # not host_names(): 10**9 names
-    if not out and count > MAX_HOSTS:
-        out.append(Problem(("topology", "hosts"), f"at most {MAX_HOSTS} hosts on one machine (got {count})"))
+    switches = switch_total(topo) if not out else 0     # counted, not built
+    if not out and count > limits.MAX_HOSTS:
+        out.append(Problem(("topology", "hosts"), f"at most {limits.MAX_HOSTS} hosts on one machine (got {count})"))
+    elif not out and switches > limits.MAX_SWITCHES:
+        key = "fanout" if topo.template == "tree" else "switches"
+        out.append(Problem(("topology", key), f"template {topo.template} would build {switches:,} switches; at "
+                           f"most {limits.MAX_SWITCHES} on one machine", ("topology.hosts", "topology.template")))
+    elif not out and count + switches > limits.MAX_NODES:
+        out.append(Problem(("topology", "hosts"), f"{count} hosts and {switches} switches are {count + switches:,} "
+                           f"nodes; at most {limits.MAX_NODES} on one machine (a larger fanout needs fewer switches)",
+                           ("topology.template", "topology.fanout")))
     elif not out and usable(subnet(topo)) < count:
         net = subnet(topo)
         out.append(Problem(("topology", "subnet"), f"{count} hosts do not fit {net} ({usable(net)} addresses); "
@@ -111,6 +120,12 @@ def _shape_problems(topo: Topology) -> list[Problem]:
 
 def _shaping_problems(topo: Topology) -> list[Problem]:
     out = []
+    netem = [("topology", "link")] if _netem(topo.link) else []
+    netem += [("topology", "bottleneck")] if topo.bottleneck is not None and _netem(topo.bottleneck) else []
+    netem += [("topology", "links", i) for i, item in enumerate(topo.links or []) if _netem(item)]
+    if topo.shaping == "ovs" and netem:
+        out.append(Problem(("topology", "shaping"), f"OVS QoS shapes bandwidth only; the delay, jitter or loss of "
+                           f"{format_path(netem[0])} needs shaping: tc", (format_path(netem[0]),)))
     if topo.shaping == "ovs" and topo.switch.kind != "ovs":
         out.append(Problem(("topology", "shaping"), "shaping ovs needs switch kind ovs "
                            f"(got {topo.switch.kind})", ("topology.switch.kind",)))
@@ -118,6 +133,10 @@ def _shaping_problems(topo: Topology) -> list[Problem]:
         out.append(Problem(("topology", "qdisc"), "qdisc tbf needs shaping: tc "
                            "(OVS shaping uses its own linux-htb queues)", ("topology.shaping",)))
     return out
+
+
+def _netem(params: LinkParams) -> bool:
+    return any(getattr(params, k) is not None for k in ("delay", "jitter", "loss"))
 
 
 def _jitter_problem(params: LinkParams, path: tuple, own: LinkParams | None = None) -> list[Problem]:
@@ -204,7 +223,38 @@ def _link_problems(topo: Topology, kinds: dict[str, str]) -> list[Problem]:
             adjacent[link.b].add((link.a, i))
     if out:
         return out
-    return _host_link_problems(topo, kinds, adjacent) or _connectivity_problems(adjacent)
+    return (_host_link_problems(topo, kinds, adjacent) or _parallel_link_problems(topo)
+            or _loop_problems(topo, kinds) or _connectivity_problems(adjacent))
+
+
+def _parallel_link_problems(topo: Topology) -> list[Problem]:
+    """Links are keyed by their two ends: a second link between the same nodes would go unshaped."""
+    first, out = {}, []
+    for i, link in enumerate(topo.links):
+        j = first.setdefault(frozenset((link.a, link.b)), i)
+        if j != i:
+            out.append(Problem(("topology", "links", i), f"a second link between {link.a} and {link.b} (the first is "
+                               f"links[{j}]); one link per pair of nodes: set its bw to the sum instead"))
+    return out
+
+
+def _loop_problems(topo: Topology, kinds: dict) -> list[Problem]:
+    """Switches without a spanning tree flood broadcasts around a cycle forever: no loops among them."""
+    group = {name: name for name, kind in kinds.items() if kind == "switches"}
+
+    def root(name):
+        while group[name] != name:
+            group[name] = group[group[name]]
+            name = group[name]
+        return name
+    for i, link in enumerate(topo.links):
+        if link.a in group and link.b in group:
+            a, b = root(link.a), root(link.b)
+            if a == b:
+                return [Problem(("topology", "links", i), f"the link {link.a}-{link.b} closes a loop among switches; "
+                                "the switches run no spanning tree, so broadcasts would circle forever: remove it")]
+            group[a] = b
+    return []
 
 
 def _host_link_problems(topo: Topology, kinds: dict, adjacent: dict) -> list[Problem]:
@@ -246,8 +296,13 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     script = exp.script_path()
     if script is not None and not os.path.isfile(script):
         out.append(Problem(("workload", "script"), f"no such file: {script}"))
-    if script is not None and os.path.isfile(script):
+    elif script is not None and _system_folder(os.path.dirname(script)):
+        out.append(Problem(("workload", "script"), f"the script's folder {os.path.dirname(script)} is where "
+                           "workload.files are staged from; put the script in a folder of its own (not /, a "
+                           "system folder or your home)"))
+    elif script is not None:
         out += _stage_problems(exp, os.path.dirname(script))
+    out += _env_problems(w)
     if w.script is None and (w.args or w.files or w.script_roles != "coordinator"):
         key = "args" if w.args else "files" if w.files else "script_roles"
         out.append(Problem(("workload", key), f"{key} is for workload.script, which is not set"))
@@ -257,6 +312,30 @@ def workload_problems(exp: Experiment) -> list[Problem]:
                                f"(model is {w.model})", ("workload.model",)))
         if not w.data.path:
             out.append(Problem(("workload", "data", "path"), "data kind flickr8k needs a path"))
+    return out
+
+
+RESERVED_ENV = ("TF_CONFIG", "PYTHONPATH")     # set by the testbed for every task, as is DLTESTBED_*
+SYSTEM_FOLDERS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/proc", "/sys", "/dev", "/var", "/run")
+
+
+def _system_folder(folder: str) -> bool:
+    """/, the home folder itself, or a system folder (/lib* included) or anything inside one."""
+    folder = os.path.realpath(folder)
+    top = "/" + folder.split("/")[1]
+    return folder in ("/", os.path.realpath(os.path.expanduser("~"))) or top in SYSTEM_FOLDERS or top.startswith("/lib")
+
+
+def _env_problems(w) -> list[Problem]:
+    out = []
+    for key, value in w.env.items():
+        if key in RESERVED_ENV or key.startswith("DLTESTBED_"):
+            out.append(Problem(("workload", "env", key), f"{key} is set by the testbed for every task; "
+                               "choose another name"))
+        elif "\0" in value:
+            out.append(Problem(("workload", "env", key), "a NUL byte cannot be part of an environment value"))
+    out += [Problem(("workload", "args", i), "a NUL byte cannot be part of a command-line argument")
+            for i, arg in enumerate(w.args) if "\0" in arg]
     return out
 
 
@@ -358,9 +437,11 @@ def fault_problems(exp: Experiment) -> list[Problem]:
     graph = build_graph(exp.topology)          # names and links only
     hosts = [h.name for h in graph.hosts]
     try:
-        tasks = [f"{t.task_type} {t.index}" for t in assign_tasks(exp.workload, hosts)]
+        placed = assign_tasks(exp.workload, hosts)
+        tasks = [f"{t.task_type} {t.index}" for t in placed]
+        busy = {t.host for t in placed}
     except PlacementError:
-        tasks = None                  # reported by the workload rules
+        tasks = busy = None           # reported by the workload rules
     out = []
     for i, fault in enumerate(exp.faults):
         at, action = ("faults", i), ACTIONS[fault.action]
@@ -382,7 +463,31 @@ def fault_problems(exp: Experiment) -> list[Problem]:
         elif action.duration == "required" and fault.duration is None:
             out.append(Problem(at + ("action",), f"{fault.action} needs a duration (e.g. duration: 3s)"))
         out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload)
+        out += _fault_support_problems(exp, at, fault, busy)
     return out
+
+
+def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None) -> list[Problem]:
+    """What the applier cannot do: shape a real machine's link, change its (or a cluster node's) CPU
+    limit, netem under OVS QoS; a pause of a host no task runs on would do nothing."""
+    kinds, action = _kinds(exp.topology), ACTIONS[fault.action]
+    remote = [n for n in (fault.link or []) + [fault.host] if kinds.get(n) == "remote"]
+    if fault.link is not None and remote:
+        return [Problem(at + ("link",), f"{remote[0]} is a real machine (kind remote): its link is its own "
+                        "network's, not an emulated one; link faults act on emulated links only", ("topology",))]
+    if fault.action == "set_cpu" and remote:
+        return [Problem(at + ("host",), f"{remote[0]} is a real machine (kind remote): its CPU cannot be limited; "
+                        "set_cpu acts on emulated hosts only", ("topology",))]
+    if fault.action == "set_cpu" and exp.cluster is not None:
+        return [Problem(at + ("action",), "set_cpu is not applied on cluster servers yet (CPU limits are not); "
+                        "remove it or remove cluster:", ("cluster",))]
+    if action.netem and exp.topology.shaping == "ovs":
+        return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; OVS QoS shapes "
+                        "bandwidth only (set topology.shaping: tc)", ("topology.shaping",))]
+    if fault.host is not None and busy is not None and fault.host in kinds and fault.host not in busy:
+        return [Problem(at + ("host",), f"no task runs on {fault.host}, so {fault.action} would do nothing "
+                        f"(tasks run on {', '.join(sorted(busy))})", ("workload.strategy", "topology.hosts"))]
+    return []
 
 
 def _fault_target_problems(at: tuple, fault, graph, hosts: list[str], tasks: list[str] | None) -> list[Problem]:

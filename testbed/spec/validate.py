@@ -16,12 +16,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from testbed.spec import limits
+from testbed.spec.graph import host_count, switch_total
 from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
 from testbed.spec.rules import Problem, experiment_problems, topology_problems
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"
-MAX_POINTS = 10_000     # run points of one file: validation checks each, and each is minutes of training
 
 
 # ---- overrides and with_values (one code path) ------------------------------------------------
@@ -152,6 +153,9 @@ def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
     if not isinstance(raw, dict):
         return [], [_issue(source, ("sweep",), "sweep must map key paths to lists of values")]
     axes, issues, seen = [], [], {}
+    if len(raw) > limits.MAX_AXES + 1:
+        return [], [_issue(source, ("sweep",), f"the sweep has {len(raw) - ('repeats' in raw):,} axes; at most "
+                           f"{limits.MAX_AXES} (split it into several files)")]
     for key, values in raw.items():
         at = ("sweep", key)
         if key == "repeats":
@@ -175,10 +179,11 @@ def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
         else:
             seen[path] = key
             axes.append(Axis(str(key), path, values))
-    points = math.prod(len(a.values) for a in axes) * (raw.get("repeats") if isinstance(raw.get("repeats"), int) else 1)
-    if points > MAX_POINTS:
-        issues.append(_issue(source, ("sweep",), f"the sweep has {points:,} run points; at most {MAX_POINTS:,} "
-                             "(split it into several files)"))
+    repeats = raw.get("repeats") if isinstance(raw.get("repeats"), int) else 1
+    points = math.prod(len(a.values) for a in axes) * min(repeats, limits.MAX_POINTS + 1)
+    if points > limits.MAX_POINTS:
+        issues.append(_issue(source, ("sweep",), f"the sweep has {points:,} run points (axes' values multiplied, "
+                             f"times repeats); at most {limits.MAX_POINTS:,} (split it into several files)"))
         axes = []
     return axes, issues
 
@@ -200,7 +205,7 @@ def value_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
 
 def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue]:
     """Cross-field rules of every sweep point, blamed on sweep lines when a swept key is involved."""
-    issues, canon = [], {}
+    issues, canon, nodes = [], {}, 0
     by_path = {format_path(a.path): a for a in axes}
     for combo in axis_combinations({p: list(enumerate(a.values)) for p, a in by_path.items()}):
         data = copy.deepcopy(base)
@@ -213,10 +218,23 @@ def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
                        for path, msg in pydantic_problems(exc, data)]
             continue
         exp._source = source      # rules may need where a key was set (e.g. paths relative to the file)
+        nodes += _node_count(exp.topology)
+        if axes and nodes > limits.MAX_POINT_NODES:
+            return issues + [_issue(source, ("sweep",), f"the sweep's points have more than "
+                                    f"{limits.MAX_POINT_NODES:,} nodes (hosts and switches) in all; validating and "
+                                    "running them is too much for one file: split it, or sweep fewer values")]
         issues += _duplicate_values(exp, combo, by_path, canon, source)
         for problem in experiment_problems(exp):
             issues.append(_problem_issue(source, by_path, combo, problem))
     return issues
+
+
+def _node_count(topo: Topology) -> int:
+    """Hosts and switches of a point, counted (a point past the caps is refused by the rules)."""
+    try:
+        return min(host_count(topo), limits.MAX_HOSTS) + min(switch_total(topo), limits.MAX_SWITCHES)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _axis_issue(source, by_path, combo, path, message) -> SpecIssue:

@@ -453,10 +453,10 @@ def test_staged_files_are_capped_in_size(tmp_path, monkeypatch):
     ("name: big\ntopology:\n  hosts: 1000000000\n", "3: topology.hosts: at most 4094 hosts on one machine"),
     ("name: lol\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
      + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
-     + "topology: {hosts: 2}\n", "1: aliases expand to more than 100,000 YAML nodes"),
+     + "topology: {hosts: 2}\n", "6: a4: aliases expand the file to more than 100,000 YAML nodes"),
     ("name: many\nsweep:\n  workload.seed: [" + ",".join(map(str, range(1000))) + "]\n  workload.epochs: ["
-     + ",".join(map(str, range(1, 201))) + "]\n", "2: sweep: the sweep has 200,000 run points; at most 10,000"),
-    ("name: huge\ndescription: '" + "x" * 1_000_001 + "'\n", "1: the file is 1,000,028 bytes"),
+     + ",".join(map(str, range(1, 201))) + "]\n", "2: sweep: the sweep has 200,000 run points (axes' values multiplied, times repeats); at most 1,000"),
+    ("name: huge\ndescription: '" + "x" * 1_000_001 + "'\n", "1: the file is over 1,000,000 bytes, the limit for an experiment file"),
 ])
 def test_absurd_files_are_refused_fast_with_a_clear_error(tmp_path, text, message):
     import time

@@ -1,0 +1,41 @@
+"""Every cap the experiment file is held to, in one place (docs/experiment-file.md, "Limits").
+
+They keep `validate` fast and small on any file, and refuse values no run could honour."""
+from __future__ import annotations
+
+from testbed.shaping import MAX_RATE, MIN_RATE
+
+# ---- the YAML text ----
+MAX_FILE_BYTES = 1_000_000   # an experiment file is a few KB; 1 MB leaves room for long custom lists
+MAX_DEPTH = 50               # nesting of mappings and lists (the deepest key path of a real file is ~6)
+MAX_YAML_NODES = 100_000     # YAML nodes once aliases are expanded (a "billion laughs" file is refused)
+MAX_INT_DIGITS = 30          # longer integer literals stay text (and are refused where a number is due)
+
+# ---- quantities (units) ----
+MIN_BANDWIDTH = MIN_RATE     # 8 kbit/s: HTB cannot pace slower
+MAX_BANDWIDTH = MAX_RATE     # 1 Tbit/s: the fastest rate the shaping is built and checked for
+MAX_TIME = 7 * 24 * 3600.0   # seconds: one week, longer than any run
+MAX_SIZE = 2 ** 40           # bytes: 1 TiB of memory or gradient
+MAX_COUNT = 1_000_000_000    # any count (steps, epochs, batch, queue, repeats, ...)
+MAX_CORES = 1024             # cores of one emulated machine
+MAX_DILATION = 1000.0        # one emulated second per 1000 s of wall clock is already 16 minutes
+
+# ---- the network ----
+MAX_HOSTS = 4094             # a /20; per host a shell, a veth pair and a switch port on this machine
+MAX_SWITCHES = 4096          # switches of linear, tree or custom
+MAX_NODES = 8192             # hosts + switches
+MAX_LINKS = 16384            # links of a custom topology
+MAX_SERVERS = 64             # cluster servers
+
+# ---- checks, monitor, faults, workload ----
+MAX_CHECK_DURATION = 600.0   # seconds of one iperf3 reading
+MIN_MONITOR_INTERVAL = 0.01  # seconds: faster sampling measures the sampler
+MAX_MONITOR_INTERVAL = 600.0
+MAX_CONNECT_TIMEOUT = 600.0  # seconds to reach a remote machine or server
+MAX_FAULTS = 1000
+MAX_ENV = 1000               # workload.env entries and workload.args items
+
+# ---- sweeps ----
+MAX_POINTS = 1000            # run points (axes' values multiplied, times repeats); each is minutes of training
+MAX_AXES = 32
+MAX_POINT_NODES = 20_000     # run points x nodes of the largest point: how much validation rebuilds
