@@ -14,11 +14,19 @@ import time
 from pathlib import Path
 
 from testbed.nodes import cgroups
+from testbed.owner import ProcessLock, alive, identity, process_owner
 
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
 OVS_TAG = ("external_ids", "dltestbed", "1")
-# Command-line markers that identify processes the testbed starts (guards against pid reuse).
-PROCESS_MARKERS = ("mininet:", "workloads/train.py", "iperf3", "ping", "mnexec")
+OVS_OWNER_KEY = "dltestbed-owner"     # the run's identity on each bridge it makes (testbed.owner)
+TIMEOUT_S = 30                        # any one command of teardown or cleanup
+OVS_TIMEOUT = "--timeout=10"          # ovs-vsctl waits forever for a dead ovs-vswitchd without it
+
+
+def run_lock() -> ProcessLock:
+    """One network at a time on this machine (names like h1/s1 would clash): a sweep or an `up`
+    holds it from start to end; each point takes it again (re-entrant)."""
+    return ProcessLock(STATE_DIR / "lock", "the testbed's network lock (one run or `up` at a time here)")
 
 
 def kind_records() -> dict[str, list]:
@@ -34,18 +42,19 @@ def kind_records() -> dict[str, list]:
 
 class State:
     """What one live run made: the lists this module removes itself, one list per node kind that
-    records (docker: containers, remote: {machine, token|pgid|tc}) and sysctl name -> value to restore."""
+    records (docker: containers, remote: {machine, token|pgid|tc}) and sysctl name -> value to restore.
+    `owner` is the run's identity ("PID-START", testbed.owner); pids are processes' identities too."""
 
     LISTS = ("bridges", "linux_bridges", "interfaces", "pids",
              "cgroups",        # cgroup-tools names (state files of older versions)
              "cgroup_dirs")
 
-    def __init__(self, owner_pid: int, sysctls: dict[str, str] | None = None, **lists):
+    def __init__(self, owner_pid: int, sysctls: dict[str, str] | None = None, owner: str = "", **lists):
         names = (*self.LISTS, *kind_records())
         unknown = set(lists) - set(names)
         if unknown:
             raise TypeError(f"unknown state lists: {', '.join(sorted(unknown))}")
-        self.owner_pid, self.sysctls = owner_pid, dict(sysctls or {})
+        self.owner_pid, self.owner, self.sysctls = owner_pid, owner or str(owner_pid), dict(sysctls or {})
         for name in names:
             setattr(self, name, list(lists.get(name, [])))
 
@@ -59,7 +68,7 @@ class Registry:
     def __init__(self):
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()     # nodes start processes from several threads (checks, benches)
-        self.state = State(owner_pid=os.getpid())
+        self.state = State(owner_pid=os.getpid(), owner=identity())
         self.path = STATE_DIR / f"run-{os.getpid()}-{time.monotonic_ns()}.json"
         self._save()
 
@@ -80,13 +89,12 @@ class Registry:
             self._save()
 
     def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state.as_dict()))
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps(self.state.as_dict()))
 
     def release(self) -> list[str]:
         """Remove everything recorded, then the state file itself."""
-        actions = remove_state(self.state) + destroy_tagged_ovs_rows()
+        mine = self.state.owner
+        actions = remove_state(self.state) + destroy_tagged_ovs_rows(spare=lambda owner: owner != mine and alive(owner))
         settle(self.path, self.state)
         return actions
 
@@ -101,13 +109,26 @@ def settle(path: Path, state: State) -> None:
     a file another cleanup has dropped meanwhile stays dropped."""
     kept = _kept(state)
     if kept and path.exists():
-        path.write_text(json.dumps(State(state.owner_pid, **kept).as_dict()))
+        write_private(path, json.dumps(State(state.owner_pid, owner=state.owner, **kept).as_dict()))
     else:
         path.unlink(missing_ok=True)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a state file atomically, readable by root only."""
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def _run(*cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), capture_output=True, text=True)
+    """A command of teardown or cleanup, given up after TIMEOUT_S (then a failure, exit 124)."""
+    try:
+        return subprocess.run(list(cmd), capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(list(cmd), 124, "", f"gave up after {TIMEOUT_S} s")
 
 
 def _cmdline(pid: int) -> str:
@@ -117,17 +138,18 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def kill_processes(pids) -> list[str]:
-    """SIGKILL recorded processes that still carry one of the testbed's markers."""
+def kill_processes(processes) -> list[str]:
+    """SIGKILL recorded processes ("PID-START") that are still those very processes."""
     actions = []
-    for pid in pids:
-        cmd = _cmdline(pid)
-        if cmd and any(m in cmd for m in PROCESS_MARKERS):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                actions.append(f"killed process {pid} ({cmd[:60].strip()})")
-            except ProcessLookupError:
-                pass
+    for process in processes:
+        if not isinstance(process, str) or "-" not in process or not alive(process):   # a bare pid: not trusted
+            continue
+        pid = int(process.split("-")[0])
+        try:
+            os.kill(pid, signal.SIGKILL)
+            actions.append(f"killed process {pid} ({_cmdline(pid)[:60].strip()})")
+        except ProcessLookupError:
+            pass
     return actions
 
 
@@ -145,7 +167,7 @@ def remove_state(state: State) -> list[str]:
     for br in state.bridges:
         # With Open vSwitch down (or restarted) del-br cannot reach the bridge, but the userspace
         # datapath's tap device stays in the kernel: remove the device either way.
-        deleted = _run("ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br).returncode == 0
+        deleted = _run("ovs-vsctl", OVS_TIMEOUT, "--if-exists", "del-br", br).returncode == 0
         if _link_exists(br):
             deleted = _run("ip", "link", "del", br).returncode == 0
         if deleted:
@@ -175,7 +197,7 @@ def destroy_leftovers(force: bool = False) -> list[str]:
     """What the node kinds' runs that are over left unrecorded (e.g. labelled containers); every
     run's with force=True."""
     from testbed.nodes import kind_classes
-    run_alive = (lambda pid: False) if force else _owner_alive
+    run_alive = (lambda owner: False) if force else alive
     return [action for cls in kind_classes() for action in cls.destroy_leftovers(run_alive)]
 
 
@@ -183,38 +205,50 @@ def ovs_running() -> bool:
     return _run("ovs-vsctl", "--timeout=2", "show").returncode == 0
 
 
-def destroy_tagged_ovs_rows() -> list[str]:
-    """QoS and Queue rows (and bridges) that carry the testbed's tag and are no longer used."""
+def destroy_tagged_ovs_rows(spare=alive) -> list[str]:
+    """Bridges that carry the testbed's tag, except those whose owning run `spare` says to keep (by
+    default: runs still alive), then tagged QoS and Queue rows no bridge uses any more."""
     if not ovs_running():
         return []
     actions = []
     col, key, val = OVS_TAG
-    for br in _run("ovs-vsctl", "--bare", "--columns=name", "find", "Bridge", f"{col}:{key}={val}").stdout.split():
-        _run("ovs-vsctl", "--if-exists", "del-br", br)
-        actions.append(f"deleted tagged OVS bridge {br}")
+    found = _run("ovs-vsctl", OVS_TIMEOUT, "--bare", "--columns=name,external_ids", "find", "Bridge",
+                 f"{col}:{key}={val}").stdout
+    for name, ids in _bridge_rows(found):
+        owner = ids.get(OVS_OWNER_KEY, "")
+        if owner and spare(owner):
+            continue
+        _run("ovs-vsctl", OVS_TIMEOUT, "--if-exists", "del-br", name)
+        actions.append(f"deleted tagged OVS bridge {name}")
     for table in ("QoS", "Queue"):
-        out = _run("ovs-vsctl", "--bare", "--columns=_uuid", "find", table, f"{col}:{key}={val}").stdout
+        out = _run("ovs-vsctl", OVS_TIMEOUT, "--bare", "--columns=_uuid", "find", table, f"{col}:{key}={val}").stdout
         for uuid in out.split():
-            if _run("ovs-vsctl", "--if-exists", "destroy", table, uuid).returncode == 0:
+            if _run("ovs-vsctl", OVS_TIMEOUT, "--if-exists", "destroy", table, uuid).returncode == 0:
                 actions.append(f"destroyed OVS {table} row {uuid[:8]}")
     return actions
 
 
-def _owner_alive(pid: int) -> bool:
-    """The run's process still exists and is still a testbed process (not a reused pid)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return "run_experiment" in _cmdline(pid) or "pytest" in _cmdline(pid)
+def _bridge_rows(text: str) -> list[tuple[str, dict[str, str]]]:
+    """`ovs-vsctl --bare --columns=name,external_ids find Bridge` output: (name, {key: value}) per row
+    (rows are separated by a blank line; external_ids reads `k1=v1 k2=v2`, values possibly quoted)."""
+    rows = []
+    for block in text.strip().split("\n\n"):
+        lines = block.strip().splitlines()
+        if lines:
+            ids = dict(item.split("=", 1) for item in (lines[1].split() if len(lines) > 1 else []) if "=" in item)
+            rows.append((lines[0].strip(), {k: v.strip('"') for k, v in ids.items()}))
+    return rows
+
+
+def _state_alive(state: State) -> bool:
+    return alive(state.owner)
 
 
 def cleanup(force: bool = False) -> list[str]:
-    """Remove what dead runs left (all recorded runs with force=True), and stray training processes."""
+    """Remove what dead runs left (all recorded runs with force=True): their recorded resources,
+    processes carrying their identity, unrecorded leftovers and tagged OVS rows. A live run's are
+    left alone (whose: its lock, or its pid and start time; never a command line)."""
     actions: list[str] = []
-    live_runs = False
     if STATE_DIR.exists():
         for path in sorted(STATE_DIR.glob("run-*.json")):
             try:
@@ -222,46 +256,47 @@ def cleanup(force: bool = False) -> list[str]:
             except (OSError, ValueError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
-            if _owner_alive(state.owner_pid) and not force:
-                actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive")
-                live_runs = True
+            if _state_alive(state) and not force:
+                actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive "
+                               "(`cleanup --force` removes it too)")
                 continue
             actions += remove_state(state)
             settle(path, state)
             if _kept(state):
                 actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
     actions += _forget_dead_live_network()
-    if (live_runs or _live_network_alive()) and not force:   # a live run's tasks are its own
-        actions.append("left training processes alone: a run is still alive (`cleanup --force` ends them too)")
-    else:
-        actions += kill_processes(_pids_matching("workloads/train.py"))
+    actions += kill_processes(stray_processes(force))
     actions += destroy_leftovers(force)
-    actions += destroy_tagged_ovs_rows()
+    actions += destroy_tagged_ovs_rows(spare=(lambda owner: False) if force else alive)
     return actions
 
 
-def _live_owner() -> int | None:
-    """The pid of the `up` that wrote live.json, if there is one."""
+def stray_processes(force: bool = False) -> list[str]:
+    """Processes that carry a run's identity (DLTESTBED_OWNER, set by the nodes) whose run is over
+    (any run's with force), as "PID-START"; never this process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        owner = process_owner(int(entry.name))
+        if owner and owner != identity() and (force or not alive(owner)):
+            found.append(identity(int(entry.name)))
+    return found
+
+
+def _live_owner() -> str | None:
+    """The identity of the `up` that wrote live.json, if there is one (malformed: none)."""
     try:
-        return json.loads((STATE_DIR / "live.json").read_text())["owner_pid"]
-    except (OSError, ValueError, KeyError):
+        doc = json.loads((STATE_DIR / "live.json").read_text())
+        return str(doc.get("owner") or doc["owner_pid"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
-def _live_network_alive() -> bool:
-    owner = _live_owner()
-    return owner is not None and _owner_alive(owner)
 
 
 def _forget_dead_live_network() -> list[str]:
     """The live.json of an `up` that was killed (its network is removed with its state file)."""
     owner = _live_owner()
-    if owner is None or _owner_alive(owner):
+    if (owner is not None and alive(owner)) or not (STATE_DIR / "live.json").exists():
         return []
     (STATE_DIR / "live.json").unlink(missing_ok=True)
-    return [f"forgot the live network of `up` (pid {owner})"]
-
-
-def _pids_matching(marker: str) -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir()
-            if p.name.isdigit() and int(p.name) != os.getpid() and marker in _cmdline(int(p.name))]
+    return [f"forgot the live network of `up` (pid {(owner or '?').split('-')[0]})"]

@@ -18,6 +18,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from testbed.owner import LockHeld
     from testbed.spec import SpecError
     loaded = load(args)
     if loaded is None:
@@ -37,6 +38,9 @@ def run(args) -> int:
         summary = run_sweep(exp, out, retry_failed=args.retry_failed, quiet=args.quiet, console=console)
     except SpecError as err:
         console.print(str(err), highlight=False, markup=False)
+        return 2
+    except LockHeld as err:
+        console.print(f"error: {err}", highlight=False, markup=False)
         return 2
     if not args.no_report and (summary.done or summary.skipped):
         from testbed.cli.report import draw

@@ -12,6 +12,9 @@ def add_up_arguments(p) -> None:
 
 
 def up(args) -> int:
+    from testbed.nodes.base import NodeError
+    from testbed.net.errors import NetworkError
+    from testbed.owner import LockHeld
     from testbed.spec import SpecError
     loaded = load(args)
     if loaded is None:
@@ -36,6 +39,9 @@ def up(args) -> int:
     except SpecError as err:
         console.print(str(err), highlight=False, markup=False)
         return 2
+    except (LockHeld, NetworkError, NodeError) as err:
+        console.print(f"error: {err}", highlight=False, markup=False)
+        return 1
     except KeyboardInterrupt:
         console.print("torn down")
     return 0

@@ -6,7 +6,6 @@ shaping from one plan builder (testbed.shaping): this module never asks which ki
 switch is, nor which server holds a node."""
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import resource
@@ -20,8 +19,9 @@ from testbed import shaping
 from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite
 from testbed.net.switches import switch_kind
-from testbed.cleanup import STATE_DIR, Registry
+from testbed.cleanup import Registry, run_lock
 from testbed.nodes import node_class
+from testbed.owner import LockHeld, identity
 
 log = logging.getLogger("testbed.net.network")
 
@@ -41,25 +41,6 @@ def port_problems(topology, graph) -> list[tuple[str, str]]:
         return []
     return [("topology.hosts", f"{', '.join(crowded)}: {why}; use template tree with fanout at most {most - 1} "
              f"(e.g. fanout 32: 1000 hosts on 33 switches){other} for this many hosts")]
-
-
-class RunLock:
-    """One live network at a time: names like h1/s1 would clash between runs."""
-
-    def __init__(self):
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(STATE_DIR / "lock", os.O_RDWR | os.O_CREAT)
-
-    def __enter__(self):
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise NetworkError("another testbed run holds /run/dltestbed/lock; wait for it to end") from None
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
 
 
 def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
@@ -133,7 +114,7 @@ class Network:
         self._net = None
         self._links = []
         self._link_index = None
-        self._lock = RunLock()
+        self._lock = run_lock()
         self._registry = None
 
     @property
@@ -153,7 +134,10 @@ class Network:
 
     # lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> "Network":
-        self._lock.__enter__()
+        try:
+            self._lock.__enter__()
+        except LockHeld as err:
+            raise NetworkError(str(err)) from None
         try:
             self._registry = Registry()
             self._start()
@@ -221,7 +205,7 @@ class Network:
         self._net.configHosts = lambda: _each(_config_host, self._net.hosts)  # one at a time: 13 s for 1000
         self._net.build()
         nodes = self._net.hosts + self._net.switches
-        self._registry.add("pids", *(self.site.shell_pid(n) for n in nodes if n.pid))
+        self._registry.add("pids", *(identity(self.site.shell_pid(n)) for n in nodes if n.pid))
         for name, node in self.nodes.items():
             if hosts[name] is not None:
                 node.attach(self._net.get(name))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from testbed import shaping
 from testbed.net.errors import NetworkError
-from testbed.cleanup import ovs_running
+from testbed.cleanup import OVS_OWNER_KEY, ovs_running
+from testbed.owner import identity
 
 log = logging.getLogger("testbed.net.switches")
 
@@ -137,7 +138,7 @@ def tagged_ovs_bridge():
 
     class TaggedOVSBridge(OVSBridge):
         def bridgeOpts(self):
-            return super().bridgeOpts() + " " + shaping.QOS_TAG
+            return f"{super().bridgeOpts()} {shaping.QOS_TAG} external_ids:{OVS_OWNER_KEY}={identity()}"
 
         @classmethod
         def batchShutdown(cls, switches, run=errRun):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
+from testbed.owner import OWNER_VAR, identity
+
 REPO = Path(__file__).resolve().parents[2]
 # The directories every node's PATH holds, for kinds that do not share this machine's environment.
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -120,9 +122,11 @@ class Node(ABC):
 
     def popen(self, argv: list[str], cwd: str = "/", **kwargs) -> subprocess.Popen:
         """Start argv in the node (a list: nothing passes through a shell), in a process group of its
-        own that terminate()/kill() signal as a whole; recorded for cleanup."""
+        own that terminate()/kill() signal as a whole; recorded for cleanup, and carrying the run's
+        identity in its environment (OWNER_VAR), so `cleanup` finds it without a command line."""
+        kwargs["env"] = {**(kwargs.get("env") or os.environ), OWNER_VAR: identity()}
         proc = GroupPopen(self._command([str(a) for a in argv], cwd), start_new_session=True, **kwargs)
-        self._registry.add("pids", proc.pid)
+        self._registry.add("pids", identity(proc.pid))
         return proc
 
     def exec_prefix(self) -> list[str]:
@@ -167,8 +171,9 @@ class Node(ABC):
         return [], []
 
     @classmethod
-    def destroy_leftovers(cls, run_alive: Callable[[int], bool]) -> list[str]:
-        """`cleanup`: what runs that are over left unrecorded; run_alive(owner pid) says which are not."""
+    def destroy_leftovers(cls, run_alive: Callable[[str], bool]) -> list[str]:
+        """`cleanup`: what runs that are over left unrecorded; run_alive(owner) says which are not, the
+        owner being the run's identity (testbed.owner.identity(), "PID-START")."""
         return []
 
 

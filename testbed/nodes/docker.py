@@ -22,6 +22,7 @@ from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
 from testbed.nodes.reference import reference_problem
 from testbed.nodes.settings import KindSettings
+from testbed.owner import identity
 
 LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
@@ -102,7 +103,7 @@ class DockerNode(Node):
             limits["mem_limit"] = self.host.memory
         self.container = dockerd.client().containers.run(
             self.image, ["sleep", "infinity"], name=name, hostname=self.name, detach=True,
-            network_mode="none", labels={LABEL: "1", f"{LABEL}.owner": str(os.getpid()),
+            network_mode="none", labels={LABEL: "1", f"{LABEL}.owner": identity(),
                                          f"{LABEL}.host": self.name},
             volumes={str(REPO): {"bind": str(REPO), "mode": "ro"}}, init=False, **limits)
         self.container.reload()
@@ -185,7 +186,7 @@ class DockerNode(Node):
         if client is None:
             return []
         stale = [c.name for c in client.containers.list(all=True, filters={"label": [f"{LABEL}=1", f"{LABEL}.host"]})
-                 if not run_alive(int(c.labels.get(f"{LABEL}.owner", "0") or 0))]
+                 if not run_alive(c.labels.get(f"{LABEL}.owner", ""))]
         return remove_containers(stale)
 
 

@@ -1,8 +1,9 @@
 """A network you can step into: `up` keeps a topology running until Ctrl-C; `exec` runs a command
 in one of its hosts from another shell (like containerlab's deploy/exec or Mininet's CLI).
 
-`up` writes /run/dltestbed/live.json: per host its kind, address, the command prefix that enters
-it and its environment. `exec` reads it; nothing of the network is rebuilt."""
+`up` writes /run/dltestbed/live.json (root only): its identity, and per host its kind, address, the
+command prefix that enters it and the environment the testbed sets there (what the node inherits
+from this machine is named, not copied). `exec` reads it; nothing of the network is rebuilt."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,8 @@ import os
 import signal
 import subprocess
 
-from testbed.cleanup import STATE_DIR
+from testbed.cleanup import STATE_DIR, run_lock, write_private
+from testbed.owner import alive, identity
 from testbed.run import emulate
 from testbed.run.bringup import BringUp
 
@@ -24,6 +26,11 @@ class LiveError(RuntimeError):
 def up(spec, progress=print, ready=lambda nodes: None) -> None:
     """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always.
     Under dilation the network is the wall spec's (rates / K, nodes held to cores / K)."""
+    with run_lock():
+        _up(spec, progress, ready)
+
+
+def _up(spec, progress, ready) -> None:
     machine = emulate.machine_cores()
     if spec.emulation.dilation == "auto":
         spec = emulate.with_dilation(spec, emulate.auto_factor([spec], machine, progress))
@@ -41,23 +48,34 @@ def up(spec, progress=print, ready=lambda nodes: None) -> None:
 
 
 def _write(nodes) -> None:
-    doc = {"owner_pid": os.getpid(),
-           "hosts": {name: {"kind": type(n).kind, "address": n.address, "prefix": n.exec_prefix(),
-                            "env": n.env({})} for name, n in nodes.items()}}
-    tmp = LIVE.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, LIVE)
+    doc = {"owner": identity(), "hosts": {name: {"kind": type(n).kind, "address": n.address,
+                                                 "prefix": n.exec_prefix(), **_env_entry(n.env({}))}
+                                          for name, n in nodes.items()}}
+    write_private(LIVE, json.dumps(doc))
+
+
+def _env_entry(env: dict[str, str]) -> dict:
+    """A node's environment as live.json keeps it: what the testbed set, and only the names of what
+    it inherits from this machine's environment (exec takes their values from its own)."""
+    inherited = sorted(k for k, v in env.items() if os.environ.get(k) == v)
+    return {"env": {k: v for k, v in env.items() if k not in inherited}, "inherit": inherited}
 
 
 def live_hosts() -> dict:
     """Hosts of the live network; LiveError with advice when there is none."""
     try:
         doc = json.loads(LIVE.read_text())
-    except (OSError, ValueError):
+        owner, hosts = str(doc["owner"]), doc["hosts"]
+        if not all({"prefix", "env"} <= set(h) for h in hosts.values()):
+            raise ValueError("a host without its command prefix or environment")
+    except OSError:
         raise LiveError("no live network: start one with `run_experiment.py up FILE` (as root)") from None
-    if not os.path.exists(f"/proc/{doc['owner_pid']}"):
-        raise LiveError(f"the `up` process (pid {doc['owner_pid']}) is gone; run `run_experiment.py cleanup`")
-    return doc["hosts"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise LiveError(f"{LIVE} is not a live network's file (written by another version, or damaged): "
+                        "run `run_experiment.py cleanup`, then `up` again") from None
+    if not alive(owner):
+        raise LiveError(f"the `up` process (pid {owner.split('-')[0]}) is gone; run `run_experiment.py cleanup`")
+    return hosts
 
 
 def exec_in(host: str, argv: list[str]) -> int:
@@ -68,4 +86,5 @@ def exec_in(host: str, argv: list[str]) -> int:
     if not argv:
         raise LiveError("no command given: run_experiment.py exec HOST -- COMMAND [ARGS...]")
     entry = hosts[host]
-    return subprocess.run(entry["prefix"] + argv, env=entry["env"]).returncode
+    env = {k: os.environ[k] for k in entry.get("inherit", []) if k in os.environ} | entry["env"]
+    return subprocess.run(entry["prefix"] + argv, env=env).returncode

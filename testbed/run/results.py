@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from testbed.owner import ProcessLock
+
 RUNS_COLUMNS = [
     "experiment", "run_id", "repeat", "hosts", "node_kinds", "bw_bps", "bw", "strategy", "model", "params",
     "gradient_bytes", "global_batch", "workers", "servers", "asynchronous", "status", "reason",
@@ -48,6 +50,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def folder_lock(exp_dir: Path) -> ProcessLock:
+    """One writer per results folder: a sweep holds it throughout, each table write takes it again."""
+    return ProcessLock(Path(exp_dir) / ".lock", f"the results folder {exp_dir}")
+
+
 def read_table(exp_dir: Path, name: str) -> pd.DataFrame:
     path = Path(exp_dir) / f"{name}.csv"
     if not path.exists() or path.stat().st_size == 0:
@@ -57,7 +64,13 @@ def read_table(exp_dir: Path, name: str) -> pd.DataFrame:
 
 def replace_run_rows(exp_dir: Path, name: str, run_id: str, rows: list[dict],
                      extra_columns: list[str] = ()) -> pd.DataFrame:
-    """Replace every row of `run_id` in table `name` with `rows` (a retried run leaves one set)."""
+    """Replace every row of `run_id` in table `name` with `rows` (a retried run leaves one set);
+    LockHeld when another process writes to the folder."""
+    with folder_lock(exp_dir):
+        return _replace_rows(exp_dir, name, run_id, rows, extra_columns)
+
+
+def _replace_rows(exp_dir: Path, name: str, run_id: str, rows: list[dict], extra_columns) -> pd.DataFrame:
     old = read_table(exp_dir, name)
     old = old[old["run_id"] != run_id] if "run_id" in old else old
     new = pd.DataFrame(rows)

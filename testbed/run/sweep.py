@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from testbed.cleanup import run_lock
 from testbed.run import emulate, results
 from testbed.run.bringup import preflight
 from testbed.run.runner import run_point
@@ -40,7 +41,15 @@ def eta_text(durations: list[float], remaining: int) -> str:
 
 def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = False,
               console: Console | None = None) -> SweepSummary:
+    """Every point not yet recorded in exp_dir, holding the results folder's lock and the network
+    lock from before the first point to after the last (LockHeld, at once, when another run has
+    either)."""
     console = console or Console(stderr=True)
+    with results.folder_lock(exp_dir), run_lock():
+        return _sweep(exp, exp_dir, retry_failed, quiet, console)
+
+
+def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console) -> SweepSummary:
     points = emulate.resolve(expand_points(exp), emulate.machine_cores(),
                              progress=lambda msg: console.print(msg, highlight=False))
     preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))

@@ -31,13 +31,17 @@ def expand_points(exp: Experiment) -> list[RunPoint]:
     for combo in axis_combinations(axes):
         spec = with_values(exp, {**combo, "sweep": None})
         params = {path: spec.value(path) for path in combo}
-        points += [RunPoint(run_id(params, r), r, params, spec) for r in range(repeats)]
+        resolved = spec.model_dump(mode="json")
+        points += [RunPoint(run_id(params, r, resolved), r, params, spec) for r in range(repeats)]
     return points
 
 
-def run_id(params: dict[str, Any], repeat: int) -> str:
-    """'h4-bw10mbit-allreduce-r0-1a2b3c': readable labels in sorted key order + stable hash."""
-    blob = json.dumps({"params": params, "repeat": repeat}, sort_keys=True, separators=(",", ":"))
+def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str:
+    """'h4-bw10mbit-allreduce-r0-1a2b3c': the swept values as readable labels in sorted key order, and
+    a stable hash of the whole resolved point (`resolved`: its spec as JSON), so a file changed
+    outside the swept keys makes new run ids and never resumes into the old results."""
+    blob = json.dumps({"params": params, "repeat": repeat, "point": resolved}, sort_keys=True,
+                      separators=(",", ":"), default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
     labels = [_label(path, params[path]) for path in sorted(params)]
     return "-".join(labels + [f"r{repeat}", digest])

@@ -333,18 +333,32 @@ def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup
     assert not path.exists()
 
 
-def test_cleanup_leaves_the_training_tasks_of_a_live_run_alone(tmp_path, monkeypatch):
-    from testbed import cleanup
-    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path)
-    (tmp_path / "run-1-1.json").write_text(json.dumps({"owner_pid": 4242}))
-    monkeypatch.setattr(cleanup, "_owner_alive", lambda pid: pid == 4242)
-    monkeypatch.setattr(cleanup, "_pids_matching", lambda marker: [999999])
-    killed = []
-    monkeypatch.setattr(cleanup, "kill_processes", lambda pids: killed.extend(pids) or [f"killed {pids}"])
-    for name in ("destroy_leftovers", "destroy_tagged_ovs_rows"):
-        monkeypatch.setattr(cleanup, name, lambda *a: [])
-    actions = cleanup.cleanup()
-    assert killed == [] and any("left training processes alone" in a for a in actions)
-    monkeypatch.setattr(cleanup, "remove_state", lambda state: [])
-    cleanup.cleanup(force=True)
-    assert killed == [999999]
+def test_cleanup_finds_processes_by_their_runs_identity_and_spares_a_live_runs(tmp_path):
+    """Real processes: one carries the identity of a live run (this test's parent process), one of a
+    run that is over; both run the same command line, so only the identity can tell them apart."""
+    import subprocess
+    import sys
+    from testbed import cleanup, owner
+    dead = subprocess.run([sys.executable, "-c", "import os; from testbed.owner import identity; print(identity())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    argv = [sys.executable, "-c", "import time; time.sleep(60)  # workloads/train.py"]
+    live = owner.identity(os.getppid())
+    live_child = subprocess.Popen(argv, env={**os.environ, owner.OWNER_VAR: live})
+    dead_child = subprocess.Popen(argv, env={**os.environ, owner.OWNER_VAR: dead})
+    try:
+        for _ in range(50):
+            if owner.process_owner(dead_child.pid) and owner.process_owner(live_child.pid):
+                break
+            time.sleep(0.02)
+        assert not owner.alive(dead) and owner.alive(live)
+        strays = cleanup.stray_processes()
+        assert owner.identity(dead_child.pid) in strays
+        assert owner.identity(live_child.pid) not in strays
+        assert owner.identity(live_child.pid) in cleanup.stray_processes(force=True)
+        assert cleanup.kill_processes([owner.identity(dead_child.pid)])
+        assert dead_child.wait(5) == -9 and live_child.poll() is None
+        assert cleanup.kill_processes([str(live_child.pid)]) == []       # a bare pid is never trusted
+    finally:
+        for child in (live_child, dead_child):
+            child.kill()
+            child.wait()

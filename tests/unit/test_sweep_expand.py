@@ -71,8 +71,18 @@ def test_ids_independent_of_key_order_and_spelling(tmp_path):
 def test_ids_stable_across_processes():
     """A golden value: sha256 of sorted JSON, not Python's per-process salted hash()."""
     params = {"workload.strategy": "allreduce", "topology.link.bw": "10mbit", "topology.hosts": 4}
-    assert run_id(params, 0) == "h4-bw10mbit-allreduce-r0-f56fe4"
-    assert run_id({}, 0) == "r0-17bef3"
+    assert run_id(params, 0, {"name": "demo", "topology": {"hosts": 4}}) == "h4-bw10mbit-allreduce-r0-5cae6b"
+    assert run_id({}, 0, {}) == "r0-ab450a"
+
+
+def test_a_changed_value_outside_the_sweep_makes_new_ids(tmp_path):
+    """Resume must not take a run of another file for this one: the id hashes the whole point."""
+    before = expand_points(load(tmp_path, SWEEP_A))
+    after = expand_points(load_spec(write(tmp_path, SWEEP_A, "a.yaml"),
+                                    ["workload.model_params.width=512"]))
+    assert [p.params for p in before] == [p.params for p in after]
+    assert not {p.run_id for p in before} & {p.run_id for p in after}
+    assert [p.run_id.rsplit("-", 1)[0] for p in before] == [p.run_id.rsplit("-", 1)[0] for p in after]
 
 
 def test_run_id_format(tmp_path):
