@@ -81,3 +81,62 @@ def test_dry_run_lists_points_without_root():
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 10 and lines[-1].startswith("9 run point(s)")
     assert '"topology.link.bw": "50mbit"' in proc.stdout
+
+
+def test_the_same_sweep_started_twice_loses_no_row_and_a_changed_file_makes_new_runs(tmp_path, root, no_leftovers):
+    file, out = tmp_path / "sweep.yaml", tmp_path / "out"
+    file.write_text(SWEEP)
+    first = start(file, out)
+    lock = Path("/run/dltestbed/lock")
+    deadline = time.monotonic() + 120
+    while f'"{first.pid}-' not in (lock.read_text() if lock.exists() else ""):
+        assert time.monotonic() < deadline and first.poll() is None, "the first sweep never took the lock"
+        time.sleep(0.1)
+    second = start(file, out)                       # the same folder
+    third = start(file, tmp_path / "elsewhere")     # another folder, the same machine's network
+    for proc, what in ((second, f"the results folder {out} is"), (third, "at a time here) is")):
+        said = " ".join(proc.communicate(timeout=60)[0].split())     # the console wraps lines
+        assert proc.returncode == 2 and f"{what} taken: held by pid {first.pid}" in said, said
+        assert "since 20" in said and "Traceback" not in said
+    said, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, said[-2000:]
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 3 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+    for table in ("steps", "usage"):
+        rows = pd.read_csv(out / f"{table}.csv")
+        assert set(rows["run_id"]) == set(runs["run_id"]), table
+    assert not (tmp_path / "elsewhere" / "runs.csv").exists()
+    changed = start(file, out, "--set", "workload.model_params.width=32")
+    said, _ = changed.communicate(timeout=600)
+    assert changed.returncode == 0 and "already recorded" not in said, said[-2000:]
+    both = pd.read_csv(out / "runs.csv")
+    assert len(both) == 6 and both["run_id"].is_unique, "a changed file's runs are new; the old ones stay"
+    assert set(runs["run_id"]) < set(both["run_id"])
+
+
+API_RUN = """
+import sys
+from testbed import api
+outcome = api.run(sys.argv[1], out=sys.argv[2])
+sys.exit(0 if outcome.ok else 1)
+"""
+
+
+def test_a_run_started_through_the_api_survives_a_plain_cleanup(tmp_path, root, no_leftovers):
+    """Its command line names neither run_experiment nor pytest: only its identity says it is alive."""
+    file, out = tmp_path / "sweep.yaml", tmp_path / "out"
+    file.write_text(SWEEP.replace("steps_per_epoch: 3", "steps_per_epoch: 40"))
+    proc = subprocess.Popen([sys.executable, "-c", API_RUN, str(file), str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not list(Path("/run/dltestbed").glob(f"run-{proc.pid}-*.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the API run never brought a network up"
+        time.sleep(0.1)
+    cleaned = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "cleanup"], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0 and "is still alive" in cleaned.stdout, cleaned.stdout + cleaned.stderr
+    assert "killed" not in cleaned.stdout and "deleted" not in cleaned.stdout, cleaned.stdout
+    said, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, said[-2000:]
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 3 and (runs["status"] == "ok").all(), runs[["run_id", "status", "reason"]]
