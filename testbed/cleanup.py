@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 from testbed.nodes import cgroups
-from testbed.owner import ProcessLock, alive, identity, process_owner
+from testbed.owner import OVS_OWNER_KEY, ProcessLock, alive, identity, process_owner
 
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
 OVS_TAG = ("external_ids", "dltestbed", "1")
-OVS_OWNER_KEY = "dltestbed-owner"     # the run's identity on each bridge it makes (testbed.owner)
 TIMEOUT_S = 30                        # any one command of teardown or cleanup
 OVS_TIMEOUT = "--timeout=10"          # ovs-vsctl waits forever for a dead ovs-vswitchd without it
 
@@ -94,7 +93,7 @@ class Registry:
     def release(self) -> list[str]:
         """Remove everything recorded, then the state file itself."""
         mine = self.state.owner
-        actions = remove_state(self.state) + destroy_tagged_ovs_rows(spare=lambda owner: owner != mine and alive(owner))
+        actions = remove_state(self.state) + destroy_tagged_ovs_rows(spare=(live_owners() - {mine}).__contains__)
         settle(self.path, self.state)
         return actions
 
@@ -158,6 +157,7 @@ def _link_exists(name: str) -> bool:
 
 
 def remove_state(state: State) -> list[str]:
+    """Remove what `state` records; what could not be removed stays in its kind's list."""
     actions = kill_processes(state.pids)
     for name, kinds in kind_records().items():
         if getattr(state, name):   # what could not be removed (e.g. a machine did not answer) stays recorded
@@ -193,21 +193,46 @@ def remove_state(state: State) -> list[str]:
     return actions
 
 
-def destroy_leftovers(force: bool = False) -> list[str]:
-    """What the node kinds' runs that are over left unrecorded (e.g. labelled containers); every
-    run's with force=True."""
+def _record_key(item) -> str:
+    """A recorded item as comparable text, whoever recorded it (a record's owner left out)."""
+    if isinstance(item, dict):
+        item = {k: v for k, v in item.items() if k != "owner"}
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _without(state: State, spare: State) -> State:
+    """`state` less every item `spare` records in the same list (sysctls: those spare restores too)."""
+    lists = {}
+    for name in (*State.LISTS, *kind_records()):
+        taken = {_record_key(i) for i in getattr(spare, name)}
+        lists[name] = [i for i in getattr(state, name) if _record_key(i) not in taken]
+    sysctls = {k: v for k, v in state.sysctls.items() if k not in spare.sysctls}
+    return State(state.owner_pid, sysctls, owner=state.owner, **lists)
+
+
+def _merged(states: list[State]) -> State:
+    """One State recording everything the given states record."""
+    lists: dict[str, list] = {}
+    for state in states:
+        for name in (*State.LISTS, *kind_records()):
+            lists.setdefault(name, []).extend(getattr(state, name))
+    return State(0, {k: v for st in states for k, v in st.sysctls.items()}, **lists)
+
+
+def destroy_leftovers(live_owners: set[str]) -> list[str]:
+    """What the node kinds' runs that are over left unrecorded (e.g. labelled containers), sparing
+    the runs of `live_owners`."""
     from testbed.nodes import kind_classes
-    run_alive = (lambda owner: False) if force else alive
-    return [action for cls in kind_classes() for action in cls.destroy_leftovers(run_alive)]
+    return [action for cls in kind_classes() for action in cls.destroy_leftovers(live_owners.__contains__)]
 
 
 def ovs_running() -> bool:
     return _run("ovs-vsctl", "--timeout=2", "show").returncode == 0
 
 
-def destroy_tagged_ovs_rows(spare=alive) -> list[str]:
-    """Bridges that carry the testbed's tag, except those whose owning run `spare` says to keep (by
-    default: runs still alive), then tagged QoS and Queue rows no bridge uses any more."""
+def destroy_tagged_ovs_rows(spare) -> list[str]:
+    """Bridges that carry the testbed's tag, except those whose owning run `spare(owner)` says to
+    keep, then tagged QoS and Queue rows no bridge uses any more."""
     if not ovs_running():
         return []
     actions = []
@@ -240,46 +265,63 @@ def _bridge_rows(text: str) -> list[tuple[str, dict[str, str]]]:
     return rows
 
 
+def _read_states() -> dict[Path, State]:
+    """Every run's state file (one that cannot be read is dropped: it names nothing usable)."""
+    states = {}
+    for path in sorted(STATE_DIR.glob("run-*.json")) if STATE_DIR.exists() else []:
+        try:
+            states[path] = State(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)
+    return states
+
+
 def _state_alive(state: State) -> bool:
     return alive(state.owner)
 
 
+def live_owners() -> set[str]:
+    """The identities of the runs alive now: a state file, and its process still running."""
+    return {state.owner for state in _read_states().values() if _state_alive(state)}
+
+
 def cleanup(force: bool = False) -> list[str]:
     """Remove what dead runs left (all recorded runs with force=True): their recorded resources,
-    processes carrying their identity, unrecorded leftovers and tagged OVS rows. A live run's are
-    left alone (whose: its lock, or its pid and start time; never a command line)."""
+    processes carrying their identity, unrecorded leftovers and tagged OVS rows. A run is live while
+    its state file exists and its process (pid and start time, never a command line) runs; what it
+    owns is left alone."""
     actions: list[str] = []
-    if STATE_DIR.exists():
-        for path in sorted(STATE_DIR.glob("run-*.json")):
-            try:
-                state = State(**json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
-                path.unlink(missing_ok=True)
-                continue
-            if _state_alive(state) and not force:
-                actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive "
-                               "(`cleanup --force` removes it too)")
-                continue
-            actions += remove_state(state)
-            settle(path, state)
-            if _kept(state):
-                actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
+    states = _read_states()
+    live = {path: state for path, state in states.items() if not force and _state_alive(state)}
+    spare = _merged(list(live.values()))
+    owners = {state.owner for state in live.values()}
+    for path, state in states.items():
+        if path in live:
+            actions.append(f"skipped {path.name}: its run (pid {state.owner_pid}) is still alive "
+                           "(`cleanup --force` removes it too)")
+            continue
+        left = _without(state, spare)     # a dead run's record of s1 must not remove a live run's s1
+        actions += remove_state(left)
+        state = State(state.owner_pid, owner=state.owner, **{n: getattr(left, n) for n in kind_records()})
+        settle(path, state)
+        if _kept(state):
+            actions.append(f"kept {path} for machines that did not answer (delete it to forget them)")
     actions += _forget_dead_live_network()
-    actions += kill_processes(stray_processes(force))
-    actions += destroy_leftovers(force)
-    actions += destroy_tagged_ovs_rows(spare=(lambda owner: False) if force else alive)
+    actions += kill_processes(stray_processes(owners))
+    actions += destroy_leftovers(owners)
+    actions += destroy_tagged_ovs_rows(spare=owners.__contains__)
     return actions
 
 
-def stray_processes(force: bool = False) -> list[str]:
-    """Processes that carry a run's identity (DLTESTBED_OWNER, set by the nodes) whose run is over
-    (any run's with force), as "PID-START"; never this process."""
+def stray_processes(live_owners: set[str]) -> list[str]:
+    """Processes that carry a run's identity (DLTESTBED_OWNER, set by the nodes) but none of
+    `live_owners`, as "PID-START"; never this process nor its own."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         owner = process_owner(int(entry.name))
-        if owner and owner != identity() and (force or not alive(owner)):
+        if owner and owner != identity() and owner not in live_owners:
             found.append(identity(int(entry.name)))
     return found
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 OWNER_VAR = "DLTESTBED_OWNER"
+OVS_OWNER_KEY = "dltestbed-owner"     # the external_ids key of a bridge that holds its run's identity
 
 
 class LockHeld(RuntimeError):

@@ -26,6 +26,7 @@ from testbed.nodes.base import NodeError
 from testbed.nodes.ssh import Connection, Target
 from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
+from testbed.owner import identity
 
 GUARD_PORT = 5299            # iperf3 between the servers' root namespaces (the underlay)
 GUARD_SECONDS = 2
@@ -213,7 +214,7 @@ class ClusterSite(Site):
         own registry kinds cover it)."""
         if server.local:
             return None
-        record = {"machine": server.conn.record, **item}
+        record = {"machine": server.conn.record, "owner": identity(), **item}
         self.registry.add("remote", record)
         return record
 

@@ -15,7 +15,8 @@ from mininet.examples.cluster import RemoteHost, RemoteLink, RemoteOVSSwitch
 from mininet.link import Link
 from mininet.node import Node
 
-from testbed.shaping import QOS_TAG
+from testbed.net.switches import bridge_tags
+from testbed.owner import OWNER_VAR, identity
 
 VXLAN_PORT = 4789
 
@@ -43,11 +44,11 @@ class _Ours:
     def _popen(self, cmd, sudo=True, tt=True, **params):
         if isinstance(cmd, str):
             cmd = cmd.split()
-        if self.isRemote:
+        if self.isRemote:       # the run's identity in the environment: cleanup there finds the shell by it
             ssh = list(self.sshcmd)
             if not tt and "-tt" in ssh:
                 ssh.remove("-tt")
-            cmd = ssh + list(cmd)
+            cmd = ssh + ["env", f"{OWNER_VAR}={identity()}"] + list(cmd)
         params.update(preexec_fn=_own_group_hup_default)
         return Node._popen(self, cmd, **params)
 
@@ -75,7 +76,7 @@ class ClusterBridge(_Ours, RemoteOVSSwitch):
         super().start([])
 
     def bridgeOpts(self):
-        return super().bridgeOpts() + " " + QOS_TAG     # tagged where it is made: `cleanup` finds it
+        return f"{super().bridgeOpts()} {bridge_tags()}"    # tagged where it is made: `cleanup` finds it
 
 
 def server_of(node) -> str:

@@ -51,6 +51,7 @@ def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
     return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress)]
 
 
+COMMAND_TIMEOUT_S = 60    # one command of bring-up or teardown (ovs-vsctl waits forever for a dead ovs-vswitchd)
 MAX_LINE = 3000    # a Mininet node reads its commands through a terminal: at most 4095 bytes a line
 
 
@@ -306,8 +307,11 @@ class Network:
             still = [n for n in left if Path(f"/sys/class/net/{n}").exists()]
             progress = progress if len(still) == len(left) else time.monotonic()
             left = still
-        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del dev {n}\n" for n in left),
-                       capture_output=True, text=True)
+        try:
+            subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del dev {n}\n" for n in left),
+                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("ip link del of %d interface(s) gave up after %d s", len(left), COMMAND_TIMEOUT_S)
 
     def problem(self) -> str | None:
         """What broke the running network, when this machine can tell (Open vSwitch stopped mid-run);
@@ -341,6 +345,9 @@ class Network:
         self.qos_rates = dict(plan.qos)
 
     def _run_checked(self, cmd: list[str], what: str) -> None:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise NetworkError(f"{what} did not finish within {COMMAND_TIMEOUT_S} s") from None
         if proc.returncode != 0:
             raise NetworkError(f"{what} failed: {proc.stderr.strip()}")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from testbed import shaping
 from testbed.net.errors import NetworkError
-from testbed.cleanup import OVS_OWNER_KEY, ovs_running
-from testbed.owner import identity
+from testbed.cleanup import ovs_running
+from testbed.owner import OVS_OWNER_KEY, identity
 
 log = logging.getLogger("testbed.net.switches")
 
@@ -129,6 +129,12 @@ def switch_kind(conf) -> SwitchKind:
 OVS_TIMEOUT_S = 10    # ovs-vsctl waits for ovs-vswitchd to apply a change, forever if it is dead
 
 
+def bridge_tags() -> str:
+    """ovs-vsctl column settings that mark a bridge as the testbed's and as this run's (`cleanup`
+    deletes a bridge only when its run is over)."""
+    return f"{shaping.QOS_TAG} external_ids:{OVS_OWNER_KEY}={identity()}"
+
+
 def tagged_ovs_bridge():
     """Mininet's OVSBridge whose bridges carry the testbed's tag from the moment they exist (in the
     same ovs-vsctl that makes them): `cleanup` finds them by it after a crash. Its teardown's
@@ -138,7 +144,7 @@ def tagged_ovs_bridge():
 
     class TaggedOVSBridge(OVSBridge):
         def bridgeOpts(self):
-            return f"{super().bridgeOpts()} {shaping.QOS_TAG} external_ids:{OVS_OWNER_KEY}={identity()}"
+            return f"{super().bridgeOpts()} {bridge_tags()}"
 
         @classmethod
         def batchShutdown(cls, switches, run=errRun):

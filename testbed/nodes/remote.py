@@ -24,6 +24,7 @@ from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath
                                     example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log
 from testbed.nodes.ssh import Connection, Lines, Target, sync_code
+from testbed.owner import OVS_OWNER_KEY, OWNER_VAR
 
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid": "util-linux"}
 
@@ -247,24 +248,32 @@ def remove_records(records: list[dict]) -> tuple[list[str], list[dict]]:
     return actions, left
 
 
+# The processes on a server whose environment holds DLTESTBED_OWNER=$1 (a run's Mininet shells there).
+_KILL_OWNED = ('{ for e in /proc/[0-9]*/environ; do '
+               f'if tr "\\0" "\\n" < "$e" | grep -qxF "{OWNER_VAR}=$1"; then '
+               'p=${e#/proc/}; kill -9 "${p%/environ}" && found=1; fi; done; } 2>/dev/null; [ -n "$found" ]')
+
+
 def _remove_cluster_record(conn, r: dict, where: str) -> list[str]:
     """What a cluster run made on a server (testbed.cluster): a Mininet shell (its namespace goes with
-    it), a bridge, a link end in the root namespace."""
+    it), a bridge, a link end in the root namespace. Shells and bridges are found by the run's
+    identity (`owner`), never by name alone: a later run may have made its own of the same name."""
     done = []
-    if "shell" in r:
-        status, _ = conn.exec(["pkill", "-KILL", "-f", f"^bash --norc --noediting -is mininet:{r['shell']}$"])
+    if "shell" in r and r.get("owner"):
+        status, _ = conn.exec(["sh", "-c", _KILL_OWNED, "sh", r["owner"]])
         if status == 0:
-            done.append(f"ended the Mininet shell of {r['shell']} on {where}")
-    if "bridge" in r:       # only a bridge that carries the testbed's tag, never a stranger's of that name
+            done.append(f"ended the Mininet shells of run {r['owner'].split('-')[0]} on {where}")
+    if "bridge" in r:       # only a bridge that carries this run's tag, never a stranger's of that name
+        owner = f"external_ids:{OVS_OWNER_KEY}={r['owner']}" if r.get("owner") else ""
         status, _ = conn.exec(["sh", "-c", 'ovs-vsctl --timeout=5 br-exists "$1" || exit 3; '
                                '[ -n "$(ovs-vsctl --timeout=5 --bare --columns=_uuid find Bridge name="$1" '
-                               'external_ids:dltestbed=1)" ] || exit 4; '
+                               'external_ids:dltestbed=1 ${2:+"$2"})" ] || exit 4; '
                                'ovs-vsctl --timeout=5 --if-exists del-br "$1"; ip link del "$1" 2>/dev/null; true',
-                               "sh", r["bridge"]])
+                               "sh", r["bridge"], owner])
         if status == 0:
             done.append(f"deleted OVS bridge {r['bridge']} on {where}")
         elif status == 4:
-            done.append(f"left bridge {r['bridge']} on {where} alone: it is not the testbed's (no tag)")
+            done.append(f"left bridge {r['bridge']} on {where} alone: it is not this run's (no tag of it)")
     if "link" in r:
         status, _ = conn.exec(["sh", "-c", '[ -e "/sys/class/net/$1" ] && ip link del "$1"', "sh", r["link"]])
         if status == 0:

@@ -68,7 +68,7 @@ def test_cleanup_removes_what_a_toy_recorded_and_keeps_what_it_could_not(tmp_pat
     state = cleanup.State(**json.loads(registry.path.read_text()))
     actions = cleanup.remove_state(state)
     cleanup.settle(registry.path, state)
-    print(json.dumps([actions, json.loads(registry.path.read_text()), cleanup.destroy_leftovers(force=True)]))
+    print(json.dumps([actions, json.loads(registry.path.read_text()), cleanup.destroy_leftovers(set())]))
     """)
     actions, kept, leftovers = result
     assert actions == ["removed toy t1"]

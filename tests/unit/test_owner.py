@@ -105,3 +105,28 @@ def test_state_files_are_for_root_only(tmp_path):
     path = tmp_path / "run-1.json"
     cleanup.write_private(path, "{}")
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_dead_runs_records_never_remove_what_a_live_run_records_under_the_same_names(tmp_path, monkeypatch):
+    """A dead run recorded s1 and s1-eth1; a live run has made its own s1 and s1-eth1 since."""
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path)
+    done = []
+    monkeypatch.setattr(cleanup, "_run", lambda *cmd: done.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setattr(cleanup, "_link_exists", lambda name: True)
+    for name in ("destroy_leftovers", "destroy_tagged_ovs_rows", "stray_processes"):
+        monkeypatch.setattr(cleanup, name, lambda *a, **k: [])
+    dead = subprocess.run([sys.executable, "-c", "from testbed.owner import identity; print(identity())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    shared = {"bridges": ["s1"], "interfaces": ["s1-eth1"]}
+    (tmp_path / "run-1-1.json").write_text(json.dumps({"owner_pid": 1, "owner": dead, **shared,
+                                                       "interfaces": ["s1-eth1", "s2-eth1"]}))
+    (tmp_path / "run-2-2.json").write_text(json.dumps({"owner_pid": os.getpid(), "owner": owner.identity(),
+                                                       **shared}))
+    actions = cleanup.cleanup()
+    deleted = [cmd[-1] for cmd in done if "del" in cmd or "del-br" in cmd]
+    assert deleted == ["s2-eth1"], done
+    assert any("run-2-2.json: its run" in a and "still alive" in a for a in actions)
+    assert not (tmp_path / "run-1-1.json").exists() and (tmp_path / "run-2-2.json").exists()
+    done.clear()
+    cleanup.cleanup(force=True)
+    assert {cmd[-1] for cmd in done if "del" in cmd or "del-br" in cmd} == {"s1", "s1-eth1"}

@@ -334,8 +334,9 @@ def test_records_of_a_machine_that_does_not_answer_are_kept_for_the_next_cleanup
 
 
 def test_cleanup_finds_processes_by_their_runs_identity_and_spares_a_live_runs(tmp_path):
-    """Real processes: one carries the identity of a live run (this test's parent process), one of a
-    run that is over; both run the same command line, so only the identity can tell them apart."""
+    """Real processes: one carries the identity of a live run (this test's parent process, taken as
+    a live run), one of a run that is over; both run the same command line, so only the identity
+    can tell them apart."""
     import subprocess
     import sys
     from testbed import cleanup, owner
@@ -351,10 +352,10 @@ def test_cleanup_finds_processes_by_their_runs_identity_and_spares_a_live_runs(t
                 break
             time.sleep(0.02)
         assert not owner.alive(dead) and owner.alive(live)
-        strays = cleanup.stray_processes()
+        strays = cleanup.stray_processes({live})
         assert owner.identity(dead_child.pid) in strays
         assert owner.identity(live_child.pid) not in strays
-        assert owner.identity(live_child.pid) in cleanup.stray_processes(force=True)
+        assert owner.identity(live_child.pid) in cleanup.stray_processes(set())
         assert cleanup.kill_processes([owner.identity(dead_child.pid)])
         assert dead_child.wait(5) == -9 and live_child.poll() is None
         assert cleanup.kill_processes([str(live_child.pid)]) == []       # a bare pid is never trusted

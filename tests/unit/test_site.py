@@ -7,6 +7,7 @@ from spec_helpers import load
 from testbed.cluster.bringup import ClusterSite, site_for
 from testbed.spec.graph import build_graph
 from testbed.net.site import LocalSite
+from testbed.owner import identity
 from testbed.nodes import node_class
 
 SPREAD = """
@@ -59,7 +60,7 @@ def test_a_cluster_site_answers_for_each_node_where_it_lives(tmp_path):
     site.record_shell("h1")
     site.record_shell("h2")
     assert site.record_interfaces([("s1", "s1-eth1"), ("s1", "s1-eth2")]) == ["s1-eth1", "s1-eth2"]
-    assert registry.items == {"remote": [{"machine": {"address": "172.31.250.3"}, "shell": "h2"}]}
+    assert registry.items == {"remote": [{"machine": {"address": "172.31.250.3"}, "owner": identity(), "shell": "h2"}]}
     assert site.host_mtu() is None
     site.mtu = 1450
     assert site.host_mtu()[0] == 1450
@@ -67,6 +68,7 @@ def test_a_cluster_site_answers_for_each_node_where_it_lives(tmp_path):
     site.placement["s1"] = "srv2"                  # a switch on another server: the cluster edition's bridge
     cls = site.switch_class("s1", "the kind's class")
     assert cls.func.__name__ == "ClusterBridge" and cls.keywords["server"] == "srv2"
-    assert registry.items["remote"][-1] == {"machine": {"address": "172.31.250.3"}, "shell": "s1", "bridge": "s1"}
+    assert registry.items["remote"][-1] == {"machine": {"address": "172.31.250.3"}, "owner": identity(),
+                                             "shell": "s1", "bridge": "s1"}
     assert site.record_interfaces([("s1", "s1-eth1")]) == []
     assert registry.items["remote"][-1]["link"] == "s1-eth1"
