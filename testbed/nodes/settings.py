@@ -5,7 +5,9 @@ the registry) without any run-time code."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable
 
@@ -54,6 +56,20 @@ User = pattern(USER, "user name")
 Interface = pattern(INTERFACE, "interface name (1-15 of letters, digits, _ . : -)")
 RemotePath = pattern(REMOTE_PATH, "path on the machine (no blanks or '=', not starting with '-')")
 EXAMPLE_NETWORKS = [ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")]
+
+
+def missing_key_file(path: str | None) -> str | None:
+    """Why a private key file (path, ~ expanded) cannot be used, or None: there is a file, or this
+    user cannot tell (validate runs without root; /root is not readable then)."""
+    if not path:
+        return None
+    try:
+        found = os.stat(os.path.expanduser(path))
+    except FileNotFoundError:
+        return f"no such key file: {path} (a private key file on this machine)"
+    except OSError:
+        return None
+    return None if stat.S_ISREG(found.st_mode) else f"{path} is not a file (key_file names a private key file)"
 
 
 def example_address(address: str) -> bool:

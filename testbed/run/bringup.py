@@ -13,6 +13,7 @@ from testbed.run import faults
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.emulate import dilation_of, wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
+from testbed.nodes.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue, build_graph
 
 
@@ -20,6 +21,17 @@ def graph_of(spec, machine_cores: int | None = None):
     """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
     With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation)."""
     return build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
+
+
+def key_file_problems(spec, graph) -> list[tuple[str, str]]:
+    """(key, message) per private key file named in the file (remote hosts, cluster servers) that is
+    not there. Asked at `run` and `up` only: a cluster's key may not exist before `cluster up`."""
+    out = [(f"{h.key}.remote.key_file", f"{h.name}: {missing_key_file(h.remote.key_file)}")
+           for h in graph.hosts if h.remote is not None and missing_key_file(h.remote.key_file)]
+    for i, server in enumerate(spec.cluster.servers if spec.cluster else []):
+        if missing_key_file(server.key_file):
+            out.append((f"cluster.servers[{i}].key_file", f"{server.name}: {missing_key_file(server.key_file)}"))
+    return out
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
@@ -32,7 +44,7 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
         graph = graph_of(spec)
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
                     + port_problems(spec.topology, graph)
-                    + (node_problems(graph, progress) if contact_nodes else []))
+                    + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))
         try:
             assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
         except PlacementError as err:

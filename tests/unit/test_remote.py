@@ -184,6 +184,25 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
         ("topology.host_overrides.h2.remote.address", "h2: dl@pc2.lan:2222 did not answer within 10 s: timed out")]
 
 
+def test_run_refuses_a_key_file_that_is_not_there_before_anything_starts(tmp_path, monkeypatch):
+    """At `run` and `up` (not `validate`: a cluster's key may not exist before `cluster up`)."""
+    from testbed.run import bringup
+    from testbed.spec import SpecError, expand_points
+    text = TWO_PCS.replace("h1: {remote: {address: 192.168.1.10}}",
+                           "h1: {remote: {address: 192.168.1.10, key_file: ~/no-such-key}}")
+    exp = load(tmp_path, text)
+    monkeypatch.setattr(bringup, "node_problems", lambda graph, progress: [])       # no machine is asked
+    with pytest.raises(SpecError) as err:
+        bringup.preflight(exp, expand_points(exp))
+    assert [(i.key, i.line) for i in err.value.errors] == [("topology.host_overrides.h1.remote.key_file", 9)]
+    assert "h1: no such key file: ~/no-such-key" in str(err.value)
+    bringup.preflight(exp, expand_points(exp), contact_nodes=False)        # validate: not asked
+    cluster = load(tmp_path, "name: c\ncluster:\n  servers:\n    - {name: a, address: local}\n"
+                             "    - {name: b, address: 10.1.1.2, key_file: /etc}\n")
+    with pytest.raises(SpecError, match=r"cluster.servers\[1\].key_file: b: /etc is not a file"):
+        bringup.preflight(cluster, expand_points(cluster))
+
+
 HOST_KEY_MESSAGES = """
 import json, types, paramiko
 from testbed.nodes import ssh as remote
