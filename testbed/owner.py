@@ -70,7 +70,7 @@ class ProcessLock:
     _guard = threading.Lock()
 
     def __init__(self, path: Path, what: str):
-        self.path, self.what = Path(path), what
+        self.path, self.what = Path(os.path.realpath(path)), what     # one key per file, however named
 
     def __enter__(self) -> "ProcessLock":
         with self._guard:
