@@ -37,16 +37,27 @@ def cluster_for(job: dict) -> dict:
     return {k: list(v) for k, v in (job.get("cluster") or {}).items() if v}
 
 
-def dilate_health_check(k: float) -> None:
-    """Under time dilation K, TensorFlow's all-reduce health check (a ping of every peer each 30 s,
-    10 s time-out, wall clock) runs in emulated time too: x K. Undilated, peers held to a small
-    budget miss the 10 s and every collective is aborted (UnavailableError)."""
+HEARTBEAT_TIMEOUT_MS = 10_000     # TensorFlow's coordination service when none is asked (0)
+
+
+def dilate_tf_timers(k: float) -> None:
+    """Under time dilation K, TensorFlow's wall-clock timers between workers run in emulated time too
+    (x K): the all-reduce health check (a ping of every peer each 30 s, 10 s time-out) and the
+    coordination service's heartbeat time-out (10 s). Undilated, peers held to a small budget miss
+    them and every collective is aborted (UnavailableError: "stopped sending heartbeats")."""
     if k <= 1:
         return
     from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+    from tensorflow.python.eager import context
     ext = cars.CollectiveAllReduceExtended
     ext._check_health_interval = 30 * k
     ext._check_health_timeout = 10 * k
+    configure = context.Context.configure_coordination_service
+
+    def dilated(self, service_type, *args, heartbeat_timeout_in_ms=0, **kwargs):
+        timeout = heartbeat_timeout_in_ms or HEARTBEAT_TIMEOUT_MS
+        return configure(self, service_type, *args, heartbeat_timeout_in_ms=int(timeout * k), **kwargs)
+    context.Context.configure_coordination_service = dilated
 
 
 def set_environment(job: dict, task_type: str, task_index: int) -> None:
@@ -125,7 +136,7 @@ def make_strategy(job):
             raise ValueError(f"allreduce.implementation must be auto|ring|nccl, not {name!r}")
         options = tf.distribute.experimental.CommunicationOptions(
             bytes_per_pack=int(ar.get("bytes_per_pack") or 0), implementation=impl[name])
-        dilate_health_check(float(os.environ.get("DLTESTBED_DILATION") or 1))
+        dilate_tf_timers(float(os.environ.get("DLTESTBED_DILATION") or 1))
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     ps = job.get("ps") or {}
     cluster = cluster_for(job)
