@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent")
-CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
+CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
 def _out(*cmd: str) -> str:

@@ -3,13 +3,15 @@ of any process's cgroups. `root` is a parameter so the writes can be checked aga
 
 v1 (Debian 12 here): /sys/fs/cgroup/{cpu,memory}/dltestbed/<host>/ with cpu.cfs_quota_us and
 memory.limit_in_bytes. v2 (Ubuntu 22.04+): /sys/fs/cgroup/dltestbed/<host>/ with cpu.max and
-memory.max, the controllers enabled in the parents' cgroup.subtree_control."""
+memory.max, the controllers enabled in the parents' cgroup.subtree_control. A host pinned to CPUs
+(budgets.cpusets) gets a cpuset group too: cpuset/dltestbed/<host>/cpuset.cpus on v1, cpuset.cpus in
+its one directory on v2."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from testbed.emulation.budgets import quota as cpu_quota
+from testbed.emulation.budgets import cpuset_text, quota as cpu_quota
 from testbed.emulation.readers import stat_fields
 
 ROOT = Path("/sys/fs/cgroup")
@@ -20,22 +22,24 @@ def version(root: Path = ROOT) -> int:
     return 2 if (root / "cgroup.controllers").exists() else 1
 
 
-def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = ROOT) -> list[Path]:
+def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
+               cpus: list[int] | None = None) -> list[Path]:
     """The directories `apply_limits` creates for one host (to record before creating them). On v1 a
     CPU limit comes with a cpuacct group too: its usage counter outlives the host's processes (the
     fidelity verdict reads it after training)."""
     if version(root) == 2:
         return [root / SUBTREE / name]
-    wanted = (("cpu", cpu), ("cpuacct", cpu), ("memory", memory))
+    wanted = (("cpu", cpu), ("cpuacct", cpu), ("memory", memory), ("cpuset", cpus))
     return [root / ctl / SUBTREE / name for ctl, value in wanted if value is not None]
 
 
 def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
-                 cores: int | None = None) -> list[Path]:
-    """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine."""
-    dirs = limit_dirs(name, cpu, memory, root)
+                 cores: int | None = None, cpus: list[int] | None = None) -> list[Path]:
+    """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine, cpus the
+    CPUs it is pinned to (None: every CPU)."""
+    dirs = limit_dirs(name, cpu, memory, root, cpus)
     if version(root) == 2:
-        wanted = " ".join(f"+{c}" for c, v in (("cpu", cpu), ("memory", memory)) if v is not None)
+        wanted = " ".join(f"+{c}" for c, v in (("cpu", cpu), ("memory", memory), ("cpuset", cpus)) if v is not None)
         for parent in (root, root / SUBTREE):
             parent.mkdir(exist_ok=True)
             if wanted:
@@ -45,6 +49,8 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
             set_cpu(name, cpu, root, cores)
         if memory is not None:
             (dirs[0] / "memory.max").write_text(str(memory))
+        if cpus is not None:
+            (dirs[0] / "cpuset.cpus").write_text(cpuset_text(cpus))
         return dirs
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
@@ -52,7 +58,23 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
             set_cpu(name, cpu, root, cores)
         elif d.parts[-3] == "memory":
             (d / "memory.limit_in_bytes").write_text(str(memory))
+        elif d.parts[-3] == "cpuset":
+            _pin_v1(d, cpus)
     return dirs
+
+
+def _pin_v1(d: Path, cpus: list[int]) -> None:
+    """A v1 cpuset group starts with no CPU and no memory node, and so does its parent: each gets
+    its parent's before the host's CPUs are written (a task cannot join an empty cpuset)."""
+    for group in (d.parent, d):
+        for field in ("cpuset.mems", "cpuset.cpus"):
+            if not _text(group / field):
+                (group / field).write_text((group.parent / field).read_text().strip())
+    (d / "cpuset.cpus").write_text(cpuset_text(cpus))
+
+
+def _text(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
 
 
 def cpu_dir(name: str, root: Path = ROOT) -> Path:

@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, WithJsonSchema
 
-from testbed.emulation.budgets import quota
+from testbed.emulation.budgets import cpuset_text, quota
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
 from testbed.nodes.reference import reference_problem
@@ -101,6 +101,8 @@ class DockerNode(Node):
             limits.update(_cpu_limit(self.host.cpu))
         if self.host.memory is not None:
             limits["mem_limit"] = self.host.memory
+        if self.host.cpus is not None:
+            limits["cpuset_cpus"] = cpuset_text(self.host.cpus)
         self.container = dockerd.client().containers.run(
             self.image, ["sleep", "infinity"], name=name, hostname=self.name, detach=True,
             network_mode="none", labels={LABEL: "1", f"{LABEL}.owner": identity(),

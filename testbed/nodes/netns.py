@@ -25,9 +25,10 @@ class NetnsNode(Node):
     def attach(self, mn_host) -> None:
         super().attach(mn_host)
         self.anchor_pid = mn_host.pid
-        if self.host.cpu is not None or self.host.memory is not None:
-            self._registry.add("cgroup_dirs", *map(str, cgroups.limit_dirs(self.name, self.host.cpu, self.host.memory)))
-            self.cgroup_dirs = cgroups.apply_limits(self.name, self.host.cpu, self.host.memory)
+        h = self.host
+        if h.cpu is not None or h.memory is not None or h.cpus is not None:
+            self._registry.add("cgroup_dirs", *map(str, cgroups.limit_dirs(self.name, h.cpu, h.memory, cpus=h.cpus)))
+            self.cgroup_dirs = cgroups.apply_limits(self.name, h.cpu, h.memory, cpus=h.cpus)
 
     def set_cpu(self, fraction):
         """Rewrite the host's CPU quota; a host started without one gets its cgroup now, with every

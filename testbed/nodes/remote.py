@@ -110,8 +110,11 @@ def machine_problems(run, remote) -> list[tuple[str, str]]:
                       f"{', '.join(sorted({TOOLS.get(t, 'iproute2') for t in missing}))})"))
     if run(["test", "-d", f"/sys/class/net/{remote.interface}"])[0] != 0:
         found.append(("interface", f"no interface {remote.interface} there (`ip link` lists them)"))
-    if remote.shape and run(["id", "-u"])[1].strip() != "0":
-        found.append(("shape", "shape: true needs user root there (tc changes the interface's queueing)"))
+    if remote.shape:
+        status, out = run(["id", "-u"])
+        if status != 0 or out.strip() != "0":
+            found.append(("shape", "shape: true needs user root there (tc changes the interface's queueing); "
+                          f"`id -u` said: {_last(out)}"))
     return found
 
 

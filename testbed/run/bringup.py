@@ -11,7 +11,7 @@ from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults
 from testbed.run.checks import failure_reason, run_checks
-from testbed.run.emulate import dilation_of, wall_spec
+from testbed.run.emulate import dilation_of, pinned, wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue, build_graph
@@ -75,6 +75,8 @@ class BringUp:
     def __init__(self, spec, progress=lambda msg: None, machine_cores: int | None = None):
         self.spec, self.progress = spec, progress
         self.graph = graph_of(spec, machine_cores)
+        if machine_cores:
+            self.graph = pinned(self.graph, spec.emulation.reserve, progress)
         self.net = None
 
     def __enter__(self) -> BringUp:

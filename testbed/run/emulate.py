@@ -12,6 +12,7 @@ import math
 import os
 
 from testbed.emulation import dilation as dil
+from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.spec import build_graph
 from testbed.spec.models import Experiment
 
@@ -28,6 +29,18 @@ def budgeted_hosts(spec, machine: int) -> list:
     """The graph's emulated hosts that have a CPU budget (remote machines are real: none)."""
     graph = build_graph(spec.topology, dilation=dilation_of(spec), machine_cores=machine)
     return [h for h in graph.hosts if h.budget is not None and h.kind != "remote"]
+
+
+def pinned(graph, reserve: float, progress=lambda msg: None):
+    """The graph with each budgeted emulated host pinned to CPUs of its own where this machine's
+    CPUs allow (budgets.cpusets); unchanged when they do not, and the quotas alone hold the budgets."""
+    budgets = {h.name: h.budget for h in graph.hosts if h.budget is not None and h.kind != "remote"}
+    sets = cpusets(budgets, sorted(os.sched_getaffinity(0)), reserve) if budgets else None
+    if not sets:
+        return graph
+    progress("pinned: " + ", ".join(f"{name} to CPU {cpuset_text(cpus)}" for name, cpus in sets.items()))
+    hosts = [dataclasses.replace(h, cpus=tuple(sets[h.name])) if h.name in sets else h for h in graph.hosts]
+    return dataclasses.replace(graph, hosts=hosts)
 
 
 def dilation_of(spec) -> float:

@@ -93,6 +93,8 @@ def topology_document(graph, tasks, nodes=None) -> dict:
     facts = {name: node.facts for name, node in (nodes or {}).items() if node.facts}
     return {
         "hosts": [{"name": h.name, "ip": h.ip, "kind": h.kind, "role": roles.get(h.name, "idle"),
+                   **{key: value for key, value in (("cores", h.cores), ("real_cores", h.budget),
+                                                    ("cpus", h.cpus and list(h.cpus))) if value is not None},
                    **({"facts": facts[h.name]} if h.name in facts else {})} for h in graph.hosts],
         "switches": [{"name": s.name} for s in graph.switches],
         "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}

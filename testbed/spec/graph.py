@@ -33,6 +33,7 @@ class HostNode:
     prefix: int = DEFAULT_PREFIX      # the subnet's prefix length
     cores: float | None = None        # the cores of the machine it emulates (None: no budget)
     budget: float | None = None       # the real cores its processes get: cores / dilation (None: no budget)
+    cpus: tuple[int, ...] | None = None   # the CPUs it is pinned to at run time (None: every CPU)
 
     def __getattr__(self, name: str):
         """A kind's setting by its key (None when unset); only names the kinds declare."""

@@ -15,6 +15,8 @@ from leftovers import containers
 from testbed.run.checks import run_checks
 from testbed.run.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network, node_problems
+from testbed.run.bringup import BringUp
+from testbed.run.emulate import wall_spec
 from testbed.spec import build_graph, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,6 +85,20 @@ def test_docker_applies_cpu_and_memory_limits(tmp_path, worker_image, no_leftove
     assert config["CpuPeriod"] <= 100_000, "a short period, so a small budget is smooth"
     assert config["Memory"] == 256 * 2**20
     assert big != 0, "a process above the container's memory limit must be killed"
+
+
+def test_a_small_budget_pins_the_container_to_a_cpu(tmp_path, worker_image, no_leftovers):
+    """1-core nodes at x4 (0.25 core each) share the first CPU; Docker's own cpuset holds the container."""
+    path = _write(tmp_path, limits=", cores: 1")
+    path.write_text(path.read_text() + "emulation: {dilation: 4}\n")
+    spec = load_spec(path)
+    first = str(min(os.sched_getaffinity(0)))
+    with BringUp(wall_spec(spec), machine_cores=len(os.sched_getaffinity(0))) as up:
+        h2 = up.net.nodes["h2"]
+        config = h2.container.attrs["HostConfig"]
+        allowed = h2.run(["grep", "Cpus_allowed_list", "/proc/self/status"]).split()[-1]
+    assert config["CpusetCpus"] == first and allowed == first
+    assert config["CpuQuota"] / config["CpuPeriod"] == pytest.approx(0.25, rel=0.01)
 
 
 def test_allreduce_with_one_container_worker(tmp_path, worker_image, no_leftovers):

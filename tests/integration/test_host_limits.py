@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from testbed.net.network import Network
+from testbed.run.bringup import BringUp
+from testbed.run.emulate import wall_spec
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration
@@ -53,3 +55,34 @@ def test_cpu_fraction_of_whole_machine_and_memory_limit(tmp_path, root, no_lefto
     assert limit == 96 * 2**20
     assert small == 0
     assert big != 0, "a process above the memory limit must be killed"
+
+
+PINNED = """
+name: pinned
+topology: {template: star, hosts: 2, host: {cores: 1}}
+emulation: {dilation: 4, reserve: 0.5}
+checks: {iperf: false, ping: false}
+"""
+
+
+def test_small_budgets_share_a_cpu_of_their_own_and_the_reserve_keeps_the_rest(tmp_path, root, no_leftovers):
+    """Two 1-core nodes at x4 are 0.25 core each: both pinned to the first CPU of this process's
+    affinity (their cpuset holds them there), the last CPU left to the switch and the orchestrator."""
+    path = tmp_path / "p.yaml"
+    path.write_text(PINNED)
+    spec = load_spec(path)
+    cpus = sorted(__import__("os").sched_getaffinity(0))
+    said = []
+    with BringUp(wall_spec(spec), said.append, machine_cores=len(cpus)) as up:
+        allowed = {h: _allowed_cpus(up.net, h) for h in ("h1", "h2")}
+        cpuset = Path("/sys/fs/cgroup/cpuset/dltestbed/h1/cpuset.cpus").read_text().strip()
+    assert f"pinned: h1 to CPU {cpus[0]}, h2 to CPU {cpus[0]}" in said
+    assert allowed == {"h1": str(cpus[0]), "h2": str(cpus[0])}
+    assert cpuset == str(cpus[0])
+
+
+def _allowed_cpus(net, host: str) -> str:
+    """The Cpus_allowed_list of a process started in the host."""
+    proc = net.nodes[host].popen(["grep", "Cpus_allowed_list", "/proc/self/status"], stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=30)
+    return out.split()[-1]

@@ -43,6 +43,20 @@ def test_older_cpu_fraction_is_real_cores_of_this_machine(tmp_path):
     assert (h.cpu, h.budget, h.cores) == (0.25, 1.0, 1.0)
 
 
+def test_nodes_are_pinned_to_cpus_of_their_own_where_the_machine_allows(tmp_path, monkeypatch):
+    exp = load(tmp_path, "name: f\ntopology: {hosts: 3, host: {cores: 1}}\n")
+    graph = build_graph(exp.topology, machine_cores=4)
+    said = []
+    monkeypatch.setattr(emulate.os, "sched_getaffinity", lambda pid: {4, 5, 6, 7})
+    pinned = emulate.pinned(graph, 0.5, said.append)
+    assert [h.cpus for h in pinned.hosts] == [(4,), (5,), (6,)]          # CPU 7 kept for the reserve
+    assert said == ["pinned: h1 to CPU 4, h2 to CPU 5, h3 to CPU 6"]
+    monkeypatch.setattr(emulate.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert emulate.pinned(graph, 0.5, said.append) is graph             # 3 cores + the reserve: shared
+    halves = build_graph(exp.topology, dilation=2, machine_cores=3)     # 0.5 core each: two share a CPU
+    assert [h.cpus for h in emulate.pinned(halves, 0.5).hosts] == [(0,), (0,), (1,)]
+
+
 def test_auto_is_one_factor_for_the_sweep_from_its_largest_point(tmp_path):
     said = []
     points = emulate.resolve(expand_points(load(tmp_path, FAITHFUL)), machine=2, progress=said.append)

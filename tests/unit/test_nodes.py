@@ -145,6 +145,25 @@ def test_cgroup_v1_writes_under_a_made_up_root(tmp_path):
     assert (dirs[2] / "memory.limit_in_bytes").read_text() == str(96 * 2**20)
 
 
+def test_cgroup_v1_cpuset_takes_the_parents_memory_nodes_then_its_cpus(tmp_path):
+    (tmp_path / "cpuset").mkdir()
+    (tmp_path / "cpuset" / "cpuset.cpus").write_text("0-7\n")
+    (tmp_path / "cpuset" / "cpuset.mems").write_text("0\n")
+    dirs = cgroups.apply_limits("h1", 0.1, None, root=tmp_path, cores=8, cpus=[2, 3, 5])
+    assert dirs[-1] == tmp_path / "cpuset/dltestbed/h1"
+    assert (tmp_path / "cpuset/dltestbed/cpuset.cpus").read_text() == "0-7"      # the parent: every CPU
+    assert (dirs[-1] / "cpuset.mems").read_text() == "0"
+    assert (dirs[-1] / "cpuset.cpus").read_text() == "2-3,5"
+    assert cgroups.limit_dirs("h1", 0.1, None, root=tmp_path, cpus=[2]) == dirs
+
+
+def test_cgroup_v2_cpuset_is_enabled_and_written_in_the_hosts_directory(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu memory\n")
+    d = cgroups.apply_limits("h1", None, None, root=tmp_path, cpus=[1])[0]
+    assert (tmp_path / "dltestbed" / "cgroup.subtree_control").read_text() == "+cpuset"
+    assert (d / "cpuset.cpus").read_text() == "1"
+
+
 def test_cgroup_counters_v1_and_v2(tmp_path):
     v1cpu, v1mem, v2 = tmp_path / "cpu", tmp_path / "mem", tmp_path / "v2"
     for d in (v1cpu, v1mem, v2):
