@@ -7,7 +7,13 @@ Not a kind of the spec: the network makes this node for a netns host that `clust
 on a server other than this machine."""
 from __future__ import annotations
 
-from testbed.nodes.sshnode import SshNode
+import json
+
+from testbed.emulation import readers
+from testbed.emulation.budgets import quota as cpu_quota
+from testbed.nodes import cgroups
+from testbed.nodes.base import NodeError, join_cgroups
+from testbed.nodes.sshnode import AGENT, SshNode
 from testbed.nodes.ssh import sync_code
 
 NETNS = "-netns"     # remote_agent: count every interface of the namespace
@@ -20,6 +26,7 @@ class ClusterNode(SshNode):
         super().__init__(host, registry, server.target)
         self.server = server                 # testbed.cluster.bringup.ConnectedServer
         self.anchor_pid = None
+        self.cgroup_dirs: list = []          # its cgroups on the server (paths there), once attached
 
     def prepare(self, progress=lambda msg: None) -> None:
         """Its own connection (channels per connection are few), the run's token recorded there, and
@@ -39,13 +46,39 @@ class ClusterNode(SshNode):
                              "ssh": self.server.ssh()}
 
     def attach(self, mn_host) -> None:
-        """The shell's pid on the server anchors the namespace; the sampler runs in it."""
+        """The shell's pid on the server anchors the namespace; the sampler runs in it, outside the
+        host's budget (started before the cgroups exist), and every later process inside it."""
         self.mn_host = mn_host
         self.anchor_pid = mn_host.pid
         self._start_sampler(NETNS)
+        self._limit()
+
+    def _limit(self) -> None:
+        """The host's budget (cores / K real cores) and memory limit as cgroups on the server, named
+        by the node's token (a later run's host of the same name gets its own), recorded first."""
+        h = self.host
+        if h.budget is None and h.memory is None:
+            return
+        v2 = self.conn.exec(["test", "-e", f"{cgroups.ROOT}/cgroup.controllers"])[0] == 0
+        limit = cpu_quota(h.budget) if h.budget is not None else None
+        plan = cgroups.limit_plan(self.token, limit, h.memory, 2 if v2 else 1)
+        dirs = cgroups.limit_dirs(self.token, limit, h.memory, v=2 if v2 else 1)
+        self._record(cgroup=[str(d) for d in dirs], python=self.python)
+        status, out = self.conn.exec([self.python, "-c", AGENT, "cgroup", json.dumps(plan)])
+        if status != 0:
+            raise NodeError(f"{self.name}: cannot make its cgroups on {self.server.name}: {out.strip()[-300:]}")
+        self.cgroup_dirs = dirs
+
+    def cpu_counters(self) -> tuple[dict, float | None]:
+        """The budget's counters, read on the server ({} and None without a budget)."""
+        if not self.cgroup_dirs or self.host.budget is None:
+            return {}, None
+        status, out = self.conn.exec([self.python, "-c", AGENT, "cgread", *map(str, self.cgroup_dirs)])
+        texts = json.loads(out) if status == 0 else {}
+        return readers.cpu_stat_of(texts), readers.wait_of(texts)
 
     def _enter(self, argv: list[str]) -> list[str]:
-        return ["nsenter", "--target", str(self.anchor_pid), "--net", "--", *argv]
+        return join_cgroups(self.cgroup_dirs, ["nsenter", "--target", str(self.anchor_pid), "--net", "--", *argv])
 
     def popen(self, argv, cwd: str = "/", stdin=None, env=None, **kwargs):
         return super().popen(self._enter([str(a) for a in argv]), cwd=cwd, stdin=stdin, env=env, **kwargs)

@@ -57,6 +57,8 @@ class NodeCpu:
     nr_periods: int = 0
     nr_throttled: int = 0
     throttled_s: float = 0.0
+    machine: str = "local"           # where it runs: this machine, or a cluster server's name
+    machine_cpus: float | None = None    # that server's CPUs (None: this machine's)
 
     @classmethod
     def from_readings(cls, name: str, cores: float | None, budget: float | None, before: dict, after: dict,
@@ -91,16 +93,25 @@ def _n(x: float) -> str:
 
 
 def cpu_plan(m: RunMeasures) -> list[str]:
-    """The budgets (or, with none, the cores asked) against the machine, before anything ran."""
-    budgets = [n.budget for n in m.nodes if n.budget is not None]
+    """The budgets (or, with none, the cores asked) against each machine that holds them (this one,
+    or a cluster's servers), before anything ran."""
+    by_machine: dict[tuple, list[NodeCpu]] = {}
+    for n in m.nodes:
+        by_machine.setdefault((n.machine, n.machine_cpus or m.machine_cpus), []).append(n)
+    return [r for (machine, cpus), nodes in by_machine.items() for r in _plan(m, nodes, cpus, machine)]
+
+
+def _plan(m: RunMeasures, nodes: list[NodeCpu], cpus: float, machine: str) -> list[str]:
+    where = "" if machine == "local" else f" on {machine}"
+    budgets = [n.budget for n in nodes if n.budget is not None]
     if budgets:
-        if fits(budgets, m.machine_cpus, 1.0, m.reserve):
+        if fits(budgets, cpus, 1.0, m.reserve):
             return []
         return [f"cpu: {len(budgets)} nodes' budgets need {_n(sum(budgets))} cores plus the {_n(m.reserve)} "
-                f"reserve of a {_n(m.machine_cpus)}-core machine (dilation x{_n(m.dilation)})"]
-    asked = [n.cores for n in m.nodes if n.cores is not None]
-    if asked and not fits(asked, m.machine_cpus, m.dilation, m.reserve):
-        return [f"cpu: {len(asked)} nodes asked {sum(asked):.1f} cores of a {_n(m.machine_cpus)}-core machine "
+                f"reserve of a {_n(cpus)}-core machine{where} (dilation x{_n(m.dilation)})"]
+    asked = [n.cores for n in nodes if n.cores is not None]
+    if asked and not fits(asked, cpus, m.dilation, m.reserve):
+        return [f"cpu: {len(asked)} nodes asked {sum(asked):.1f} cores of a {_n(cpus)}-core machine{where} "
                 f"(no budgets)"]
     return []
 
@@ -129,7 +140,7 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     """Only where budgets were promised: nodes that share the machine without one (the thesis's
     condition, runs.csv compute 'shared') saturate it by design, and say so in their compute column."""
     out = []
-    if not any(n.budget is not None for n in m.nodes):
+    if not any(n.budget is not None for n in m.nodes if n.machine == "local"):
         return out
     if m.machine_busy_s is not None and m.wall_s > 0:
         busy = m.machine_busy_s / m.wall_s

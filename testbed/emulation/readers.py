@@ -14,12 +14,24 @@ SYSTEM_PRESSURE = Path("/proc/pressure/cpu")
 
 def stat_fields(path: Path) -> dict[str, int]:
     """A cgroup stat file ('key value' lines, e.g. cpu.stat, memory.stat) as key -> integer."""
+    return fields_of(path.read_text())
+
+
+def fields_of(text: str) -> dict[str, int]:
     out = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         key, _, value = line.partition(" ")
         if value.strip().isdigit():
             out[key] = int(value)
     return out
+
+
+COUNTER_FILES = ("cpu.stat", "cpuacct.usage", "cpu.pressure")     # what the verdict reads of a cgroup
+
+
+def counter_texts(*dirs: Path) -> dict[str, str]:
+    """The texts of a cgroup's COUNTER_FILES found in its directories (v1: the cpu and the cpuacct one)."""
+    return {f: (Path(d) / f).read_text() for d in dirs if d for f in COUNTER_FILES if (Path(d) / f).exists()}
 
 
 def read_cpu_stat(cpu_dir: Path, cpuacct_dir: Path | None = None) -> dict[str, float]:
@@ -29,24 +41,33 @@ def read_cpu_stat(cpu_dir: Path, cpuacct_dir: Path | None = None) -> dict[str, f
     (nr_periods, nr_throttled, throttled_time in ns) in the cpu controller's directory and
     cpuacct.usage (ns) in `cpuacct_dir` (default: `cpu_dir`, as when cpu,cpuacct are co-mounted).
     Counters a kernel lacks read 0; usage_s is None when no usage counter exists."""
-    cpu_dir = Path(cpu_dir)
-    stat = stat_fields(cpu_dir / "cpu.stat") if (cpu_dir / "cpu.stat").exists() else {}
+    texts = counter_texts(cpuacct_dir or cpu_dir, cpu_dir)
+    return cpu_stat_of(texts)
+
+
+def cpu_stat_of(texts: dict[str, str]) -> dict[str, float]:
+    """read_cpu_stat's figures from the texts of the files (counter_texts, here or on a server)."""
+    stat = fields_of(texts.get("cpu.stat", ""))
     out = {"nr_periods": stat.get("nr_periods", 0), "nr_throttled": stat.get("nr_throttled", 0)}
     if "usage_usec" in stat:                                                    # v2
         out["usage_s"] = stat["usage_usec"] / 1e6
         out["throttled_s"] = stat.get("throttled_usec", 0) / 1e6
         return out
     out["throttled_s"] = stat.get("throttled_time", 0) / 1e9
-    usage = Path(cpuacct_dir or cpu_dir) / "cpuacct.usage"
-    out["usage_s"] = int(usage.read_text()) / 1e9 if usage.exists() else None
+    usage = texts.get("cpuacct.usage", "").strip()
+    out["usage_s"] = int(usage) / 1e9 if usage.isdigit() else None
     return out
 
 
 def read_pressure(path: Path) -> dict[str, dict[str, float]]:
     """A PSI file ('some avg10=0.00 avg60=0.41 avg300=0.48 total=7205057', total in us) as
     {'some': {'avg10': .., 'avg60': .., 'avg300': .., 'total_s': ..}, 'full': {...}}."""
+    return pressure_of(Path(path).read_text())
+
+
+def pressure_of(text: str) -> dict[str, dict[str, float]]:
     out = {}
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         kind, *pairs = line.split()
         values = dict(pair.split("=", 1) for pair in pairs)
         out[kind] = {k: float(v) for k, v in values.items() if k != "total"}
@@ -57,10 +78,14 @@ def read_pressure(path: Path) -> dict[str, dict[str, float]]:
 def cgroup_wait_s(cgroup_dir: Path) -> float | None:
     """Seconds some task of the cgroup was runnable but not running (v2 cpu.pressure 'some' total),
     or None where there is no such file (cgroup v1, or a kernel without PSI)."""
-    path = Path(cgroup_dir) / "cpu.pressure"
+    return wait_of(counter_texts(cgroup_dir))
+
+
+def wait_of(texts: dict[str, str]) -> float | None:
+    """cgroup_wait_s from the texts of the files (counter_texts)."""
     try:
-        return read_pressure(path)["some"]["total_s"]
-    except (OSError, KeyError):
+        return pressure_of(texts["cpu.pressure"])["some"]["total_s"]
+    except (KeyError, ValueError):
         return None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
+from testbed.nodes import cgroups
 from testbed.owner import OWNER_VAR, identity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +87,10 @@ class Node(ABC):
     @property
     def machine_cores(self) -> int:
         return os.cpu_count() or 1
+
+    def cpu_counters(self) -> tuple[dict, float | None]:
+        """Its cgroup's CPU counters and CPU wait, for the fidelity verdict ({} and None: none)."""
+        return cgroups.cpu_counters(getattr(self, "cgroup_dirs", ()) or ())
 
     @property
     def limits(self) -> dict:
@@ -208,11 +213,15 @@ def in_namespaces(enter: list[str], argv: list[str], cwd: str, cgroup_dirs=()) -
     """Command line that runs argv after `enter` (an nsenter prefix), in cwd, having joined
     `cgroup_dirs` first (so a limit applies to it and to its children). Plain argv throughout:
     the cgroup step passes its paths as arguments to a fixed script."""
-    command = [*enter, "env", "-C", cwd, *argv]
-    if cgroup_dirs:
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"'
-        command = ["sh", "-c", join, "sh", *(str(d) for d in cgroup_dirs), "--", *command]
-    return command
+    return join_cgroups(cgroup_dirs, [*enter, "env", "-C", cwd, *argv])
+
+
+def join_cgroups(cgroup_dirs, command: list[str]) -> list[str]:
+    """Command line that joins `cgroup_dirs` (none: as it is), then runs `command`."""
+    if not cgroup_dirs:
+        return command
+    join = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"'
+    return ["sh", "-c", join, "sh", *(str(d) for d in cgroup_dirs), "--", *command]
 
 
 def local_env(extra: dict[str, str]) -> dict[str, str]:

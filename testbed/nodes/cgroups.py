@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from testbed.emulation.budgets import cpuset_text, quota as cpu_quota
+from testbed.emulation.budgets import Quota, cpuset_text, quota as cpu_quota
+from testbed.emulation import readers
 from testbed.emulation.readers import stat_fields
 
 ROOT = Path("/sys/fs/cgroup")
@@ -22,50 +23,64 @@ def version(root: Path = ROOT) -> int:
     return 2 if (root / "cgroup.controllers").exists() else 1
 
 
-def limit_dirs(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
-               cpus: list[int] | None = None) -> list[Path]:
-    """The directories `apply_limits` creates for one host (to record before creating them). On v1 a
-    CPU limit comes with a cpuacct group too: its usage counter outlives the host's processes (the
-    fidelity verdict reads it after training)."""
-    if version(root) == 2:
+def limit_dirs(name: str, cpu, memory: int | None, root: Path = ROOT, cpus: list[int] | None = None,
+               v: int | None = None) -> list[Path]:
+    """The directories `apply_limits` creates for one host (to record before creating them); `cpu`
+    and `memory` count only as set or not. On v1 a CPU limit comes with a cpuacct group too: its
+    usage counter outlives the host's processes (the fidelity verdict reads it after training).
+    `v`: the cgroup version where they are made (default: this machine's)."""
+    if (v or version(root)) == 2:
         return [root / SUBTREE / name]
     wanted = (("cpu", cpu), ("cpuacct", cpu), ("memory", memory), ("cpuset", cpus))
     return [root / ctl / SUBTREE / name for ctl, value in wanted if value is not None]
 
 
+def limit_plan(name: str, limit: Quota | None, memory: int | None, v: int,
+               root: Path = ROOT) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What a host's CPU quota and memory limit take, in order: (directory, [(file, text)]), each
+    directory made with its parents and then its files written. Pure, so that a cluster server
+    carries out the same plan (remote_agent's `cgroup`) as this machine does (`carry_out`)."""
+    dirs = [str(d) for d in limit_dirs(name, limit, memory, root, v=v)]
+    if v == 2:
+        wanted = " ".join(f"+{c}" for c, value in (("cpu", limit), ("memory", memory)) if value is not None)
+        files = [("cpu.max", limit.v2())] if limit is not None else []
+        files += [("memory.max", str(memory))] if memory is not None else []
+        return [(str(root), [("cgroup.subtree_control", wanted)]),
+                (str(root / SUBTREE), [("cgroup.subtree_control", wanted)]), (dirs[0], files)]
+    files = {"cpu": list(limit.v1().items()) if limit is not None else [], "cpuacct": [],
+             "memory": [("memory.limit_in_bytes", str(memory))]}
+    return [(d, files[Path(d).parts[-3]]) for d in dirs]
+
+
+def carry_out(plan) -> None:
+    for directory, files in plan:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for file, text in files:
+            (Path(directory) / file).write_text(text)
+
+
 def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = ROOT,
                  cores: int | None = None, cpus: list[int] | None = None) -> list[Path]:
-    """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine, cpus the
-    CPUs it is pinned to (None: every CPU)."""
+    """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine (of its
+    `cores`), cpus the CPUs it is pinned to (None: every CPU)."""
+    v = version(root)
+    limit = cpu_quota(cpu * (cores or os.cpu_count() or 1)) if cpu is not None else None
+    if limit is not None or memory is not None:
+        carry_out(limit_plan(name, limit, memory, v, root))
     dirs = limit_dirs(name, cpu, memory, root, cpus)
-    if version(root) == 2:
-        wanted = " ".join(f"+{c}" for c, v in (("cpu", cpu), ("memory", memory), ("cpuset", cpus)) if v is not None)
-        for parent in (root, root / SUBTREE):
-            parent.mkdir(exist_ok=True)
-            if wanted:
-                (parent / "cgroup.subtree_control").write_text(wanted)
-        dirs[0].mkdir(exist_ok=True)
-        if cpu is not None:
-            set_cpu(name, cpu, root, cores)
-        if memory is not None:
-            (dirs[0] / "memory.max").write_text(str(memory))
-        if cpus is not None:
-            (dirs[0] / "cpuset.cpus").write_text(cpuset_text(cpus))
-        return dirs
-    for d in dirs:
-        d.mkdir(parents=True, exist_ok=True)
-        if d.parts[-3] == "cpu":
-            set_cpu(name, cpu, root, cores)
-        elif d.parts[-3] == "memory":
-            (d / "memory.limit_in_bytes").write_text(str(memory))
-        elif d.parts[-3] == "cpuset":
-            _pin_v1(d, cpus)
+    if cpus is not None and v == 2:
+        carry_out([(str(root), [("cgroup.subtree_control", "+cpuset")]),
+                   (str(root / SUBTREE), [("cgroup.subtree_control", "+cpuset")]),
+                   (str(dirs[0]), [("cpuset.cpus", cpuset_text(cpus))])])
+    elif cpus is not None:
+        _pin_v1(root / "cpuset" / SUBTREE / name, cpus)
     return dirs
 
 
 def _pin_v1(d: Path, cpus: list[int]) -> None:
     """A v1 cpuset group starts with no CPU and no memory node, and so does its parent: each gets
     its parent's before the host's CPUs are written (a task cannot join an empty cpuset)."""
+    d.mkdir(parents=True, exist_ok=True)
     for group in (d.parent, d):
         for field in ("cpuset.mems", "cpuset.cpus"):
             if not _text(group / field):
@@ -161,3 +176,13 @@ def counters(dirs: list[Path]) -> tuple[float, int]:
             mem = stat_fields(d / "memory.stat")
             rss = mem.get("total_rss", 0) + mem.get("total_mapped_file", 0)
     return cpu_s, rss
+
+
+def cpu_counters(dirs) -> tuple[dict, float | None]:
+    """A cgroup's CPU counters (readers.cpu_stat_of) and CPU wait (readers.wait_of) from its
+    directories; {} and None when none of them is a cpu controller's (no quota file)."""
+    dirs = [Path(d) for d in dirs]
+    if not any((d / f).exists() for d in dirs for f in ("cpu.max", "cpu.cfs_quota_us")):
+        return {}, None
+    texts = readers.counter_texts(*dirs)
+    return readers.cpu_stat_of(texts), readers.wait_of(texts)

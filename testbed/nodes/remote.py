@@ -22,7 +22,7 @@ from pydantic import Field
 from testbed.nodes.base import NodeError
 from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
                                     example_address, merge_fields)
-from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log
+from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log, undo
 from testbed.nodes.ssh import Connection, Lines, Target, sync_code
 from testbed.owner import OVS_OWNER_KEY, OWNER_VAR
 
@@ -233,16 +233,7 @@ def remove_records(records: list[dict]) -> tuple[list[str], list[dict]]:
             continue
         try:
             for r in group:
-                if "token" in r:
-                    _, out = conn.exec([r["python"], "-c", AGENT, "end", r["token"]])
-                    actions.append(f"ended {out.strip() or '?'} process(es) of run {r['token']} on {target.label}")
-                if "tc" in r:
-                    conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
-                    actions.append(f"removed shaping from {r['tc']} on {target.label}")
-                if "stage" in r:
-                    conn.exec(["rm", "-rf", "--", r["stage"]])
-                    actions.append(f"removed the files staged in {r['stage']} on {target.label}")
-                actions += _remove_cluster_record(conn, r, target.label)
+                actions += undo(conn, r) + _remove_cluster_record(conn, r, target.label)
         except NodeError as err:
             actions.append(f"{err}: kept for the next cleanup")
             left += group

@@ -8,6 +8,10 @@ sent as `python -c SOURCE COMMAND ...`; the standard library only.
     end TOKEN                         SIGKILL every process of the run; prints how many there were
     guard INTERFACE                   a line a second; once nobody reads them (the SSH session that
                                       started it is gone), remove INTERFACE's shaping
+    cgroup PLAN                       make a host's cgroups: PLAN is JSON [[directory, [[file, text],
+                                      ...]], ...] (testbed.nodes.cgroups.limit_plan), in order
+    cgread DIR...                     JSON {file: text} of the CPU counters in those cgroups
+    uncgroup DIR...                   kill what is left in each cgroup, remove it; prints how many went
 
 The run's processes are those whose environment holds DLTESTBED_RUN=TOKEN (the node sets it on every
 process it starts, and children inherit it), so a reused pid never points at a stranger."""
@@ -67,6 +71,50 @@ def netns_counters():
     return dict(tx_bytes=tx, rx_bytes=rx)
 
 
+COUNTER_FILES = ("cpu.stat", "cpuacct.usage", "cpu.pressure")     # what testbed.emulation.readers reads
+
+
+def make_cgroups(plan):
+    for directory, files in plan:
+        os.makedirs(directory, exist_ok=True)
+        for name, text in files:
+            with open(os.path.join(directory, name), "w") as fh:
+                fh.write(text)
+
+
+def read_counters(dirs, names=COUNTER_FILES):
+    out = {}
+    for d in dirs:
+        for name in names:
+            try:
+                with open(os.path.join(d, name)) as fh:
+                    out[name] = fh.read()
+            except OSError:
+                pass
+    return out
+
+
+def remove_cgroups(dirs):
+    """Each cgroup's processes killed, then the (empty) directory removed, retried while they exit."""
+    removed = 0
+    for d in dirs:
+        deadline = time.monotonic() + 10
+        while os.path.isdir(d):
+            for pid in read_counters([d], ["cgroup.procs"]).get("cgroup.procs", "").split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(d)
+                removed += 1
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+    return removed
+
+
 def main(argv):
     if argv[0] == "sample":
         while True:
@@ -88,6 +136,12 @@ def main(argv):
             except OSError:
                 pass
         print(ended)
+    elif argv[0] == "cgroup":
+        make_cgroups(json.loads(argv[1]))
+    elif argv[0] == "cgread":
+        print(json.dumps(read_counters(argv[1:])))
+    elif argv[0] == "uncgroup":
+        print(remove_cgroups(argv[1:]))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,25 @@ SAMPLE_INTERVAL = 0.25          # seconds between the sampler's lines; the monit
 RECORDS = "remote"              # the registry's list of what runs on other machines
 
 
+def undo(conn, r: dict) -> list[str]:
+    """Remove what one record of a run says it made on the machine (`stop`, and `cleanup` after a
+    crash): its processes (the token), shaping, staged files, cgroups; what was done."""
+    done, where = [], conn.target.label
+    if "token" in r:
+        _, out = conn.exec([r["python"], "-c", AGENT, "end", r["token"]])
+        done.append(f"ended {out.strip() or '?'} process(es) of run {r['token']} on {where}")
+    if "tc" in r:
+        conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
+        done.append(f"removed shaping from {r['tc']} on {where}")
+    if "stage" in r:        # what the run staged: job files and the user's script
+        conn.exec(["rm", "-rf", "--", r["stage"]])
+        done.append(f"removed the files staged in {r['stage']} on {where}")
+    if "cgroup" in r:
+        _, out = conn.exec([r["python"], "-c", AGENT, "uncgroup", *r["cgroup"]])
+        done.append(f"removed {out.strip() or '?'} cgroup(s) of {r['cgroup'][0].rsplit('/', 1)[-1]} on {where}")
+    return done
+
+
 class SshNode(Node):
     """A node whose processes run on another machine, reached at `target`."""
 
@@ -68,12 +87,8 @@ class SshNode(Node):
         if self.conn is None:
             return
         try:
-            self.conn.exec([self.python, "-c", AGENT, "end", self.token])
             for r in self._records:
-                if "tc" in r:
-                    self.conn.exec(["tc", "qdisc", "del", "dev", r["tc"], "root"])
-                if "stage" in r:    # what the run staged: job files and the user's script
-                    self.conn.exec(["rm", "-rf", "--", r["stage"]])
+                undo(self.conn, r)
             self._registry.discard(RECORDS, *self._records)
         except NodeError as err:
             log.warning("%s: %s; its processes may still run there: `run_experiment.py cleanup` retries",

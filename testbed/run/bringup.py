@@ -75,7 +75,7 @@ class BringUp:
     def __init__(self, spec, progress=lambda msg: None, machine_cores: int | None = None):
         self.spec, self.progress = spec, progress
         self.graph = graph_of(spec, machine_cores)
-        if machine_cores:
+        if machine_cores and spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
             self.graph = pinned(self.graph, spec.emulation.reserve, progress)
         self.net = None
 

@@ -5,24 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import time
-from pathlib import Path
 
 from testbed.emulation import fidelity, readers
-
-
-def _cgroup_dir(node, *files: str) -> Path | None:
-    """The node's cgroup directory that holds one of these files, if it has one."""
-    for d in map(Path, getattr(node, "cgroup_dirs", ()) or ()):
-        if any((d / f).exists() for f in files):
-            return d
-    return None
-
-
-def _cpu_stat(node) -> dict:
-    """The node's cgroup CPU counters ({} without a cgroup). Their usage outlives its processes,
-    which have ended by the time training is over (v1: the cpuacct group beside the cpu one)."""
-    cpu = _cgroup_dir(node, "cpu.max", "cpu.cfs_quota_us")
-    return readers.read_cpu_stat(cpu, _cgroup_dir(node, "cpuacct.usage")) if cpu else {}
 
 
 def _datapath_lost() -> int | None:
@@ -53,10 +37,7 @@ class Probe:
 
     def _read(self) -> dict:
         used = _used([node for node, _ in self.nodes.values()])
-        stats = {}
-        for name, (node, _) in self.nodes.items():
-            d = _cgroup_dir(node, "cpu.max", "cpu.cfs_quota_us")
-            stats[name] = (_cpu_stat(node), readers.cgroup_wait_s(d) if d else None)
+        stats = {name: node.cpu_counters() for name, (node, _) in self.nodes.items()}
         return dict(t=time.monotonic(), used=used, stats=stats, busy=readers.machine_busy_s(),
                     wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
 
@@ -72,15 +53,17 @@ class Probe:
                  checks: list[dict], tolerance: float) -> fidelity.RunMeasures:
         b, a = self._before, self._after
         nodes = []
-        for name, (_, host) in self.nodes.items():
+        for name, (node, host) in self.nodes.items():
             (stat0, wait0), (stat1, wait1) = b["stats"][name], a["stats"][name]
             d = readers.delta(stat0, stat1)
             used = d.get("usage_s")
             if used is None:     # no cgroup counter: its processes' times (those alive at both ends)
                 used = max(0.0, a["used"].get(name, 0.0) - b["used"].get(name, 0.0))
             wait = None if wait0 is None or wait1 is None else wait1 - wait0
+            elsewhere = node.machine != "local"
             nodes.append(fidelity.NodeCpu(name, host.cores, host.budget, used, wait, d.get("nr_periods") or 0,
-                                          d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0))
+                                          d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0, node.machine,
+                                          node.machine_cores if elsewhere else None))
         diff = lambda key: None if b[key] is None or a[key] is None else a[key] - b[key]  # noqa: E731
         return fidelity.RunMeasures(self.wall_s, machine, dilation, reserve, tuple(nodes), diff("busy"),
                                     diff("wait"), diff("switch"), diff("lost"), timers or None,

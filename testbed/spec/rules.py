@@ -38,8 +38,8 @@ def experiment_problems(exp: Experiment) -> list[Problem]:
 
 
 def emulation_problems(exp: Experiment) -> list[Problem]:
-    """A budget is cores or cpu, not both; dilation slows emulated nodes only, never real machines or
-    (not yet) a cluster's servers."""
+    """A budget is cores or cpu, not both; dilation slows emulated nodes only, never real machines, and
+    is a number with a cluster (auto knows this machine's cores only)."""
     topo, out, both = exp.topology, [], {}
     for name in topo.host_names():
         conf = topo.host_conf(name)
@@ -54,9 +54,10 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
                            "real time; dilation slows emulated nodes only (set emulation.dilation: 1)",
                            ("topology",)))
-    if exp.cluster is not None:
-        out.append(Problem(("emulation", "dilation"), "dilation is not applied on cluster servers yet; set "
-                           "emulation.dilation: 1 or remove cluster:", ("cluster",)))
+    if exp.cluster is not None and exp.emulation.dilation == "auto":
+        out.append(Problem(("emulation", "dilation"), "dilation auto sizes the factor for this machine's cores; "
+                           "with cluster: set a number K at which every server holds its hosts' cores / K plus "
+                           "emulation.reserve", ("cluster",)))
     return out
 
 
@@ -479,8 +480,8 @@ def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None)
         return [Problem(at + ("host",), f"{remote[0]} is a real machine (kind remote): its CPU cannot be limited; "
                         "set_cpu acts on emulated hosts only", ("topology",))]
     if fault.action == "set_cpu" and exp.cluster is not None:
-        return [Problem(at + ("action",), "set_cpu is not applied on cluster servers yet (CPU limits are not); "
-                        "remove it or remove cluster:", ("cluster",))]
+        return [Problem(at + ("action",), "set_cpu is not applied on cluster servers yet (their hosts' budgets "
+                        "are set once, at bring-up, from cores): remove it or remove cluster:", ("cluster",))]
     if action.netem and exp.topology.shaping == "ovs":
         return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; OVS QoS shapes "
                         "bandwidth only (set topology.shaping: tc)", ("topology.shaping",))]
@@ -528,7 +529,7 @@ def _trigger_problems(at: tuple, fault, w) -> list[Problem]:
 
 def cluster_problems(exp: Experiment) -> list[Problem]:
     """cluster: distinct servers, a placement naming known nodes and servers, and what the cluster
-    edition builds here (netns hosts on Open vSwitch bridges, tc shaping, no limits yet)."""
+    edition builds here (netns hosts on Open vSwitch bridges, tc shaping, budgets in cores)."""
     from testbed.spec.models import LOCAL
     cluster, topo, out = exp.cluster, exp.topology, []
     names, machines = {}, {}
@@ -563,10 +564,10 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
         if kind != "netns":
             found.setdefault((key + ("kind",), f"kind {kind}: a cluster places netns hosts only (remove "
                               "cluster: to run docker or remote nodes)"), []).append(name)
-        for limit in ("cores", "cpu", "memory"):
-            if getattr(conf, limit) is not None:
-                found.setdefault((key + (limit,), f"{limit} limits are not applied on cluster servers yet; "
-                                  "remove it or remove cluster:"), []).append(name)
+        if conf.cpu is not None:
+            found.setdefault((key + ("cpu",), "cpu is a fraction of this machine, which the cluster's servers "
+                              "are not: give the host's budget as cores (the cores of the machine it emulates)"),
+                             []).append(name)
     out += [Problem(key, f"{', '.join(names)}: {message}", ("cluster",)) for (key, message), names in found.items()]
     if topo.switch.kind != "ovs" or topo.switch.datapath == "kernel":
         out.append(Problem(("topology", "switch"), "a cluster builds Open vSwitch bridges with the userspace "

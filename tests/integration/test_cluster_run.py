@@ -27,6 +27,7 @@ echo "bridges: $(ovs-vsctl --timeout=5 list-br | tr '\n' ' ')"
 echo "links: $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -v '^lo$\|^eth0$' | tr '\n' ' ')"
 echo "netns: $(readlink /proc/[0-9]*/ns/net 2>/dev/null | sort -u | wc -l)"
 echo "procs: $(pgrep -f 'mininet[:]|train[.]py|iperf[3]|dltestbed remote agen[t]|nsente[r]' | wc -l)"
+echo "cgroups: $(ls -d /sys/fs/cgroup/*/dltestbed/*/ /sys/fs/cgroup/dltestbed/*/ 2>/dev/null | tr '\n' ' ')"
 """
 
 
@@ -118,6 +119,28 @@ def test_two_workers_one_on_each_server_train_with_steps_and_usage_from_both(clu
     for host in ("h1", "h2"):
         rows = usage[usage["node"] == host]
         assert len(rows) >= 2 and rows["tx_bytes"].max() > 0 and rows["rss_bytes"].max() > 100e6, rows.tail()
+    assert server_state(cluster) == before
+
+
+def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster, no_leftovers, tmp_path):
+    """Two 1-core workers, one per server, at x4: each held to 0.25 core by a cgroup on its server,
+    so neither ever used more than its one emulated core; the cgroups are gone afterwards."""
+    before = server_state(cluster)
+    section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
+    body = ALLREDUCE.replace("link: {bw: 100mbit}}", "link: {bw: 100mbit}, host: {cores: 1}}")
+    out = tmp_path / "out"
+    done = cli("run", spec(tmp_path, section, body + "emulation: {dilation: 4}\n"), "--out", out, "--quiet",
+               "--no-report", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = table(out, "runs")
+    assert list(runs["status"]) == ["ok"], runs["reason"].tolist()
+    assert runs["dilation"].iloc[0] == 4 and runs["compute"].iloc[0] == "budgets"
+    print(runs[["time_per_step_s", "time_per_step_wall_s", "fidelity"]])
+    usage = table(out, "usage")
+    for host in ("h1", "h2"):
+        busiest = usage[usage["node"] == host]["cpu_pct"].max()      # % of an emulated core (wall % x 4)
+        print(f"{host}: busiest sample {busiest:.0f} % of its one emulated core")
+        assert 20 < busiest <= 140, f"{host} trained within its budget of one emulated core: {busiest:.0f} %"
     assert server_state(cluster) == before
 
 

@@ -100,6 +100,15 @@ def test_what_a_cluster_does_not_build_is_refused(tmp_path, topology_extra, key)
     assert [f.key for f in found] == [key], found
 
 
+def test_a_cluster_takes_budgets_in_cores_memory_and_a_numeric_dilation(tmp_path):
+    text = CLUSTER.replace("link: {bw: 10mbit}}", "link: {bw: 10mbit}, host: {cores: 1, memory: 512mib}}")
+    assert load(tmp_path, text + "emulation: {dilation: 2}\n").topology.host.cores == 1
+    found = issues(tmp_path, text + "emulation: {dilation: auto}\n")
+    assert [f.key for f in found] == ["emulation.dilation"] and "set a number" in found[0].message
+    cpu = issues(tmp_path, CLUSTER.replace("link: {bw: 10mbit}}", "link: {bw: 10mbit}, host: {cpu: 0.5}}"))
+    assert "give the host's budget as cores" in cpu[0].message
+
+
 def guard_cluster(bw, capacity, share=0.9):
     edge = SimpleNamespace(a="h3", b="s1", params=LinkParams.model_construct(bw=bw))
     c = bringup.ClusterSite.__new__(bringup.ClusterSite)

@@ -256,6 +256,16 @@ def test_oversubscribed_with_budgets_is_degraded_naming_the_cpu():
     assert len(_cpu(reasons(v1))) == 2 and verdict(v1).startswith("degraded: cpu:")
 
 
+def test_budgets_on_cluster_servers_are_held_against_each_server():
+    """Two 2-core servers hold 2 x 0.75 core each (plus the reserve); three on one server do not fit."""
+    spread = tuple(NodeCpu(f"h{i}", cores=1.5, budget=0.75, used_s=7.5, machine=f"srv{1 + i % 2}", machine_cpus=2)
+                   for i in range(4))
+    assert _cpu(reasons(RunMeasures(wall_s=10, machine_cpus=2, dilation=2, nodes=spread))) == []
+    crowded = spread + (NodeCpu("h5", cores=1.5, budget=0.75, used_s=7.5, machine="srv1", machine_cpus=2),)
+    assert _cpu(reasons(RunMeasures(wall_s=10, machine_cpus=2, dilation=2, nodes=crowded))) == [
+        "cpu: 3 nodes' budgets need 2.25 cores plus the 0.5 reserve of a 2-core machine on srv1 (dilation x2)"]
+
+
 def test_dilated_point_that_fits_is_ok():
     k = choose([[1] * 4], 2)
     nodes = tuple(NodeCpu(f"h{i}", cores=1, budget=1 / k, used_s=10 / k, wait_s=10 - 10 / k,

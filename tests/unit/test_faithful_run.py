@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from testbed.nodes import cgroups
 from testbed.run import emulate
 from testbed.run.record import Observed
 from testbed.spec import SpecError, build_graph, expand_points, load_spec
@@ -138,8 +139,13 @@ def test_dilation_is_refused_with_real_machines(tmp_path):
 
 class _GoneNode:
     """A node whose processes have ended (their CPU times are gone) but whose cgroups remain."""
+    machine = "local"
+
     def __init__(self, dirs):
         self.cgroup_dirs = dirs
+
+    def cpu_counters(self):
+        return cgroups.cpu_counters(self.cgroup_dirs)
 
     @classmethod
     def usage(cls, nodes):

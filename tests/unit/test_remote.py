@@ -315,6 +315,37 @@ def test_agent_counts_and_ends_only_the_run_s_processes():
         ours.kill(), other.kill(), ours.wait(), other.wait()
 
 
+def test_the_agent_carries_out_the_same_cgroup_plan_as_this_machine_and_reads_and_removes_it(tmp_path):
+    """cgroups.limit_plan made on a made-up tree by the agent (as on a cluster server) and here."""
+    from testbed.emulation.budgets import quota
+    from testbed.nodes import cgroups
+    there, here = tmp_path / "there", tmp_path / "here"
+    for root in (there, here):
+        plan = cgroups.limit_plan("t1-h2-ab", quota(0.25), 2**28, 1, root)
+        if root == there:
+            agent = subprocess.run([sys.executable, "-c", remote.AGENT, "cgroup", json.dumps(plan)])
+            assert agent.returncode == 0
+        else:
+            cgroups.carry_out(plan)
+    files = lambda root: sorted((str(p.relative_to(root)), p.read_text()) for p in root.rglob("*") if p.is_file())  # noqa: E731
+    assert files(there) == files(here) == [
+        ("cpu/dltestbed/t1-h2-ab/cpu.cfs_period_us", "10000"), ("cpu/dltestbed/t1-h2-ab/cpu.cfs_quota_us", "2500"),
+        ("memory/dltestbed/t1-h2-ab/memory.limit_in_bytes", str(2**28))]
+    cpu, acct = there / "cpu/dltestbed/t1-h2-ab", there / "cpuacct/dltestbed/t1-h2-ab"
+    (cpu / "cpu.stat").write_text("nr_periods 4\nnr_throttled 1\nthrottled_time 5000000\n")
+    (acct / "cpuacct.usage").write_text("2000000000\n")
+    read = subprocess.run([sys.executable, "-c", remote.AGENT, "cgread", str(cpu), str(acct)],
+                          capture_output=True, text=True)
+    from testbed.emulation import readers
+    assert readers.cpu_stat_of(json.loads(read.stdout)) == readers.read_cpu_stat(cpu, acct) == {
+        "nr_periods": 4, "nr_throttled": 1, "throttled_s": 0.005, "usage_s": 2.0}
+    for f in (cpu / "cpu.stat", cpu / "cpu.cfs_period_us", cpu / "cpu.cfs_quota_us", acct / "cpuacct.usage"):
+        f.unlink()                                    # (a real cgroup's files go with its directory)
+    gone = subprocess.run([sys.executable, "-c", remote.AGENT, "uncgroup", str(cpu), str(acct)],
+                          capture_output=True, text=True)
+    assert gone.stdout.strip() == "2" and not cpu.exists() and not acct.exists()
+
+
 def test_exec_prefix_quotes_what_follows_for_the_machine_s_shell(tmp_path):
     """`run_experiment.py exec HOST -- ARGV` appends argv to the prefix; ssh would join it with blanks."""
     fake = tmp_path / "ssh"
