@@ -198,9 +198,12 @@ def main() -> None:
         return
     print(model.describe())
     print(f"held out (fitted on workers {sorted(fit_sizes)}, never on these):")
-    print(f"{'workers':>7} {'measured s/step':>15} {'predicted':>9} {'error':>7}  degraded")
+    print(f"{'workers':>7} {'measured s/step':>15} {'predicted':>9} {'error':>7}  {'steady: measured':>16} "
+          f"{'predicted':>9}  {'warm-up s: measured':>19} {'predicted':>9}  degraded")
     for f in test.sort_values("workers").itertuples(index=False):
-        print(f"{f.workers:>7} {f.time_per_step_s:>15.4f} {f.predicted_step_s:>9.4f} {f.rel_error:>+7.1%}  {f.degraded}")
+        print(f"{f.workers:>7} {f.time_per_step_s:>15.4f} {f.predicted_step_s:>9.4f} {f.rel_error:>+7.1%}  "
+              f"{f.steady_s:>16.4f} {f.predicted_steady_s:>9.4f}  {f.overhead_s:>19.2f} {f.predicted_warmup_s:>9.2f}  "
+              f"{f.degraded}")
     print(f"held-out median |error| {np.median(np.abs(test['rel_error'])):.1%}, max {np.max(np.abs(test['rel_error'])):.1%}")
     print(machine_state())
 

@@ -145,7 +145,7 @@ def remove(path: Path) -> bool:
     return True
 
 
-def process_dirs(pid: int, root: Path = ROOT, controllers=("cpu", "cpuacct", "memory", "pids")) -> list[Path]:
+def process_dirs(pid: int, root: Path = ROOT, controllers=("cpu", "cpuacct", "memory", "pids", "cpuset")) -> list[Path]:
     """The cgroup directories of a process for the given controllers (v1), or its one v2 directory."""
     dirs = []
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
