@@ -19,7 +19,10 @@ Steady step (the median step of the lead task in steps.csv):
 
 * all-reduce (ring: reduce-scatter + all-gather, 2(N-1) rounds of S/N each)::
 
-      t = c*s + gamma * 2(N-1)/N * S/B + 2(N-1) * (alpha + r/2)
+      t = c*s + gamma * 2(N-1)/N * S/(B/m) + 2(N-1) * (alpha + r/2)
+
+  m: the ring's link sharing (ring_share: the most ring hops one link carries one way in the
+  run's topology; 1 on a star, and for ps and predictions without a topology)
 
 * parameter server (TF2, asynchronous: a coordinator step is one worker's closure, which pulls
   the S bits of parameters and pushes S bits of gradients; the busiest server link carries S/k'
@@ -35,7 +38,7 @@ Warm-up: the first step traces the function and sets up the cluster, and each ep
 drains the pipeline; it is what a run spends beyond steps x steady step, E = training_time -
 steps*t::
 
-      E = w*s + v*(N-1) + beta*S/B            (S/B only where there is traffic: not 1-worker all-reduce)
+      E = w*s + v*(N-1) + beta*S/(B/m)        (S/B only where there is traffic: not 1-worker all-reduce)
 
 Time per step as runs.csv records it: ``T = t + E/steps``.
 
@@ -174,6 +177,7 @@ class Point:
     rtt_s: float
     slow: np.ndarray       # per worker compute slowdown (>= 1)
     scale: float = 1.0     # compute per step relative to the fitted runs'
+    share: float = 1.0     # all-reduce: ring hops that share the busiest link one way (ring_share)
 
 
 def steady_time(strategy: str, p: dict, pt: Point) -> float:
@@ -184,7 +188,7 @@ def _steady_parts(strategy: str, p: dict, pt: Point) -> dict:
     n, s, b, r = pt.workers, pt.s_bits, pt.bw_bps, pt.rtt_s
     if _family(strategy) == "allreduce":
         compute = p["c"] * pt.scale * float(pt.slow.max())
-        comm = p["gamma"] * float(ring_allreduce_time(n, s, b, 0.0)) + \
+        comm = p["gamma"] * float(ring_allreduce_time(n, s, b / pt.share, 0.0)) + \
             (2 * (n - 1) * (p["alpha"] + r / 2) if n > 1 else 0.0)
         return dict(steady_s=compute + comm, compute_s=compute, comm_s=comm,
                     bound="compute" if compute >= comm else "network")
@@ -206,7 +210,7 @@ def warmup_time(strategy: str, p: dict, pt: Point) -> float:
         s, traffic = float(pt.slow.max()), n > 1
     else:
         s, traffic = float(n / np.sum(1.0 / pt.slow)), True
-    return p["w"] * s + p["v"] * (n - 1) + (p["beta"] * pt.s_bits / pt.bw_bps if traffic else 0.0)
+    return p["w"] * s + p["v"] * (n - 1) + (p["beta"] * pt.s_bits / (pt.bw_bps / pt.share) if traffic else 0.0)
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -230,13 +234,14 @@ class CostModel:
     source: str = "defaults"
 
     def point(self, strategy, workers, s_bits, b_bps, servers=1, shards=None, rtt_s=None,
-              fractions=None, shared=True, work=None) -> Point:
-        """A configuration; b_bps at goodput level (measured, or configured x rho)."""
+              fractions=None, shared=True, work=None, share=1.0) -> Point:
+        """A configuration; b_bps at goodput level (measured, or configured x rho); share: the ring
+        hops sharing the busiest link (1 on a star; ring_share of the topology)."""
         n = max(int(workers), 1)
         r = self.rtt_s if rtt_s is None or not np.isfinite(rtt_s) else float(rtt_s)
         return Point(_family(strategy), n, int(shards or servers or 1), float(s_bits), float(b_bps), r,
                      slowdowns(n, self.u, self.cores, fractions, shared),
-                     (work / self.work) if work else 1.0)
+                     (work / self.work) if work else 1.0, float(share or 1.0))
 
     def terms(self, strategy, workers, s_bits, b_bps, **kw) -> dict:
         """Steady step, warm-up and their parts for one configuration."""
@@ -300,7 +305,7 @@ def _family(strategy) -> str:
 
 
 # -- features of measured runs ---------------------------------------------------------------
-FEATURES = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "shards",
+FEATURES = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "shards", "share",
             "bw_bps", "bw", "s_bits", "batch", "steps", "bw_meas_bps", "bw_source", "rtt_s",
             "fractions", "shared", "degraded", "slowdown", "steady_s", "overhead_s", "time_per_step_s"]
 
@@ -335,6 +340,7 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
             run_id=r.run_id, strategy=r.strategy, family=fam, model=r.model, hosts=int(r.hosts),
             workers=workers, servers=servers,
             shards=ps_shards(servers, partition, r.gradient_bytes) if fam == "ps" else 0,
+            share=_run_ring_share(exp.path, r.run_id, getattr(r, "engine", None)) if fam == "allreduce" else 1,
             bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
             batch=r.global_batch / workers if fam == "allreduce" else r.global_batch,
             steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
@@ -449,6 +455,62 @@ def worker_fractions(spec: dict, exp_dir, run_id: str, family: str, hosts: int, 
     return [float("nan") if c is None else float(c) for c in cpu]
 
 
+def ring_order(workers: int, engine: str | None = "tensorflow") -> list[int]:
+    """Worker task indices in the order of the all-reduce ring. TensorFlow joins the tasks in the
+    lexicographic order of their names, so task:10 comes before task:2
+    (collective_param_resolver_local.cc, EstablishGlobalRank); PyTorch's gloo ring goes by rank."""
+    return list(range(workers)) if engine == "pytorch" else sorted(range(workers), key=str)
+
+
+def ring_share(topology: dict, engine: str | None = "tensorflow") -> int:
+    """The most ring hops that cross one link in one direction, in a run's topology document
+    (topology.json: hosts with roles, links): those hops share that link, so the ring moves at
+    B / share. 1 on a star; on a tree, 2 and more once the ring order jumps between its switches."""
+    workers = {int(role[len("worker"):]): h["name"] for h in topology.get("hosts", [])
+               for role in str(h.get("role", "")).split("+") if role[len("worker"):].isdigit()
+               and role.startswith("worker")}
+    if len(workers) < 2:
+        return 1
+    hosts = [workers[i] for i in ring_order(len(workers), engine) if i in workers]
+    near: dict[str, list[str]] = {}
+    for link in topology.get("links", []):
+        near.setdefault(link["a"], []).append(link["b"])
+        near.setdefault(link["b"], []).append(link["a"])
+    load: dict[tuple[str, str], int] = {}
+    for a, b in zip(hosts, hosts[1:] + hosts[:1]):
+        path = _path(near, a, b)
+        for hop in zip(path, path[1:]):
+            load[hop] = load.get(hop, 0) + 1
+    return max(load.values(), default=1)
+
+
+def _path(near: dict, a: str, b: str) -> list[str]:
+    """The nodes of a shortest path from a to b (breadth first; [a] when b is unreachable)."""
+    before, frontier = {a: None}, [a]
+    while frontier and b not in before:
+        reached = []
+        for node in frontier:
+            for n in near.get(node, []):
+                if n not in before:
+                    before[n] = node
+                    reached.append(n)
+        frontier = reached
+    if b not in before:
+        return [a]
+    path = [b]
+    while path[-1] != a:
+        path.append(before[path[-1]])
+    return path[::-1]
+
+
+def _run_ring_share(exp_dir, run_id, engine) -> int:
+    try:
+        topology = json.loads((Path(exp_dir) / "runs" / str(run_id) / "topology.json").read_text())
+    except (OSError, ValueError):
+        return 1
+    return ring_share(topology, engine if isinstance(engine, str) else "tensorflow")
+
+
 def _worker_hosts(folder: Path, names: list, family: str, servers: int) -> list:
     try:
         topo = json.loads((folder / "topology.json").read_text())
@@ -489,7 +551,7 @@ def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> l
         rtt = f["rtt_s"] if np.isfinite(f["rtt_s"]) else 0.0
         pt = Point(f["family"], int(f["workers"]), max(int(f["shards"] or 1), 1), f["s_bits"],
                    f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr, _shared(f)),
-                   f["s_bits"] * f["batch"] / work_ref)
+                   f["s_bits"] * f["batch"] / work_ref, _share(f))
         if np.isfinite(f["steady_s"]) and f["steady_s"] > 0:
             eqs.append(("steady", pt, f["steady_s"], f["steps"]))
             if np.isfinite(f["overhead_s"]) and f["overhead_s"] > 0:
@@ -497,6 +559,12 @@ def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> l
         else:
             eqs.append(("step", pt, f["time_per_step_s"], f["steps"]))
     return eqs
+
+
+def _share(f) -> float:
+    """A feature row's ring share (absent or NaN, as in features of older code: 1)."""
+    v = f.get("share", 1.0)
+    return 1.0 if v is None or not np.isfinite(v) or v < 1 else float(v)
 
 
 def _shared(f) -> bool:
@@ -608,7 +676,7 @@ def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
         t = model.terms(f["strategy"], f["workers"], f["s_bits"], f["bw_meas_bps"],
                         shards=max(int(f["shards"] or 1), 1), rtt_s=f["rtt_s"],
                         fractions=json.loads(f["fractions"]) if f["fractions"] else None,
-                        shared=_shared(f), work=f["s_bits"] * f["batch"])
+                        shared=_shared(f), work=f["s_bits"] * f["batch"], share=_share(f))
         out.append(dict(predicted_steady_s=t["steady_s"], predicted_warmup_s=t["warmup_s"],
                         predicted_step_s=t["steady_s"] + t["warmup_s"] / f["steps"],
                         predicted_compute_s=t["compute_s"], predicted_comm_s=t["comm_s"],

@@ -73,6 +73,32 @@ def test_allreduce_steady_step_hand_computed():
     assert costmodel.warmup_time("allreduce", p, one) == pytest.approx(0.5)
 
 
+def _topology(tmp_path, text, hosts):
+    """A run's topology.json as the runner writes it, for an all-reduce over every host."""
+    from spec_helpers import load
+    from testbed.roles import assign_tasks
+    from testbed.run.record import topology_document
+    from testbed.spec import build_graph
+    spec = load(tmp_path, f"name: t\ntopology: {text}\n")
+    graph = build_graph(spec.topology)
+    return topology_document(graph, assign_tasks(spec.workload, [h.name for h in graph.hosts][:hosts]))
+
+
+def test_tensorflows_ring_order_shares_a_trees_uplinks_and_the_model_slows_the_ring_by_it(tmp_path):
+    assert costmodel.ring_order(12) == [0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9]   # task names sort as text
+    assert costmodel.ring_order(12, "pytorch") == list(range(12))
+    tree16 = _topology(tmp_path, "{template: tree, fanout: 4, hosts: 16}", 16)
+    # 0 1 10..15 2 3 ... 9: the first and third leaf switches each send two ring hops up at once
+    assert costmodel.ring_share(tree16, "tensorflow") == 2
+    assert costmodel.ring_share(tree16, "pytorch") == 1
+    for text in ("{template: tree, fanout: 4, hosts: 8}", "{template: star, hosts: 16}"):
+        assert costmodel.ring_share(_topology(tmp_path, text, 16), "tensorflow") == 1, text
+    p = dict(c=0.0, gamma=1.0, alpha=0.0, w=0.0, v=0.0, beta=0.0)
+    alone = Point("allreduce", 16, 1, 8e6, 1e7, 0.0, np.ones(16))
+    shared = Point("allreduce", 16, 1, 8e6, 1e7, 0.0, np.ones(16), share=2)
+    assert costmodel.steady_time("allreduce", p, shared) == pytest.approx(2 * costmodel.steady_time("allreduce", p, alone))
+
+
 def test_cpu_sharing_water_filling():
     assert costmodel.fair_shares([1, 1, 1, 1], 2.0) == pytest.approx([0.5] * 4)
     assert costmodel.fair_shares([0.25, 1, 1], 2.0) == pytest.approx([0.25, 0.875, 0.875])
