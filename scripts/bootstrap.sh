@@ -37,7 +37,15 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   mkdir -p "$CACHE_DIR"
   /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r requirements.txt
+  # PyTorch's CPU-only build (about 200 MB, not the CUDA build's gigabytes) is on its own index, used
+  # when it answers within 5 s; a machine without it finds torch where pip finds the rest.
+  torch_index=https://download.pytorch.org/whl/cpu
+  extra=()
+  if /usr/bin/python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+      "$torch_index/torch/" >/dev/null 2>&1; then
+    extra=(--extra-index-url "$torch_index")
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check "${extra[@]}" -r requirements.txt
   touch "$venv/.complete"
 fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then

@@ -93,6 +93,20 @@ def tf_config(cluster: dict[str, list[str]], task: Task) -> dict:
     return {"cluster": cluster, "task": {"type": task.task_type, "index": task.index}}
 
 
+def torchrun_env(cluster: dict[str, list[str]], task: Task, interface: str | None) -> dict[str, str]:
+    """What torchrun would set for one task of a PyTorch job (env:// rendezvous at the first worker,
+    one process per host), and gloo's interface: the host's emulated one, which its hostname does
+    not resolve to (Mininet hosts share this machine's hostname)."""
+    workers = cluster.get("worker") or []
+    env = {"RANK": str(task.index if workers else 0), "WORLD_SIZE": str(max(1, len(workers))),
+           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    address, port = workers[0].rsplit(":", 1) if workers else ("127.0.0.1", str(task.port))   # single: itself
+    env.update(MASTER_ADDR=address, MASTER_PORT=port)
+    if interface:
+        env["GLOO_SOCKET_IFNAME"] = interface
+    return env
+
+
 def final_tasks(tasks: list[Task]) -> list[Task]:
     """Tasks whose exit means training is over; the others (ps strategy servers) are ended by us."""
     if any(t.task_type == "chief" for t in tasks):

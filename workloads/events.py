@@ -27,8 +27,12 @@ def _tf_config() -> dict:
 
 
 def task_identity() -> tuple[str, int]:
-    """(role, task index) from TF_CONFIG; ('single', 0) without one."""
-    task = _tf_config().get("task") or {}
+    """(role, task index) from TF_CONFIG, else from torchrun's RANK and WORLD_SIZE (PyTorch);
+    ('single', 0) without either."""
+    task = _tf_config().get("task")
+    if not task and int(os.environ.get("WORLD_SIZE") or 1) > 1:
+        return "worker", int(os.environ.get("RANK") or 0)
+    task = task or {}
     return str(task.get("type", "single")), int(task.get("index", 0))
 
 
@@ -65,6 +69,75 @@ class Emitter:
         with self.lock:
             out.write(line + "\n")
             out.flush()
+
+
+def run_task(emit: Emitter, body) -> None:
+    """Run a training task's body(): any failure becomes an `error` event (its traceback on stderr)
+    and exit code 1. The process exits either way without the engine's teardown (gRPC, the
+    coordination service, a process group), which can hang waiting for peers."""
+    try:
+        body()
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event
+        import traceback
+        traceback.print_exc(file=sys.stderr)
+        emit("error", message="interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class StepClock:
+    """Step, epoch and done events of a hand-written training loop (a PyTorch one, or any): call
+    `step(loss)` after each optimizer step, `epoch_end()` after each epoch and `done()` at the end.
+
+        from testbed.callback import StepClock
+        clock = StepClock(global_batch=64)
+        for epoch in range(epochs):
+            for x, y in loader:
+                ...
+                optimizer.step()
+                clock.step(loss.item())
+            clock.epoch_end()
+        clock.done()
+
+    The clock starts when it is made: make it just before the loop. An epoch's loss is the mean of
+    its steps' losses unless `epoch_end(loss)` says otherwise."""
+
+    def __init__(self, global_batch: int | None = None, emit: Emitter | None = None):
+        self.emit = emit or Emitter()
+        self.global_batch = global_batch
+        self.t0 = self.last = self.epoch_t0 = time.time()
+        self.epoch, self.steps, self.first, self.losses, self.final_loss = 1, 0, 0, [], None
+
+    def _per_s(self, steps: int, seconds: float):
+        return steps * self.global_batch / seconds if self.global_batch and seconds > 0 else None
+
+    def step(self, loss=None) -> None:
+        now = time.time()
+        self.steps += 1
+        loss = None if loss is None else float(loss)
+        if loss is not None:
+            self.losses.append(loss)
+        self.emit("step", epoch=self.epoch, step=self.steps, time_s=now - self.last, loss=loss)
+        self.last = now
+
+    def epoch_end(self, loss=None) -> None:
+        dt = time.time() - self.epoch_t0
+        steps = self.steps - self.first
+        self.final_loss = float(loss) if loss is not None else (sum(self.losses) / len(self.losses)
+                                                                 if self.losses else None)
+        self.emit("epoch", epoch=self.epoch, time_s=dt, loss=self.final_loss, steps=steps,
+                  samples_per_s=self._per_s(steps, dt))
+        self.epoch, self.losses, self.first = self.epoch + 1, [], self.steps
+        self.epoch_t0 = self.last = time.time()
+
+    def done(self) -> None:
+        total = time.time() - self.t0
+        self.emit("done", training_time_s=total, time_per_step_s=total / self.steps if self.steps else None,
+                  samples_per_s=self._per_s(self.steps, total), final_loss=self.final_loss, steps=self.steps,
+                  asynchronous=False)
 
 
 def _plain(v):

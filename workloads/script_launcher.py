@@ -1,11 +1,12 @@
 """Runs a user's unmodified training script as one task of the testbed.
 
-    python workloads/script_launcher.py --task-type worker --task-index 0 --host h1 -- SCRIPT [ARGS...]
+    python workloads/script_launcher.py [--engine tensorflow|pytorch] --task-type worker --task-index 0 --host h1 -- SCRIPT [ARGS...]
 
-TF_CONFIG is set by the testbed. The launcher imports TensorFlow first, so its start-up is timed
-apart, then runs the script as `__main__` (as `python SCRIPT ARGS` would) and prints the events
-of docs/developer/contracts.md: `script_start` (tf_import_s), `script_done` (run_s: the script's own time
-after the import) or `error` (its exception or exit code)."""
+The testbed sets TF_CONFIG (TensorFlow) or what torchrun would set (PyTorch: MASTER_ADDR, RANK,
+WORLD_SIZE, ...). The launcher imports the engine first, so its start-up is timed apart, then
+runs the script as `__main__` (as `python SCRIPT ARGS` would) and prints the events of
+docs/developer/contracts.md: `script_start` (tf_import_s or torch_import_s), `script_done` (run_s: the
+script's own time after the import) or `error` (its exception or exit code)."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ from workloads.events import Emitter  # noqa: E402  (standard library only)
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--engine", choices=("tensorflow", "pytorch"), default="tensorflow")
     parser.add_argument("--task-type", required=True)
     parser.add_argument("--task-index", type=int, required=True)
     parser.add_argument("--host", required=True)
@@ -29,8 +31,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     emit = Emitter(args.task_type, args.task_index, args.host)
     t0 = time.time()
-    import tensorflow  # noqa: F401  - timed apart from the script's own work
-    emit("script_start", script=os.path.basename(args.script), tf_import_s=round(time.time() - t0, 3))
+    if args.engine == "pytorch":
+        import torch  # noqa: F401  - timed apart from the script's own work
+    else:
+        import tensorflow  # noqa: F401
+    imported = {"pytorch": "torch_import_s", "tensorflow": "tf_import_s"}[args.engine]
+    emit("script_start", script=os.path.basename(args.script), **{imported: round(time.time() - t0, 3)})
     sys.argv = [args.script, *args.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
     started = time.time()

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workloads import models  # noqa: E402  (no TensorFlow import at module level)
-from workloads.events import Emitter, model_sizes  # noqa: E402
+from workloads.events import Emitter, model_sizes, run_task  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
 
@@ -301,31 +301,31 @@ def make_eval(model, p, caption, seed, job):
     return lambda: bleu.evaluate(model, held, max_images=limit)
 
 
-def main(argv=None) -> int:
+def task_main(body, argv=None) -> None:
+    """A task's entry (this engine's and torch_train.py's): its arguments, events and job, then
+    body(job, args, emit) under run_task (every failure an `error` event; the process exits)."""
     args = parse_args(argv)
     emit = Emitter(args.task_type, args.task_index, args.host)
-    try:
+
+    def task():
         with open(args.job) as fh:
             job = json.load(fh)
-        check_job(job, args.task_type)
-        emit.base["strategy"] = job["strategy"]    # every event says which strategy it ran under
-        set_environment(job, args.task_type, args.task_index)
-        if job["strategy"] == "ps" and args.task_type in ("worker", "ps"):
-            run_server(job, args.task_type, args.task_index, emit)
-        else:
-            run_training(job, args.task_type, args.task_index, emit)
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event
-        if isinstance(exc, KeyboardInterrupt):
-            msg = "interrupted"
-        else:
-            msg = f"{type(exc).__name__}: {exc}"
-        import traceback
-        traceback.print_exc(file=sys.stderr)
-        emit("error", message=msg)
-        sys.stderr.flush()
-        os._exit(1)
-    sys.stderr.flush()
-    os._exit(0)  # skip gRPC/coordinator teardown, which can hang
+        emit.base["strategy"] = job.get("strategy")    # every event says which strategy it ran under
+        body(job, args, emit)
+    run_task(emit, task)
+
+
+def tensorflow_task(job, args, emit) -> None:
+    check_job(job, args.task_type)
+    set_environment(job, args.task_type, args.task_index)
+    if job["strategy"] == "ps" and args.task_type in ("worker", "ps"):
+        run_server(job, args.task_type, args.task_index, emit)
+    else:
+        run_training(job, args.task_type, args.task_index, emit)
+
+
+def main(argv=None) -> None:
+    task_main(tensorflow_task, argv)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,12 @@ class Node(ABC):
     def machine_cores(self) -> int:
         return os.cpu_count() or 1
 
+    @property
+    def interface(self) -> str | None:
+        """The interface that holds the node's emulated address (its Mininet host's first one)."""
+        mn_host = getattr(self, "mn_host", None)
+        return mn_host.defaultIntf().name if mn_host is not None else None
+
     def cpu_counters(self) -> tuple[dict, float | None]:
         """Its cgroup's CPU counters and CPU wait, for the fidelity verdict ({} and None: none)."""
         return cgroups.cpu_counters(getattr(self, "cgroup_dirs", ()) or ())

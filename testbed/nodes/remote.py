@@ -201,6 +201,10 @@ class RemoteNode(SshNode):
     def python(self) -> str:
         return self.remote.python
 
+    @property
+    def interface(self) -> str:
+        return self.remote.interface
+
     @classmethod
     def remove_records(cls, records: list[dict]) -> tuple[list[str], list[dict]]:
         return remove_records(records)

@@ -3,6 +3,8 @@ refused before anything starts (preflight), the graph with the file's `ssh:` sec
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass, field
 
 from analysis import advisor
@@ -34,6 +36,15 @@ def key_file_problems(spec, graph) -> list[tuple[str, str]]:
     return out
 
 
+def engine_problems(spec, graph) -> list[tuple[str, str]]:
+    """engine pytorch on hosts of this machine: torch in this venv (their python)."""
+    local = [h for h in graph.hosts if h.kind != "remote"]
+    if spec.workload.engine != "pytorch" or not local or importlib.util.find_spec("torch") is not None:
+        return []
+    return [("workload.engine", f"engine pytorch needs PyTorch in {sys.prefix}, which lacks it: run "
+             "scripts/bootstrap.sh (it installs the pinned requirements, torch among them)")]
+
+
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
     """Everything that can be refused before a network exists, for every point at once.
     `contact_nodes=False` (validate) asks this machine's kernel only: no login to real machines,
@@ -43,7 +54,7 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
         spec = wall_spec(point.spec)          # the rates and times this machine will run
         graph = graph_of(spec)
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
-                    + port_problems(spec.topology, graph)
+                    + port_problems(spec.topology, graph) + engine_problems(spec, graph)
                     + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))
         try:
             assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])

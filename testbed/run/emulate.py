@@ -16,7 +16,8 @@ from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.spec import build_graph
 from testbed.spec.models import Experiment
 
-RUN_TIMES = ("training_time_s", "time_per_step_s", "time_lost_s", "tf_import_s", "compute_per_step_s")
+RUN_TIMES = ("training_time_s", "time_per_step_s", "time_lost_s", "tf_import_s", "torch_import_s",
+             "compute_per_step_s")
 RUN_RATES = ("samples_per_s", "net_throughput_mean_bps")
 
 

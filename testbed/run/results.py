@@ -11,9 +11,9 @@ import pandas as pd
 from testbed.owner import ProcessLock
 
 RUNS_COLUMNS = [
-    "experiment", "run_id", "repeat", "hosts", "node_kinds", "bw_bps", "bw", "strategy", "model", "params",
+    "experiment", "run_id", "repeat", "hosts", "node_kinds", "bw_bps", "bw", "strategy", "engine", "model", "params",
     "gradient_bytes", "global_batch", "workers", "servers", "asynchronous", "status", "reason",
-    "started_at", "wall_time_s", "training_time_s", "tf_import_s", "tf_threads", "time_per_step_s", "samples_per_s", "final_loss",
+    "started_at", "wall_time_s", "training_time_s", "tf_import_s", "torch_import_s", "tf_threads", "time_per_step_s", "samples_per_s", "final_loss",
     "steps", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
     "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms", "restarts", "time_lost_s",
     "advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps", "switches",

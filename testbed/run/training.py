@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.roles import (Task, assign_tasks, cluster_spec, final_tasks, restart_group, tf_config,
-                           threads_per_task)
+                           threads_per_task, torchrun_env)
 
-TRAIN_PY = "workloads/train.py"     # relative to the project's code in the node (Node.repo)
+TRAIN_PY = {"tensorflow": "workloads/train.py",     # relative to the project's code in the node (Node.repo)
+            "pytorch": "workloads/torch_train.py"}
 LAUNCHER_PY = "workloads/script_launcher.py"
 
 
@@ -141,21 +142,27 @@ class Training:
         node = self.net.nodes[task.host]
         identity = ["--task-type", task.task_type, "--task-index", str(task.index), "--host", task.host]
         env = {"PYTHONPATH": node.repo, "TF_CPP_MIN_LOG_LEVEL": "2", "DLTESTBED_HOST": task.host}
-        if self.threads[task]:     # 0: TensorFlow's own default
+        engine = self.workload.engine
+        if self.threads[task]:     # 0: the engine's own default
             # Intra-op only: a one-thread inter-op pool deadlocks blocking ops (ps closures hung with it).
             env["TF_NUM_INTRAOP_THREADS"] = str(self.threads[task])
+            if engine == "pytorch":
+                env["OMP_NUM_THREADS"] = str(self.threads[task])
+        if engine == "pytorch":
+            env.update(torchrun_env(self.cluster, task, node.interface))
         if self._runs_script(task):
             folder = node.stage_files(Path(self.script).parent, [Path(f) for f in self.script_files])
-            cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", *identity,
+            cmd = [node.python, "-u", f"{node.repo}/{LAUNCHER_PY}", "--engine", engine, *identity,
                    f"{folder}/{Path(self.script).name}", *self.workload.args]
-            env.update(TF_USE_LEGACY_KERAS="1", GRPC_FAIL_FAST="use_caller")
+            if engine == "tensorflow":
+                env.update(TF_USE_LEGACY_KERAS="1", GRPC_FAIL_FAST="use_caller")
+                if self.cluster:
+                    env["TF_CONFIG"] = json.dumps(tf_config(self.cluster, task))
             if self.backup_dir:        # for the script's own BackupAndRestore
                 env["DLTESTBED_BACKUP_DIR"] = self.backup_dir
-            if self.cluster:
-                env["TF_CONFIG"] = json.dumps(tf_config(self.cluster, task))
             cwd = folder
         else:
-            cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY}", "--job", node.stage(job_path), *identity]
+            cmd = [node.python, "-u", f"{node.repo}/{TRAIN_PY[engine]}", "--job", node.stage(job_path), *identity]
             cwd = node.repo
         env = node.env({**env, **self.workload.env})
         stdout = open(self.run_dir / f"{task.log_stem}.events.jsonl", mode)

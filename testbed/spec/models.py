@@ -344,7 +344,9 @@ class StrategySwitchConf(Strict):
 class Workload(Strict):
     """What trains: engine, strategy, model and its size, and the training loop."""
 
-    engine: Literal["tensorflow"] = "tensorflow"
+    engine: Literal["tensorflow", "pytorch"] = Field(
+        "tensorflow", description="pytorch: DistributedDataParallel over torch.distributed's gloo backend "
+        "(strategies single and allreduce, models mlp and cnn, or your own torchrun-style script)")
     strategy: Literal["single", "allreduce", "ps", "auto", "switch"] = Field(
         "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
         "checks by the cost model (workload.advisor); switch: starts with workload.switch.start and "

@@ -16,7 +16,7 @@ from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import format_path, parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, Experiment, LinkParams, Topology
+from testbed.spec.models import MODEL_PARAMS, AllreduceConf, Experiment, LinkParams, Topology
 
 
 
@@ -288,6 +288,8 @@ def _connectivity_problems(adjacent: dict) -> list[Problem]:
 def workload_problems(exp: Experiment) -> list[Problem]:
     w, hosts = exp.workload, exp.topology.host_names()
     out = _model_param_problems(w.model, w.model_params)
+    if w.engine == "pytorch":
+        out += _pytorch_problems(exp)
     if w.strategy == "ps":
         out += _ps_problems(exp, hosts)
     if w.strategy == "auto":
@@ -316,7 +318,36 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     return out
 
 
-RESERVED_ENV = ("TF_CONFIG", "PYTHONPATH")     # set by the testbed for every task, as is DLTESTBED_*
+def _pytorch_problems(exp: Experiment) -> list[Problem]:
+    """engine pytorch: DistributedDataParallel's strategies (single, allreduce), the mlp and cnn models,
+    no TensorFlow-only settings, and what is not built for it yet (recovery, docker nodes)."""
+    w, related, out = exp.workload, ("workload.engine",), []
+    if w.strategy not in ("single", "allreduce"):
+        out.append(Problem(("workload", "strategy"), f"engine pytorch runs strategies single and allreduce "
+                           f"(DistributedDataParallel over gloo), not {w.strategy}: the parameter-server "
+                           "strategy is TensorFlow's here (set engine: tensorflow)", related))
+    if w.script is None and w.model not in ("mlp", "cnn"):
+        out.append(Problem(("workload", "model"), f"engine pytorch trains the built-in mlp and cnn, not {w.model} "
+                           "(the caption model is TensorFlow's)", related))
+    if w.recovery != "none":
+        out.append(Problem(("workload", "recovery"), "recovery is not built for engine pytorch yet: a killed "
+                           "worker fails the run, naming the fault (set recovery: none)", related))
+    changed = [f"allreduce.{k}" for k, v in w.allreduce.model_dump().items()
+               if v != AllreduceConf.model_fields[k].default]
+    if changed:
+        out.append(Problem(("workload", "allreduce"), f"{', '.join(changed)} tune TensorFlow's collectives; "
+                           "PyTorch's DDP buckets its own gradients (remove them)", related))
+    docker = [name for name, kind in _kinds(exp.topology).items() if kind == "docker"]
+    if docker:
+        out.append(Problem(("workload", "engine"), f"{', '.join(docker)}: the worker image has no PyTorch yet; "
+                           "engine pytorch runs on netns hosts, remote machines and cluster servers",
+                           ("topology",)))
+    return out
+
+
+# set by the testbed for every task, as is DLTESTBED_* (TensorFlow's cluster, or torchrun's variables)
+RESERVED_ENV = ("TF_CONFIG", "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                "LOCAL_WORLD_SIZE", "GLOO_SOCKET_IFNAME")
 SYSTEM_FOLDERS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/proc", "/sys", "/dev", "/var", "/run")
 
 

@@ -1,0 +1,108 @@
+"""Entry point of a PyTorch training task (engine pytorch; docs/developer/contracts.md, "Workload").
+
+python workloads/torch_train.py --job JOB.json --task-type single|worker --task-index I --host NAME
+
+The built-in mlp or cnn model, trained with DistributedDataParallel over torch.distributed's gloo
+backend (strategy allreduce) or alone (single). The testbed sets what torchrun would set
+(MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) and GLOO_SOCKET_IFNAME,
+the host's emulated interface. Prints the same JSON events as workloads/train.py on stdout.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from workloads import torch_models  # noqa: E402  (no torch import at module level)
+from workloads.events import Emitter, StepClock  # noqa: E402
+from workloads.models import resolve_params  # noqa: E402
+from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
+
+INIT_TIMEOUT_S = 300        # the group's rendezvous (x the dilation): every worker must have started
+
+
+def run_training(job: dict, emit: Emitter) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    threads = int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    distributed = job["strategy"] == "allreduce"
+    rank, world = 0, 1
+    if distributed:
+        k = float(os.environ.get("DLTESTBED_DILATION") or 1)
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S * k))
+        rank, world = dist.get_rank(), dist.get_world_size()
+    name, seed = job["model"], int(job.get("seed", 0))
+    p = resolve_params(name, job.get("model_params"))
+    bpw, epochs, per_epoch = int(job.get("batch_per_worker", 32)), int(job.get("epochs", 1)), int(job["steps_per_epoch"])
+    torch.manual_seed(seed)                 # the same initial weights on every worker (DDP also broadcasts them)
+    model = torch_models.build(name, p)
+    trainable = torch_models.trainable_count(model)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
+         global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
+         steps_per_execution=1, engine="pytorch")
+    clock = StepClock(global_batch=bpw * world, emit=emit)
+    batch_id = rank
+    for _ in range(epochs):
+        for _ in range(per_epoch):
+            x, y = torch_models.synthetic_batch(name, p, seed, batch_id, bpw)
+            batch_id += world
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
+            optimizer.step()
+            clock.step(loss.item())
+        clock.epoch_end()
+    held = []               # `done`, stamped now, written after the compute probe: it stays the last event
+    clock.emit = lambda event, **fields: held.append(emit.line(event, **fields))
+    clock.done()
+    compute_probe(name, p, seed, bpw, emit)
+    for line in held:
+        emit.write(line)
+
+
+def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
+                  warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
+    """Local steps of a fresh model with no collective: the compute part of a step (the `compute`
+    event, as workloads/train.py emits it)."""
+    try:
+        import torch
+        from torch import nn
+
+        model = torch_models.build(name, p)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = nn.CrossEntropyLoss()
+        x, y = torch_models.synthetic_batch(name, p, seed, 0, batch)
+        for i in range(warmup + steps):
+            if i == warmup:
+                t0 = time.perf_counter()
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        emit("compute", time_per_step_s=(time.perf_counter() - t0) / steps, steps=steps)
+    except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
+        emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
+
+
+def pytorch_task(job, args, emit) -> None:
+    if job.get("strategy") not in ("single", "allreduce"):
+        raise ValueError(f"engine pytorch runs strategies single and allreduce, not {job.get('strategy')!r}")
+    run_training(job, emit)
+
+
+def main(argv=None) -> None:
+    task_main(pytorch_task, argv)     # exits without the process group's teardown, which waits for every peer
+
+
+if __name__ == "__main__":
+    main()
