@@ -68,11 +68,12 @@ from analysis import tables
 from analysis.tables import ok_runs, steady_steps  # noqa: F401  (steady_steps: also this module's API)
 
 TCP_CEILING = 1448 / 1514        # TCP goodput over an HTB-shaped link, of the configured rate
-STRATEGIES = ("allreduce", "ps")
+STRATEGIES = ("allreduce", "ps", "ddp")     # ddp: PyTorch's DistributedDataParallel (engine pytorch)
 MIN_SHARD_BYTES = 256 << 10      # ps.partition: true shards a variable into pieces of >= 256 KiB
 PARAMS = {
     "allreduce": ("c", "gamma", "alpha", "w", "v", "beta"),
     "ps": ("c", "gamma", "alpha", "d", "p", "w", "v", "beta"),
+    "ddp": ("c", "gamma", "alpha", "w", "v", "beta"),         # the ring formulas, fitted apart
 }
 # Rough values: fitted on two default sweeps (all-reduce) and a ps sweep (1-3 workers, 1-2 servers,
 # 10/50/200 Mbit/s) on the 2-core development VM, 2026-11-22. A parameter the fitted results
@@ -81,6 +82,7 @@ DEFAULTS = {
     "allreduce": dict(c=0.002, gamma=1.1, alpha=0.0063, w=0.48, v=0.27, beta=4.0),
     "ps": dict(c=0.0056, gamma=1.0, alpha=0.0026, d=0.013, p=2.8, w=0.67, v=0.13, beta=9.5),
 }
+DEFAULTS["ddp"] = dict(DEFAULTS["allreduce"])   # no PyTorch sweep fitted them yet: TensorFlow's ring
 DEFAULT_REFERENCE = dict(cores=2.0, u=1.0, rho=TCP_CEILING, rtt_s=3e-4, steps=20,
                          work=203560 * 8 * 32.0)   # S * batch per worker of the default sweep
 
@@ -186,7 +188,7 @@ def steady_time(strategy: str, p: dict, pt: Point) -> float:
 
 def _steady_parts(strategy: str, p: dict, pt: Point) -> dict:
     n, s, b, r = pt.workers, pt.s_bits, pt.bw_bps, pt.rtt_s
-    if _family(strategy) == "allreduce":
+    if _family(strategy) != "ps":
         compute = p["c"] * pt.scale * float(pt.slow.max())
         comm = p["gamma"] * float(ring_allreduce_time(n, s, b / pt.share, 0.0)) + \
             (2 * (n - 1) * (p["alpha"] + r / 2) if n > 1 else 0.0)
@@ -206,7 +208,7 @@ def _steady_parts(strategy: str, p: dict, pt: Point) -> dict:
 
 def warmup_time(strategy: str, p: dict, pt: Point) -> float:
     n = pt.workers
-    if _family(strategy) == "allreduce":
+    if _family(strategy) != "ps":
         s, traffic = float(pt.slow.max()), n > 1
     else:
         s, traffic = float(n / np.sum(1.0 / pt.slow)), True
@@ -265,6 +267,8 @@ class CostModel:
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
         fits = {k: StrategyFit(**v) for k, v in d["fits"].items()}
+        for name in STRATEGIES:          # a model saved before a family existed: its defaults
+            fits.setdefault(name, StrategyFit(dict(DEFAULTS[name]), defaulted=list(DEFAULTS[name])))
         return cls(fits=fits, **{k: v for k, v in d.items() if k != "fits"})
 
     def save(self, path) -> Path:
@@ -299,9 +303,12 @@ def default_model() -> CostModel:
     return CostModel(fits={k: StrategyFit(dict(v), defaulted=list(v)) for k, v in DEFAULTS.items()})
 
 
-def _family(strategy) -> str:
-    """single counts as one all-reduce worker (compute only)."""
-    return "ps" if str(strategy) == "ps" else "allreduce"
+def _family(strategy, engine=None) -> str:
+    """The fit a run or prediction belongs to: ps; ddp for PyTorch (engine pytorch, or the family
+    itself); else allreduce (TensorFlow's; single counts as one worker, compute only)."""
+    if str(strategy) in ("ps", "ddp"):
+        return str(strategy)
+    return "ddp" if engine == "pytorch" else "allreduce"
 
 
 # -- features of measured runs ---------------------------------------------------------------
@@ -326,7 +333,8 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
     for r in ok.itertuples(index=False):
         workers = int(r.workers) if pd.notna(r.workers) and r.workers > 0 else int(r.hosts)
         servers = int(r.servers) if pd.notna(r.servers) else 0
-        fam = _family(r.strategy)
+        engine = getattr(r, "engine", None)
+        fam = _family(r.strategy, engine if isinstance(engine, str) else None)
         spec = _run_spec(exp.path, r.run_id)
         shared = r.compute != "budgets"
         fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers) if shared else
@@ -340,9 +348,9 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
             run_id=r.run_id, strategy=r.strategy, family=fam, model=r.model, hosts=int(r.hosts),
             workers=workers, servers=servers,
             shards=ps_shards(servers, partition, r.gradient_bytes) if fam == "ps" else 0,
-            share=_run_ring_share(exp.path, r.run_id, getattr(r, "engine", None)) if fam == "allreduce" else 1,
+            share=_run_ring_share(exp.path, r.run_id, engine) if fam != "ps" else 1,
             bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
-            batch=r.global_batch / workers if fam == "allreduce" else r.global_batch,
+            batch=r.global_batch / workers if fam != "ps" else r.global_batch,
             steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
             rtt_s=rtt.get(r.run_id, np.nan), fractions=json.dumps(fr) if fr else "", shared=shared,
             degraded=str(r.fidelity).startswith("degraded"),
@@ -520,7 +528,7 @@ def _worker_hosts(folder: Path, names: list, family: str, servers: int) -> list:
             return found
     except (OSError, KeyError, ValueError):
         pass
-    return names if family == "allreduce" else names[1 + servers:]
+    return names if family != "ps" else names[1 + servers:]
 
 
 # -- fitting ---------------------------------------------------------------------------------
@@ -673,7 +681,7 @@ def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
     or under compute budgets separate)."""
     out = []
     for _, f in feats.iterrows():
-        t = model.terms(f["strategy"], f["workers"], f["s_bits"], f["bw_meas_bps"],
+        t = model.terms(f["family"], f["workers"], f["s_bits"], f["bw_meas_bps"],
                         shards=max(int(f["shards"] or 1), 1), rtt_s=f["rtt_s"],
                         fractions=json.loads(f["fractions"]) if f["fractions"] else None,
                         shared=_shared(f), work=f["s_bits"] * f["batch"], share=_share(f))
@@ -684,7 +692,7 @@ def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=feats.index)
 
 
-COMPARISON = ["run_id", "strategy", "model", "hosts", "workers", "servers", "bw", "bw_bps",
+COMPARISON = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "bw", "bw_bps",
               "bw_meas_bps", "steps", "slowdown", "measured_steady_s", "predicted_steady_s",
               "measured_warmup_s", "predicted_warmup_s", "measured_step_s", "predicted_step_s",
               "rel_error", "split", "bound", "degraded"]
@@ -737,7 +745,8 @@ def accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=ACCURACY)
     df = pd.concat(parts, ignore_index=True)
-    df = df.assign(abs_err=df["rel_error"].abs(), family=df["strategy"].map(_family))
+    family = df["family"] if "family" in df else df["strategy"].map(_family)
+    df = df.assign(abs_err=df["rel_error"].abs(), family=family)
     out = df.groupby(["family", "split"], sort=False).agg(
         runs=("abs_err", "size"), median_abs_rel_error=("abs_err", "median"),
         max_abs_rel_error=("abs_err", "max")).reset_index().rename(columns={"family": "strategy"})

@@ -241,7 +241,9 @@ def wire_bytes(exp, outdir: Path):
     pal = palette_for(exp)
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(7.5, 5))
-        for strat, rows in net.groupby("strategy"):
+        many = net["engine"].nunique() > 1
+        for (strat, engine), rows in net.groupby(["strategy", "engine"]):
+            strat = f"{strat} ({engine})" if many else strat
             m, _ = style(strat)
             ax.scatter(rows["workers"], rows["bytes_per_worker_step"] / 1e6, marker=m, s=45,
                        zorder=3, color=pal.colour("strategy", strat),
@@ -280,7 +282,7 @@ def cost_model(exp, outdir: Path):
     pal = palette_for(exp)
     with plt.rc_context(RC):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
-        for (strat, bw), rows in ins.groupby(["strategy", "bw_bps"]):
+        for (strat, bw), rows in ins.groupby(["family", "bw_bps"]):     # ddp: PyTorch's, fitted apart
             m, _ = style(strat)
             c = pal.colour("bw", bw)
             g = rows.groupby("hosts")[["measured_step_s", "predicted_step_s"]].mean()
@@ -289,7 +291,7 @@ def cost_model(exp, outdir: Path):
             a1.plot(g.index, g["predicted_step_s"], ls="--", color=c)
             a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], marker=m, color=c,
                        s=40, zorder=3)
-        for (strat, bw), rows in held.groupby(["strategy", "bw_bps"]):
+        for (strat, bw), rows in held.groupby(["family", "bw_bps"]):
             c = pal.colour("bw", bw)
             kw = dict(marker="D", s=70, facecolors="none", edgecolors=c, linewidths=1.6, zorder=4)
             a1.scatter(rows["hosts"], rows["predicted_step_s"], **kw)

@@ -25,12 +25,12 @@ RC = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labels
       "ytick.labelsize": 10, "legend.fontsize": 10, "figure.dpi": 110,
       "axes.grid": True, "grid.alpha": 0.3}
 
-STRATEGY_COLOURS = {"allreduce": "#1f77b4", "ps": "#d62728", "single": "#7f7f7f"}
+STRATEGY_COLOURS = {"allreduce": "#1f77b4", "ps": "#d62728", "single": "#7f7f7f", "ddp": "#2ca02c"}
 ROLE_COLOURS = {"chief": "#9467bd", "worker": "#1f77b4", "ps": "#d62728",
                 "single": "#7f7f7f", "switch": "#ff7f0e", "idle": "#c7c7c7"}
 METRIC_COLOURS = {"bleu1": "#1b3a6b", "bleu2": "#2c7fb8", "bleu3": "#41ae76", "bleu4": "#e6550d"}
 PART_COLOURS = {"compute": "#2ca02c", "rest": "#9467bd", "unsplit": "#c7c7c7"}
-STRATEGY_STYLE = {"allreduce": ("o", "-"), "ps": ("s", "--"), "single": ("^", ":")}
+STRATEGY_STYLE = {"allreduce": ("o", "-"), "ps": ("s", "--"), "single": ("^", ":"), "ddp": ("v", "-")}
 _EXTRA = ["#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
 
@@ -85,7 +85,11 @@ def role_kind(label) -> str:
 
 
 def style(strategy):
-    return STRATEGY_STYLE.get(strategy, ("D", "-."))
+    """Marker and line style of a strategy, or of a series label 'allreduce (pytorch)' (series): a
+    PyTorch series keeps its strategy's marker and is dotted."""
+    name, _, engine = str(strategy).partition(" (")
+    marker, line = STRATEGY_STYLE.get(name, ("D", "-."))
+    return marker, (":" if engine.startswith("pytorch") else line)
 
 
 def plain_number(value, _pos=None) -> str:
@@ -138,10 +142,13 @@ def log_if_wide(ax, values, axis="y", ratio=30):
 
 
 def series(summary: pd.DataFrame):
-    """Iterate (strategy, bw_bps, rows) over non-single strategies, sorted."""
+    """Iterate (strategy, bw_bps, rows) over non-single strategies, sorted; with more than one
+    engine the strategy reads 'allreduce (pytorch)', one series per engine."""
     df = summary[summary["strategy"] != "single"]
-    for (strat, bw), rows in df.groupby(["strategy", "bw_bps"], sort=True):
-        yield strat, bw, rows.sort_values("hosts")
+    engines = df["engine"] if "engine" in df else pd.Series("tensorflow", index=df.index)
+    many = engines.nunique() > 1
+    for (strat, engine, bw), rows in df.assign(engine=engines).groupby(["strategy", "engine", "bw_bps"], sort=True):
+        yield (f"{strat} ({engine})" if many else strat), bw, rows.sort_values("hosts")
 
 
 def legend(ax, **kw):

@@ -95,16 +95,16 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
             base = one_node_step(model, s_bits, goodput, steps, list(mix[:1]), shared, rtt_s, work)
             for n in nodes:
                 for strat in strategies:
-                    workers = n if strat == "allreduce" else n - 1 - servers
+                    workers = n if strat != "ps" else n - 1 - servers
                     if workers < 1:
                         continue
                     # ps: the worker hosts are the last ones; their CPU follows the host order
-                    fr = [mix[(i + (0 if strat == "allreduce" else 1 + servers)) % len(mix)]
+                    fr = [mix[(i + (0 if strat != "ps" else 1 + servers)) % len(mix)]
                           for i in range(workers)]
                     t = model.terms(strat, workers, s_bits, goodput, servers=servers, shards=servers,
                                     rtt_s=rtt_s, fractions=fr, shared=shared, work=work)
                     step = t["steady_s"] + t["warmup_s"] / (steps or model.steps)
-                    per_step = b * workers if strat == "allreduce" else b
+                    per_step = b * workers if strat != "ps" else b
                     rows.append(dict(nodes=n, bw=mbit(bw), bw_bps=bw, cpu=cpu_label(mix), strategy=strat,
                                      workers=workers, servers=servers if strat == "ps" else 0,
                                      steady_step_s=t["steady_s"], warmup_s=t["warmup_s"],

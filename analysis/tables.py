@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 RUNS_COLUMNS = [
-    "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "model",
+    "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "engine", "model",
     "params", "gradient_bytes", "global_batch", "workers", "servers", "asynchronous",
     "status", "reason", "started_at", "wall_time_s", "training_time_s", "time_per_step_s",
     "samples_per_s", "final_loss", "steps", "cpu_mean_pct", "mem_peak_bytes",
@@ -60,7 +60,7 @@ _NUMERIC = {
 }
 
 # Keys that identify one configuration; repeats of a configuration are averaged.
-CONFIG_KEYS = ["model", "strategy", "hosts", "bw_bps"]
+CONFIG_KEYS = ["model", "engine", "strategy", "hosts", "bw_bps"]
 
 
 @dataclass
@@ -123,6 +123,7 @@ def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:
                 "time_per_step_wall_s"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     runs["dilation"] = runs["dilation"].fillna(1.0)
+    runs["engine"] = with_engine(runs)
     for col, absent in (("compute", "shared"), ("fidelity", ""), ("node_cores", "")):
         runs[col] = runs[col].astype(object).where(runs[col].notna(), absent).astype(str)
     return runs
@@ -150,8 +151,17 @@ def degraded_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs with status ok and a training time."""
-    return runs[(runs["status"] == "ok") & runs["training_time_s"].notna()].copy()
+    """Runs with status ok and a training time (engine tensorflow where results predate PyTorch)."""
+    out = runs[(runs["status"] == "ok") & runs["training_time_s"].notna()].copy()
+    out["engine"] = with_engine(out)
+    return out
+
+
+def with_engine(runs: pd.DataFrame) -> pd.Series:
+    """runs.csv's engine, tensorflow where results predate PyTorch (no column, or empty)."""
+    if "engine" not in runs:
+        return pd.Series("tensorflow", index=runs.index, dtype=object)
+    return runs["engine"].astype(object).where(runs["engine"].notna(), "tensorflow").astype(str)
 
 
 def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -165,7 +175,7 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def baseline_time(summary: pd.DataFrame, row) -> tuple[float, str]:
     """1-node mean time for the row's model/bw: same strategy, else 'single', else any."""
     one = summary[(summary["hosts"] == 1) & (summary["model"] == row["model"])
-                  & (summary["bw_bps"] == row["bw_bps"])]
+                  & (summary["bw_bps"] == row["bw_bps"]) & (summary["engine"] == row["engine"])]
     for strat in (row["strategy"], "single", "allreduce"):
         hit = one[one["strategy"] == strat]
         if len(hit):
@@ -246,7 +256,7 @@ def network_per_run(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd
     Theory per worker and step: ring all-reduce 2(N-1)/N*S, parameter server 2*S
     (push S, pull S; the servers send as much as the workers push).
     """
-    cols = ["run_id", "model", "strategy", "hosts", "workers", "bw_bps", "bw", "steps",
+    cols = ["run_id", "model", "engine", "strategy", "hosts", "workers", "bw_bps", "bw", "steps",
             "gradient_bytes", "net_bytes_total", "bytes_per_step", "bytes_per_worker_step",
             "theory_bytes_per_worker_step", "ratio_to_theory", "net_throughput_mean_bps",
             "link_utilisation"]

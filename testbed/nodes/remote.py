@@ -91,17 +91,22 @@ SETTINGS = KindSettings("remote", RemoteConf, "the machine of a remote node (fie
 
 # ---- what a machine lacks -----------------------------------------------------------------------
 
-def machine_problems(run, remote) -> list[tuple[str, str]]:
+ENGINE_IMPORTS = {"tensorflow": ("tensorflow, tf_keras", "tensorflow and tf_keras", "tensorflow-cpu tf_keras"),
+                  "pytorch": ("torch", "torch", "torch (its CPU build)")}   # import, what, pip install
+
+
+def machine_problems(run, remote, engine: str = "tensorflow") -> list[tuple[str, str]]:
     """(remote.<field>, what is missing) on one machine, asked through run(argv) -> (status, output)."""
     found = []
     status, out = run([remote.python, "-c", "import sys; print(sys.version_info >= (3, 9))"])
     if status != 0 or out.strip() != "True":
         found.append(("python", f"python {remote.python} does not run there (Python 3.9+ needed): {_last(out)}"))
     else:
-        status, out = run([remote.python, "-c", "import tensorflow, tf_keras"])
+        modules, what, package = ENGINE_IMPORTS[engine]
+        status, out = run([remote.python, "-c", f"import {modules}"])
         if status != 0:
-            found.append(("python", f"{remote.python} cannot import tensorflow and tf_keras: {_last(out)} "
-                          "(pip install tensorflow-cpu tf_keras into it)"))
+            found.append(("python", f"{remote.python} cannot import {what}: {_last(out)} "
+                          f"(pip install {package} into it)"))
     tools = [*TOOLS, *(["tc"] if remote.shape else [])]
     _, out = run(["sh", "-c", 'for t in "$@"; do command -v "$t" >/dev/null || echo "$t"; done', "sh", *tools])
     missing = out.split()
@@ -132,7 +137,7 @@ def _probe(host) -> tuple[tuple[str, str], ...]:
     except NodeError as err:
         return ((f"{host.key}.remote.address", f"{host.name}: {err}"),)
     try:
-        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote)   # (importing TF is slow)
+        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote, host.engine)   # (imports are slow)
     except NodeError as err:
         found = [("address", str(err))]
     finally:

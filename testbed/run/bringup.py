@@ -3,6 +3,7 @@ refused before anything starts (preflight), the graph with the file's `ssh:` sec
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +23,10 @@ from testbed.spec import SpecError, SpecIssue, build_graph
 def graph_of(spec, machine_cores: int | None = None):
     """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
     With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation)."""
-    return build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
+    graph = build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
+    if spec.workload.engine == "tensorflow":
+        return graph
+    return dataclasses.replace(graph, hosts=[dataclasses.replace(h, engine=spec.workload.engine) for h in graph.hosts])
 
 
 def key_file_problems(spec, graph) -> list[tuple[str, str]]:

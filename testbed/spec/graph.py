@@ -34,6 +34,7 @@ class HostNode:
     cores: float | None = None        # the cores of the machine it emulates (None: no budget)
     budget: float | None = None       # the real cores its processes get: cores / dilation (None: no budget)
     cpus: tuple[int, ...] | None = None   # the CPUs it is pinned to at run time (None: every CPU)
+    engine: str = "tensorflow"        # what its tasks import (a real machine's preflight asks for it)
 
     def __getattr__(self, name: str):
         """A kind's setting by its key (None when unset); only names the kinds declare."""

@@ -145,7 +145,8 @@ def synthetic(params=None, noise=0.0, seed=0, cores=2.0, u=1.0) -> pd.DataFrame:
     s_bits, batch, steps = 1.6e6, 32.0, 20.0
     # ps also on hosts limited to 0.25 of the machine (4x slower workers): tells compute from latency
     for fam, grid in (("allreduce", [(n, 0, None) for n in (1, 2, 3, 4)]),
-                      ("ps", [(n, k, None) for n in (1, 2, 3) for k in (1, 2)] + [(2, 1, [0.125])])):
+                      ("ps", [(n, k, None) for n in (1, 2, 3) for k in (1, 2)] + [(2, 1, [0.125])]),
+                      ("ddp", [(n, 0, None) for n in (1, 2, 3, 4)])):
         if fam not in params:
             continue
         for n, k, fr in grid:
@@ -154,7 +155,8 @@ def synthetic(params=None, noise=0.0, seed=0, cores=2.0, u=1.0) -> pd.DataFrame:
                 pt = Point(fam, n, max(k, 1), s_bits, bw * 0.956, 3e-4, slow)
                 st = costmodel.steady_time(fam, params[fam], pt) * np.exp(noise * rng.standard_normal())
                 wu = costmodel.warmup_time(fam, params[fam], pt) * np.exp(noise * rng.standard_normal())
-                rows.append(dict(run_id=f"{fam}-n{n}-k{k}-{bw:g}-{fr}", strategy=fam, family=fam, model="mlp",
+                rows.append(dict(run_id=f"{fam}-n{n}-k{k}-{bw:g}-{fr}", strategy="allreduce" if fam == "ddp" else fam,
+                                 family=fam, model="mlp",
                                  hosts=n + (1 + k if fam == "ps" else 0), workers=n, servers=k, shards=max(k, 1),
                                  bw_bps=bw, bw=f"{bw:g}", s_bits=s_bits, batch=batch, steps=steps,
                                  bw_meas_bps=bw * 0.956, bw_source="checks", rtt_s=3e-4,
@@ -174,6 +176,23 @@ def test_fit_recovers_known_parameters(family, truth):
         assert got[name] == pytest.approx(value, rel=0.02), name
     assert model.fits[family].n_runs == (12 if family == "allreduce" else 21)
     assert model.fits[family].defaulted == []
+
+
+def test_each_engine_gets_its_own_fit_with_the_same_formulas():
+    """PyTorch's runs (strategy allreduce, engine pytorch) are the ddp family: fitted apart from
+    TensorFlow's all-reduce, each recovering its own parameters, and predicted by its own fit."""
+    ddp = dict(TRUE_AR, gamma=1.6, alpha=0.002, c=0.004)
+    assert costmodel._family("allreduce", "pytorch") == "ddp" and costmodel._family("single", "pytorch") == "ddp"
+    assert costmodel._family("allreduce", "tensorflow") == "allreduce" and costmodel._family("ps") == "ps"
+    feats = synthetic({"allreduce": TRUE_AR, "ddp": ddp})
+    model = costmodel.fit_features(feats)
+    for family, truth in (("allreduce", TRUE_AR), ("ddp", ddp)):
+        assert model.fits[family].n_runs == 12
+        for name, value in truth.items():
+            assert model.fits[family].params[name] == pytest.approx(value, rel=0.02), (family, name)
+    cmp = costmodel.comparison(feats, model)
+    assert set(cmp["family"]) == {"allreduce", "ddp"} and cmp["rel_error"].abs().max() < 0.01
+    assert set(costmodel.accuracy(cmp)["strategy"]) == {"allreduce", "ddp"}
 
 
 def test_fit_from_time_per_step_alone():

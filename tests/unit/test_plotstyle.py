@@ -50,3 +50,20 @@ def test_readable_log_ticks_keeps_explicit_ticks():
     fig.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16", "64", "256", "1024"]
     plt.close(fig)
+
+
+def test_two_engines_are_two_series_each_against_its_own_one_node_time():
+    import pandas as pd
+
+    from analysis import tables
+    from analysis.plotstyle import series, style
+    runs = pd.DataFrame([dict(run_id=f"{e}{n}", status="ok", model="mlp", engine=e, strategy="allreduce", hosts=n,
+                              bw_bps=1e7, bw="10mbit", training_time_s=t, time_per_step_s=t / 10)
+                         for e, times in (("tensorflow", (2.0, 3.0)), ("pytorch", (1.0, 4.0)))
+                         for n, t in zip((1, 2), times)])
+    summary = tables.time_summary(runs)
+    got = {(label, bw): list(rows["speedup"].round(2)) for label, bw, rows in series(summary)}
+    assert got == {("allreduce (pytorch)", 1e7): [1.0, 0.25], ("allreduce (tensorflow)", 1e7): [1.0, 0.67]}
+    assert style("allreduce (pytorch)") == ("o", ":") and style("allreduce") == ("o", "-")
+    one = runs[runs["engine"] == "tensorflow"].drop(columns="engine")       # results before PyTorch
+    assert [label for label, _, _ in series(tables.time_summary(one))] == ["allreduce"]

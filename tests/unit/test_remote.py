@@ -138,6 +138,8 @@ def fake_machine(missing=(), python_ok=True, tf_ok=True, interface="eth0", uid="
             return (0, "True\n") if python_ok else (127, f"sh: 1: {argv[0]}: not found\n")
         if argv[1:] == ["-c", "import tensorflow, tf_keras"]:
             return (0, "") if tf_ok else (1, "Traceback ...\nModuleNotFoundError: No module named 'tensorflow'\n")
+        if argv[1:] == ["-c", "import torch"]:
+            return 1, "Traceback ...\nModuleNotFoundError: No module named 'torch'\n"
         if argv[:2] == ["sh", "-c"]:
             return 0, "".join(f"{t}\n" for t in argv[4:] if t in missing)
         if argv[0] == "test":
@@ -162,6 +164,8 @@ def test_preflight_says_what_a_machine_lacks():
     assert "python /opt/tf/bin/python does not run there" in found["python"] and "not found" in found["python"]
     assert found["interface"].startswith("no interface eth0 there")
     assert "tc" in found["address"] and "needs user root" in found["shape"]
+    torch = dict(machine_problems(fake_machine(), settings(), "pytorch"))
+    assert torch["python"].startswith("/opt/tf/bin/python cannot import torch: ModuleNotFoundError")
 
 
 def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
