@@ -15,7 +15,11 @@ from typing import Iterable, NamedTuple
 # 2-core machine can give its nodes.
 DEFAULT_RESERVE = 0.5
 
-PERIOD_US = 10_000          # short, so a small budget runs often in short slices, not 1/16 of 100 ms
+# The shortest period (the kernel's 1 ms minimum) whose quota is at least its 1 ms minimum: a node of
+# 0.8 core gets 1 ms every 1.25 ms, not 8 ms every 10 ms, so it never runs a burst at a whole core,
+# and its speed is its budget's at every dilation (bench/dilation.py: with 10 ms periods the 1-node
+# reference ran its compute bursts unthrottled and every dilated point read 8-36 % slow).
+PERIOD_US = 1_000
 MIN_QUOTA_US = 1_000        # the kernel's (and Docker's) smallest quota
 MAX_PERIOD_US = 1_000_000   # the kernel's (and Docker's) longest period
 MIN_CORES = MIN_QUOTA_US / MAX_PERIOD_US    # 0.001 core: the smallest budget a quota can hold
@@ -53,8 +57,9 @@ def real_cores(cores: float, dilation: float = 1.0) -> float:
 
 
 def quota(real: float) -> Quota:
-    """The quota of `real` cores over a 10 ms period; when that quota would fall under the kernel's
-    1 ms minimum (budgets under 0.1 core), the period grows instead so that the quota is 1 ms."""
+    """The quota of `real` cores over the shortest period that holds it: 1 ms for a core or more
+    (quota `real` ms), else the period at which the quota is the kernel's 1 ms minimum (1.25 ms for
+    0.8 core, 10 ms for 0.1 core)."""
     if real < MIN_CORES - _EPS:
         raise ValueError(f"a budget of {real:g} core is under the {MIN_CORES:g} core a CPU quota can hold "
                          f"({MIN_QUOTA_US} us per {MAX_PERIOD_US} us)")

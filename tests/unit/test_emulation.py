@@ -42,8 +42,9 @@ def test_quota_holds_the_budget_within_the_kernel_limits(real):
 
 
 def test_quota_values_for_each_interface():
-    assert quota(1) == Quota(10_000, 10_000)
-    assert quota(2.5) == Quota(25_000, 10_000)
+    assert quota(1) == Quota(1_000, 1_000)                 # the shortest period the kernel takes
+    assert quota(2.5) == Quota(2_500, 1_000)
+    assert quota(0.8) == Quota(1_000, 1_250)               # 1 ms slices: never a burst at a whole core
     small = quota(1 / 16)
     assert small == Quota(1_000, 16_000)
     assert small.v1() == {"cpu.cfs_period_us": "16000", "cpu.cfs_quota_us": "1000"}

@@ -199,7 +199,8 @@ def test_every_action_has_a_row_that_validation_understands():
 def test_set_cpu_rewrites_the_quota_v1_and_v2(tmp_path):
     v1 = tmp_path / "v1"
     d = cgroups.set_cpu("h1", 0.25, root=v1, cores=2)
-    assert d == v1 / "cpu/dltestbed/h1" and (d / "cpu.cfs_quota_us").read_text() == "5000"   # half a core per 10 ms
+    assert d == v1 / "cpu/dltestbed/h1" and (d / "cpu.cfs_quota_us").read_text() == "1000"   # half a core: 1 ms per 2 ms
+    assert (d / "cpu.cfs_period_us").read_text() == "2000"
     cgroups.set_cpu("h1", None, root=v1, cores=2)
     assert (d / "cpu.cfs_quota_us").read_text() == "-1"
     v2 = tmp_path / "v2"
@@ -207,9 +208,9 @@ def test_set_cpu_rewrites_the_quota_v1_and_v2(tmp_path):
     (v2 / "cgroup.controllers").write_text("cpu memory\n")
     (v2 / "cgroup.subtree_control").write_text("+memory")
     d = cgroups.set_cpu("h1", 0.5, root=v2, cores=4)
-    assert (d / "cpu.max").read_text() == "20000 10000"
+    assert (d / "cpu.max").read_text() == "2000 1000"
     assert (v2 / "dltestbed" / "cgroup.subtree_control").read_text() == "+cpu"
-    assert cgroups.set_cpu("h1", None, root=v2, cores=4) == d and (d / "cpu.max").read_text() == "max 10000"
+    assert cgroups.set_cpu("h1", None, root=v2, cores=4) == d and (d / "cpu.max").read_text() == "max 1000"
 
 
 def test_restart_group():

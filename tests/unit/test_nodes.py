@@ -125,7 +125,7 @@ def test_cgroup_v2_writes_under_a_made_up_root(tmp_path):
     assert dirs == [tmp_path / "dltestbed" / "h1"]
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu +memory"
     assert (tmp_path / "dltestbed" / "cgroup.subtree_control").read_text() == "+cpu +memory"
-    assert (dirs[0] / "cpu.max").read_text() == "5000 10000"      # a quarter of 2 cores, over 10 ms
+    assert (dirs[0] / "cpu.max").read_text() == "1000 2000"       # a quarter of 2 cores: 1 ms per 2 ms
     assert (dirs[0] / "memory.max").read_text() == str(64 * 2**20)
     assert cgroups.limit_dirs("h1", 0.25, None, root=tmp_path) == dirs
 
@@ -140,8 +140,8 @@ def test_cgroup_v2_memory_only_enables_only_memory(tmp_path):
 def test_cgroup_v1_writes_under_a_made_up_root(tmp_path):
     dirs = cgroups.apply_limits("h1", 0.1, 96 * 2**20, root=tmp_path, cores=2)
     assert dirs == [tmp_path / "cpu/dltestbed/h1", tmp_path / "cpuacct/dltestbed/h1", tmp_path / "memory/dltestbed/h1"]
-    assert (dirs[0] / "cpu.cfs_quota_us").read_text() == "2000"
-    assert (dirs[0] / "cpu.cfs_period_us").read_text() == "10000"
+    assert (dirs[0] / "cpu.cfs_quota_us").read_text() == "1000"
+    assert (dirs[0] / "cpu.cfs_period_us").read_text() == "5000"
     assert (dirs[2] / "memory.limit_in_bytes").read_text() == str(96 * 2**20)
 
 

@@ -333,7 +333,7 @@ def test_the_agent_carries_out_the_same_cgroup_plan_as_this_machine_and_reads_an
             cgroups.carry_out(plan)
     files = lambda root: sorted((str(p.relative_to(root)), p.read_text()) for p in root.rglob("*") if p.is_file())  # noqa: E731
     assert files(there) == files(here) == [
-        ("cpu/dltestbed/t1-h2-ab/cpu.cfs_period_us", "10000"), ("cpu/dltestbed/t1-h2-ab/cpu.cfs_quota_us", "2500"),
+        ("cpu/dltestbed/t1-h2-ab/cpu.cfs_period_us", "4000"), ("cpu/dltestbed/t1-h2-ab/cpu.cfs_quota_us", "1000"),
         ("memory/dltestbed/t1-h2-ab/memory.limit_in_bytes", str(2**28))]
     cpu, acct = there / "cpu/dltestbed/t1-h2-ab", there / "cpuacct/dltestbed/t1-h2-ab"
     (cpu / "cpu.stat").write_text("nr_periods 4\nnr_throttled 1\nthrottled_time 5000000\n")
