@@ -333,8 +333,7 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
     for r in ok.itertuples(index=False):
         workers = int(r.workers) if pd.notna(r.workers) and r.workers > 0 else int(r.hosts)
         servers = int(r.servers) if pd.notna(r.servers) else 0
-        engine = getattr(r, "engine", None)
-        fam = _family(r.strategy, engine if isinstance(engine, str) else None)
+        fam = _family(r.strategy, r.engine)        # ok_runs: tensorflow where results predate PyTorch
         spec = _run_spec(exp.path, r.run_id)
         shared = r.compute != "budgets"
         fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers) if shared else
@@ -348,7 +347,7 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
             run_id=r.run_id, strategy=r.strategy, family=fam, model=r.model, hosts=int(r.hosts),
             workers=workers, servers=servers,
             shards=ps_shards(servers, partition, r.gradient_bytes) if fam == "ps" else 0,
-            share=_run_ring_share(exp.path, r.run_id, engine) if fam != "ps" else 1,
+            share=_run_ring_share(exp.path, r.run_id, r.engine) if fam != "ps" else 1,
             bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
             batch=r.global_batch / workers if fam != "ps" else r.global_batch,
             steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
@@ -516,7 +515,7 @@ def _run_ring_share(exp_dir, run_id, engine) -> int:
         topology = json.loads((Path(exp_dir) / "runs" / str(run_id) / "topology.json").read_text())
     except (OSError, ValueError):
         return 1
-    return ring_share(topology, engine if isinstance(engine, str) else "tensorflow")
+    return ring_share(topology, engine)
 
 
 def _worker_hosts(folder: Path, names: list, family: str, servers: int) -> list:

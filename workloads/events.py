@@ -71,6 +71,17 @@ class Emitter:
             out.flush()
 
 
+def holding_done(emit: Emitter, held: list):
+    """An emit that passes every event but `done`, which it stamps now and keeps in `held`: the task
+    writes it after the compute probe, so that `done` stays the last event with training's end time."""
+    def hold(event: str, **fields):
+        if event == "done":
+            held.append(emit.line(event, **fields))
+        else:
+            emit(event, **fields)
+    return hold
+
+
 def run_task(emit: Emitter, body) -> None:
     """Run a training task's body(): any failure becomes an `error` event (its traceback on stderr)
     and exit code 1. The process exits either way without the engine's teardown (gRPC, the

@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workloads import torch_models  # noqa: E402  (no torch import at module level)
-from workloads.events import Emitter, StepClock  # noqa: E402
+from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
 
@@ -51,7 +51,8 @@ def run_training(job: dict, emit: Emitter) -> None:
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch")
-    clock = StepClock(global_batch=bpw * world, emit=emit)
+    held = []               # `done`, stamped when training ended, written after the probe: it stays last
+    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held))
     batch_id = rank
     for _ in range(epochs):
         for _ in range(per_epoch):
@@ -63,8 +64,6 @@ def run_training(job: dict, emit: Emitter) -> None:
             optimizer.step()
             clock.step(loss.item())
         clock.epoch_end()
-    held = []               # `done`, stamped now, written after the compute probe: it stays the last event
-    clock.emit = lambda event, **fields: held.append(emit.line(event, **fields))
     clock.done()
     compute_probe(name, p, seed, bpw, emit)
     for line in held:

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from workloads import models  # noqa: E402  (no TensorFlow import at module level)
-from workloads.events import Emitter, model_sizes, run_task  # noqa: E402
+from workloads.events import Emitter, holding_done, model_sizes, run_task  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
 
@@ -233,13 +233,7 @@ def run_training(job, task_type, task_index, emit) -> None:
     from workloads.events import TestbedCallback
     held = []           # `done`, stamped when training ended, written after the probe: it stays last
 
-    def emit_holding_done(event, **fields):
-        if event == "done":
-            held.append(emit.line(event, **fields))
-        else:
-            emit(event, **fields)
-
-    timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=emit_holding_done,
+    timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=holding_done(emit, held),
                              asynchronous=strategy_name == "ps")
     try:
         model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),

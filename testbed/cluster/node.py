@@ -59,10 +59,10 @@ class ClusterNode(SshNode):
         h = self.host
         if h.budget is None and h.memory is None:
             return
-        v2 = self.conn.exec(["test", "-e", f"{cgroups.ROOT}/cgroup.controllers"])[0] == 0
+        v = 2 if self.conn.exec(["test", "-e", f"{cgroups.ROOT}/cgroup.controllers"])[0] == 0 else 1
         limit = cpu_quota(h.budget) if h.budget is not None else None
-        plan = cgroups.limit_plan(self.token, limit, h.memory, 2 if v2 else 1)
-        dirs = cgroups.limit_dirs(self.token, limit, h.memory, v=2 if v2 else 1)
+        plan = cgroups.limit_plan(self.token, limit, h.memory, v)
+        dirs = cgroups.limit_dirs(self.token, limit, h.memory, v=v)
         self._record(cgroup=[str(d) for d in dirs], python=self.python)
         status, out = self.conn.exec([self.python, "-c", AGENT, "cgroup", json.dumps(plan)])
         if status != 0:

@@ -35,20 +35,23 @@ def limit_dirs(name: str, cpu, memory: int | None, root: Path = ROOT, cpus: list
     return [root / ctl / SUBTREE / name for ctl, value in wanted if value is not None]
 
 
-def limit_plan(name: str, limit: Quota | None, memory: int | None, v: int,
-               root: Path = ROOT) -> list[tuple[str, list[tuple[str, str]]]]:
-    """What a host's CPU quota and memory limit take, in order: (directory, [(file, text)]), each
-    directory made with its parents and then its files written. Pure, so that a cluster server
-    carries out the same plan (remote_agent's `cgroup`) as this machine does (`carry_out`)."""
-    dirs = [str(d) for d in limit_dirs(name, limit, memory, root, v=v)]
+def limit_plan(name: str, limit: Quota | None, memory: int | None, v: int, root: Path = ROOT,
+               cpus: list[int] | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What a host's CPU quota, memory limit and (v2) cpuset take, in order: (directory, [(file,
+    text)]), each directory made with its parents and then its files written. Pure, so that a
+    cluster server carries out the same plan (remote_agent's `cgroup`) as this machine does
+    (`carry_out`). A v1 cpuset group is only made here: `_pin_v1` fills it from its parents."""
+    dirs = [str(d) for d in limit_dirs(name, limit, memory, root, cpus, v=v)]
     if v == 2:
-        wanted = " ".join(f"+{c}" for c, value in (("cpu", limit), ("memory", memory)) if value is not None)
+        wanted = " ".join(f"+{c}" for c, value in (("cpu", limit), ("memory", memory), ("cpuset", cpus))
+                          if value is not None)
         files = [("cpu.max", limit.v2())] if limit is not None else []
         files += [("memory.max", str(memory))] if memory is not None else []
+        files += [("cpuset.cpus", cpuset_text(cpus))] if cpus is not None else []
         return [(str(root), [("cgroup.subtree_control", wanted)]),
                 (str(root / SUBTREE), [("cgroup.subtree_control", wanted)]), (dirs[0], files)]
     files = {"cpu": list(limit.v1().items()) if limit is not None else [], "cpuacct": [],
-             "memory": [("memory.limit_in_bytes", str(memory))]}
+             "memory": [("memory.limit_in_bytes", str(memory))], "cpuset": []}
     return [(d, files[Path(d).parts[-3]]) for d in dirs]
 
 
@@ -65,22 +68,15 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
     `cores`), cpus the CPUs it is pinned to (None: every CPU)."""
     v = version(root)
     limit = cpu_quota(cpu * (cores or os.cpu_count() or 1)) if cpu is not None else None
-    if limit is not None or memory is not None:
-        carry_out(limit_plan(name, limit, memory, v, root))
-    dirs = limit_dirs(name, cpu, memory, root, cpus)
-    if cpus is not None and v == 2:
-        carry_out([(str(root), [("cgroup.subtree_control", "+cpuset")]),
-                   (str(root / SUBTREE), [("cgroup.subtree_control", "+cpuset")]),
-                   (str(dirs[0]), [("cpuset.cpus", cpuset_text(cpus))])])
-    elif cpus is not None:
+    carry_out(limit_plan(name, limit, memory, v, root, cpus))
+    if cpus is not None and v == 1:
         _pin_v1(root / "cpuset" / SUBTREE / name, cpus)
-    return dirs
+    return limit_dirs(name, cpu, memory, root, cpus)
 
 
 def _pin_v1(d: Path, cpus: list[int]) -> None:
     """A v1 cpuset group starts with no CPU and no memory node, and so does its parent: each gets
     its parent's before the host's CPUs are written (a task cannot join an empty cpuset)."""
-    d.mkdir(parents=True, exist_ok=True)
     for group in (d.parent, d):
         for field in ("cpuset.mems", "cpuset.cpus"):
             if not _text(group / field):
