@@ -6,7 +6,9 @@ emulation.dilation. Each point runs K times slower on the wall clock (rates / K,
 0.8/K core, every written time x K) and records emulated times (wall / K). Per K it prints the
 emulated time per step (runs.csv, warm-up included, and the steady step: the lead worker's median
 step after the first), samples/s, each as a ratio to K = 1, the iperf3 check's measured/configured
-ratio, and the run's fidelity verdict. If dilation is faithful, every ratio to K = 1 reads 1.
+ratio, the compute probe's figures (compute per step, and what the CPU quota's slices cost it:
+CPU time per step under the budget over the same with the quota lifted) and the run's fidelity
+verdict. If dilation is faithful, every ratio to K = 1 reads 1.
 
 Run as root:  .venv/bin/python bench/dilation.py [--factors 1,2,4,8] [--steps 20] [--epochs 2]
 """
@@ -78,7 +80,7 @@ def main() -> None:
     ref = runs[runs["status"] == "ok"].iloc[0] if (runs["status"] == "ok").any() else None
     print(f"one run, {len(runs)} points, {wall:.0f} s on the wall clock")
     print(f"{'K':>4} {'status':>7} {'s/step':>7} {'x K1':>6} {'steady s':>8} {'x K1':>6} {'samples/s':>9} {'x K1':>6} "
-          f"{'iperf':>6} {'wall s/step':>11}  fidelity")
+          f"{'iperf':>6} {'wall s/step':>11} {'compute s':>9} {'slicing':>7}  fidelity")
     for r in runs.itertuples(index=False):
         if r.status != "ok" or ref is None:
             print(f"{r.dilation:>4g} {r.status:>7}  {str(getattr(r, 'reason', ''))[:200]}")
@@ -87,7 +89,8 @@ def main() -> None:
         wall_step = r.time_per_step_s * r.dilation       # the raw figure (time_per_step_wall_s when K > 1)
         print(f"{r.dilation:>4g} {r.status:>7} {r.time_per_step_s:>7.4f} {r.time_per_step_s / ref.time_per_step_s:>6.3f} "
               f"{st:>8.4f} {st / st_ref:>6.3f} {r.samples_per_s:>9.1f} {r.samples_per_s / ref.samples_per_s:>6.3f} "
-              f"{iperf.get(r.run_id, float('nan')):>6.3f} {wall_step:>11.4f}  {r.fidelity}")
+              f"{iperf.get(r.run_id, float('nan')):>6.3f} {wall_step:>11.4f} {r.compute_per_step_s:>9.4f} "
+              f"{r.compute_slicing:>7.2f}  {r.fidelity}")
     print(machine_state())
 
 

@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import torch_models  # noqa: E402  (no torch import at module level)
+from workloads import cpuquota, torch_models  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -72,8 +72,8 @@ def run_training(job: dict, emit: Emitter) -> None:
 
 def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
                   warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
-    """Local steps of a fresh model with no collective: the compute part of a step (the `compute`
-    event, as workloads/train.py emits it)."""
+    """Local steps of a fresh model with no collective: the compute part of a step, then the same
+    steps with the node's CPU quota lifted (the `compute` event, as workloads/train.py emits it)."""
     try:
         import torch
         from torch import nn
@@ -82,13 +82,20 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
         x, y = torch_models.synthetic_batch(name, p, seed, 0, batch)
-        for i in range(warmup + steps):
-            if i == warmup:
-                t0 = time.perf_counter()
-            optimizer.zero_grad()
-            loss_fn(model(x), y).backward()
-            optimizer.step()
-        emit("compute", time_per_step_s=(time.perf_counter() - t0) / steps, steps=steps)
+
+        def timed():
+            for i in range(warmup + steps):
+                if i == warmup:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+
+        wall, cpu = timed()
+        with cpuquota.lifted() as free:
+            cpu_free = timed()[1] if free else None
+        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
     except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
         emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
 

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import models  # noqa: E402  (no TensorFlow import at module level)
+from workloads import cpuquota, models  # noqa: E402  (no TensorFlow import at module level)
 from workloads.events import Emitter, holding_done, model_sizes, run_task  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
@@ -246,15 +246,17 @@ def run_training(job, task_type, task_index, emit) -> None:
             emit.write(line)
 
 
-PROBE_WARMUP, PROBE_STEPS = 2, 5     # the first steps trace the function: left out of the timing
+PROBE_WARMUP, PROBE_STEPS = 2, 10     # the first steps trace the function: left out of the timing
 
 
 def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
     """Time `steps` local training steps of a fresh model (`build()`) on one worker's batches
     (`dataset()`) with no distribution strategy (no collective, no parameter server): the compute
     part of a step. It runs after training because MultiWorkerMirroredStrategy must be created
-    before any other TensorFlow work. Emits `compute` (time_per_step_s, steps); a failure is
-    reported in the event (error) and never fails the task, whose training is already done."""
+    before any other TensorFlow work. Then the same steps again with the node's CPU quota lifted
+    (cpuquota.lifted): the CPU time per step under the budget against that is what the quota's
+    slices cost. Emits `compute` (time_per_step_s, cpu_per_step_s, cpu_per_step_free_s, steps); a
+    failure is reported in the event (error) and never fails the task, whose training is done."""
     try:
         import tf_keras as keras
 
@@ -262,12 +264,20 @@ def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int =
 
         class Clock(keras.callbacks.Callback):
             def on_train_batch_end(self, batch, logs=None):
-                ends.append(time.perf_counter())
+                ends.append((time.perf_counter(), time.process_time()))
+
+        def timed(model, skip):
+            ends.clear()
+            model.fit(dataset(), epochs=1, steps_per_epoch=skip + steps, callbacks=[Clock()], verbose=0)
+            (t0, c0), (t1, c1) = ends[skip - 1], ends[-1]
+            return (t1 - t0) / steps, (c1 - c0) / steps
 
         model = build()
         models.compile_model(model)
-        model.fit(dataset(), epochs=1, steps_per_epoch=warmup + steps, callbacks=[Clock()], verbose=0)
-        emit("compute", time_per_step_s=(ends[-1] - ends[warmup - 1]) / steps, steps=steps)
+        wall, cpu = timed(model, warmup)
+        with cpuquota.lifted() as free:
+            cpu_free = timed(model, warmup)[1] if free else None
+        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
     except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
         emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
 

@@ -20,6 +20,18 @@ Rules and thresholds:
 - cpu, system pressure (only where no per-node wait is known, e.g. cgroup v1): runnable tasks
   waiting over SYSTEM_WAIT_MAX of the time. Ignored once a node was throttled: a throttled task
   counts as waiting too, so the figure then says nothing about contention.
+- cpu, slices: a budget under a core is a quota of the kernel's 1 ms minimum per period
+  (budgets.quota), so the node runs 1 ms and then pauses for the rest of the period. Caches and
+  branch predictors go cold in each pause, and code run in such slices costs more CPU than the
+  same code run at once: on a 2-core VM a TensorFlow training step took 1.6-2.1 times its CPU time
+  at 0.4-0.1 core (bench/slices.py). Two checks. Where the built-in workload's probe measured that
+  cost (ComputeProbe.slicing), the step time it added to compute, compute x (1 - 1/slicing), must
+  stay within SLICING_STEP_MAX of the step: the dilation aim. The probe sees compute only, while
+  the collective's own CPU work (gRPC, serialisation) runs in the same slices, so pauses over
+  SLICE_PAUSE_MAX_MS count too: 2 nodes of 0.8 core at dilation 8 (0.1 real core, 9 ms pauses)
+  read 8-10 % slow per step against dilation 1 in three runs, though the probe put compute's
+  share of that at 1-2 %; at dilation 4 (0.2 core, 4 ms pauses) they stayed within 4 %
+  (docs/benchmarks.md).
 - switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
   user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
 - timers: analysis.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
@@ -31,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from testbed.emulation.budgets import DEFAULT_RESERVE, fits
+from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
 from testbed.emulation.readers import delta
 from testbed.shaping import TCP_GOODPUT_CEILING
 from analysis.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
@@ -41,6 +53,8 @@ MIN_ACTIVE = 0.05        # a node runnable under 5 % of the run gives too few sa
 MACHINE_BUSY_MAX = 0.95
 SYSTEM_WAIT_MAX = 0.10
 SWITCH_CORES_MAX = 0.9
+SLICE_PAUSE_MAX_MS = 5.0
+SLICING_STEP_MAX = 0.05
 OK = "ok"
 
 
@@ -86,6 +100,17 @@ class RunMeasures:
     timers: dict | None = None              # hosthealth.timer_overshoot()
     checks: tuple[dict, ...] = field(default_factory=tuple)   # checks.csv rows
     tolerance: float = 0.10                 # checks.tolerance
+    compute: "ComputeProbe | None" = None   # the workload's probe on the lead task, where it ran
+
+
+@dataclass(frozen=True)
+class ComputeProbe:
+    """The compute probe's figures (runs.csv's compute_per_step_s, compute_slicing) on `node`."""
+
+    node: str
+    compute_s: float            # compute per step under the budget (emulated)
+    step_s: float               # the run's time per step (emulated)
+    slicing: float              # CPU time per step under the budget / with the quota lifted
 
 
 def _n(x: float) -> str:
@@ -156,6 +181,48 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     return out
 
 
+def cpu_slices(m: RunMeasures) -> list[str]:
+    """What the quota's slices cost the nodes: the compute probe's measure where it ran, and
+    nodes whose quota pauses them longer than SLICE_PAUSE_MAX_MS (one reason per budget)."""
+    out = _measured_slicing(m, m.compute) if m.compute is not None else []
+    floor = 1 / (1 + SLICE_PAUSE_MAX_MS)      # real cores whose 1 ms slices pause exactly that long
+    by_budget: dict[tuple, list[str]] = {}
+    for node in m.nodes:
+        if node.budget is not None and node.budget < 1:
+            q = quota(node.budget)
+            if (q.period_us - q.quota_us) / 1000 > SLICE_PAUSE_MAX_MS:
+                by_budget.setdefault((node.budget, node.cores, q), []).append(node.name)
+    for (budget, cores, q), names in by_budget.items():
+        if m.dilation > 1 and cores:
+            k = math.floor(cores / floor * 100) / 100
+            advice = f"dilation x{_n(k)} or less keeps them shorter"
+            if not fits([n.cores for n in m.nodes if n.budget is not None and n.cores], m.machine_cpus, k, m.reserve):
+                advice += ", with fewer nodes on this machine"
+        else:
+            advice = f"a budget of {floor:.2f} core or more keeps them shorter"
+        who = names[0] if len(names) == 1 else f"{len(names)} nodes ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+        out.append(f"cpu: {who} ran {_n(budget)} core as {q.quota_us / 1000:g} ms slices every "
+                   f"{q.period_us / 1000:g} ms; pauses over {SLICE_PAUSE_MAX_MS:g} ms make its work slower "
+                   f"than the budget ({advice})")
+    return out
+
+
+def _measured_slicing(m: RunMeasures, probe: ComputeProbe) -> list[str]:
+    added = probe.compute_s * (1 - 1 / probe.slicing) / probe.step_s if probe.step_s > 0 else 0.0
+    if added <= SLICING_STEP_MAX:
+        return []
+    node = next((n for n in m.nodes if n.name == probe.node), None)
+    slices = ""
+    if node is not None and node.budget is not None and node.budget < 1:
+        q = quota(node.budget)
+        slices = f" ({q.quota_us / 1000:g} ms every {q.period_us / 1000:g} ms)"
+    whole = f"dilation x{_n(node.cores)} or less" if node is not None and node.cores and node.cores >= 1 \
+        else "nodes of 1 core or more at a dilation of at most their cores"
+    return [f"cpu: the quota's slices{slices} made {probe.node}'s compute take {probe.slicing:.2f} times its CPU "
+            f"time, {added:.0%} of each step (the compute probe); a budget of a whole real core has no "
+            f"slices: {whole}"]
+
+
 def switch(m: RunMeasures) -> list[str]:
     out = []
     if m.switch_cpu_s is not None and m.wall_s > 0 and m.switch_cpu_s / m.wall_s >= SWITCH_CORES_MAX:
@@ -187,7 +254,7 @@ def shaping(m: RunMeasures) -> list[str]:
     return out
 
 
-RULES = (cpu_plan, cpu_nodes, cpu_machine, switch, timers, shaping)
+RULES = (cpu_plan, cpu_nodes, cpu_slices, cpu_machine, switch, timers, shaping)
 
 
 def reasons(m: RunMeasures) -> list[str]:

@@ -121,7 +121,15 @@ def summary_from(events: dict, tasks) -> dict:
         "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
         "steps": done.get("steps"),
         "compute_per_step_s": first.get("compute", {}).get("time_per_step_s"),
+        "compute_slicing": slicing(first.get("compute", {})),
     }
+
+
+def slicing(compute: dict) -> float | None:
+    """What the CPU quota's slices cost the probe's compute: its CPU time per step under the budget
+    over the same with the quota lifted (1: nothing); None where the quota could not be lifted."""
+    under, free = compute.get("cpu_per_step_s"), compute.get("cpu_per_step_free_s")
+    return round(under / free, 3) if under and free else None
 
 
 def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | None = None) -> list[dict]:

@@ -11,7 +11,7 @@ from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
 from testbed.run import faults, record, results, switching
-from testbed.emulation.fidelity import verdict
+from testbed.emulation.fidelity import ComputeProbe, verdict
 from testbed.run import emulate, fidelity
 from testbed.run.bringup import BringUp, graph_of
 from testbed.run.hosthealth import timer_overshoot
@@ -78,7 +78,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     row["tf_threads"] = min(training.threads.values())
     row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
                                              checked.timers or timer_overshoot(), observed.checks,
-                                             spec.checks.tolerance))
+                                             spec.checks.tolerance, _compute_probe(outcome.events, tasks)))
     if row["fidelity"] != "ok":
         progress(f"fidelity: {row['fidelity']}")
     if monitor is not None:
@@ -133,3 +133,12 @@ def _monitor(net, spec, tasks, run_id):
     roles = record.topology_roles(tasks)
     nodes = {name: (node, roles.get(name, "idle")) for name, node in net.nodes.items()}
     return Monitor(nodes, spec.monitor.interval, spec.name, run_id)
+
+
+def _compute_probe(events: dict, tasks) -> ComputeProbe | None:
+    """The lead task's compute probe, where it measured what the quota's slices cost."""
+    figures = record.summary_from(events, tasks)
+    if not (figures["compute_slicing"] and figures["compute_per_step_s"] and figures["time_per_step_s"]):
+        return None
+    return ComputeProbe(final_tasks(tasks)[0].host, figures["compute_per_step_s"], figures["time_per_step_s"],
+                        figures["compute_slicing"])

@@ -92,6 +92,8 @@ def test_main_job_report_splits_the_step_and_claims_only_what_it_measured(tmp_pa
         "--set", "workload.steps_per_epoch=6", "--set", "checks.iperf=false", report=True)
     runs = pd.read_csv(out / "runs.csv")
     assert (runs["compute"] == "budgets").all() and (runs["compute_per_step_s"] > 0).all()
+    # the probe lifted each lead node's quota for its second pass and measured what slicing costs
+    assert runs["compute_slicing"].between(0.5, 10).all(), runs["compute_slicing"].tolist()
     html = (out / "report.html").read_text()
     assert "machines of 1 core each (1 and 2 nodes)" in html
     assert (out / "figures" / "time_split.png").is_file() and "time_split.png" in html

@@ -34,7 +34,7 @@ def run(tmp_path, body: str, *sets):
 
 
 def test_the_builtin_mlp_trains_with_ddp_across_the_link_at_the_rings_byte_count(tmp_path, root, no_leftovers):
-    proc, out, row = run(tmp_path, DDP)
+    proc, out, row = run(tmp_path, DDP, "--set", "topology.host.cores=0.5")
     assert proc.returncode == 0 and row["status"] == "ok", proc.stderr[-3000:]
     assert row["engine"] == "pytorch" and row["workers"] == 2
     assert row["params"] == 50_890 and row["gradient_bytes"] == 4 * 50_890     # the TensorFlow MLP's count
@@ -42,6 +42,7 @@ def test_the_builtin_mlp_trains_with_ddp_across_the_link_at_the_rings_byte_count
     assert set(steps[steps["kind"] == "step"]["host"]) == {"h1", "h2"}
     assert (steps[(steps["kind"] == "step") & (steps["host"] == "h1")]["step"].tolist() == list(range(1, 11)))
     assert row["compute_per_step_s"] > 0 and row["time_per_step_s"] > 0
+    assert 0.5 <= row["compute_slicing"] <= 10          # the probe's second pass, the quota lifted
     exp = tables.load_experiment(out)
     net = tables.network_per_run(tables.counted_runs(exp), exp.usage).iloc[0]
     theory = tables.ring_bytes_per_worker(2, row["gradient_bytes"])

@@ -16,7 +16,7 @@ import testbed.units as units
 from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
 from testbed.emulation.dilation import SCALED_KEYS, choose, dilate, to_emulated
-from testbed.emulation.fidelity import NodeCpu, RunMeasures, reasons, verdict
+from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
 from testbed.shaping import TCP_GOODPUT_CEILING
 from testbed.spec.models import Experiment
 
@@ -255,6 +255,86 @@ def test_oversubscribed_with_budgets_is_degraded_naming_the_cpu():
     # cgroup v1: no per-node wait; the plan and the saturated machine still say it
     v1 = _oversubscribed(1.0, used_s=5.0)
     assert len(_cpu(reasons(v1))) == 2 and verdict(v1).startswith("degraded: cpu:")
+
+
+def test_slices_with_long_pauses_are_degraded_with_advice_that_fits():
+    """0.1 real core is 1 ms every 10 ms: 9 ms pauses. One reason per budget, and the advice names
+    the largest dilation whose pauses stay under the bound."""
+    two = tuple(NodeCpu(f"h{i}", cores=0.8, budget=0.1) for i in (1, 2))
+    found = reasons(RunMeasures(wall_s=10, machine_cpus=2, dilation=8, nodes=two))
+    assert found == ["cpu: 2 nodes (h1, h2) ran 0.1 core as 1 ms slices every 10 ms; pauses over 5 ms make "
+                     "its work slower than the budget (dilation x4.8 or less keeps them shorter)"]
+    # x4.8 as advised: 1 ms slices every 6 ms, 5 ms pauses, which pass
+    at_advice = tuple(NodeCpu(f"h{i}", cores=0.8, budget=0.8 / 4.8) for i in (1, 2))
+    assert reasons(RunMeasures(wall_s=10, machine_cpus=2, dilation=4.8, nodes=at_advice)) == []
+    # 0.2 core (4 ms pauses) and whole cores (no pauses) pass
+    for budget in (0.2, 1.0, 2.0):
+        assert cpu_slices(RunMeasures(wall_s=10, machine_cpus=8, dilation=1, nodes=(NodeCpu("h1", 2, budget),))) == []
+    # where the advised factor does not fit the machine, the advice says so
+    many = tuple(NodeCpu(f"h{i}", cores=1, budget=1 / 21) for i in range(32))
+    [slow] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=21, nodes=many))
+    assert slow.startswith("cpu: 32 nodes (h0, h1, h2, ...) ran 0.05 core as 1 ms slices every 21 ms")
+    assert slow.endswith("(dilation x6 or less keeps them shorter, with fewer nodes on this machine)")
+
+
+def test_slicing_measured_by_the_probe_counts_against_the_step():
+    """Where the probe measured the slices' cost, the step time it added counts: compute x
+    (1 - 1/slicing) over the step, against 5 %."""
+    two = tuple(NodeCpu(f"h{i}", cores=0.8, budget=0.2) for i in (1, 2))     # 4 ms pauses: within
+    at = lambda slicing, compute=0.010: RunMeasures(  # noqa: E731
+        wall_s=10, machine_cpus=2, dilation=8, nodes=two, compute=ComputeProbe("h1", compute, 0.100, slicing))
+    # 10 ms of a 100 ms step at 2x: 5 ms added, 5 %: within; 12 ms at 2x: 6 %: degraded
+    assert cpu_slices(at(2.0)) == []
+    [slow] = cpu_slices(at(2.0, compute=0.012))
+    assert slow == ("cpu: the quota's slices (1 ms every 5 ms) made h1's compute take 2.00 times its CPU time, "
+                    "6% of each step (the compute probe); a budget of a whole real core has no slices: nodes of "
+                    "1 core or more at a dilation of at most their cores")
+    # no slicing cost measured: nothing to say; long pauses still count on their own
+    assert cpu_slices(at(1.0, compute=0.090)) == []
+    paused = tuple(NodeCpu(f"h{i}", cores=0.8, budget=0.1) for i in (1, 2))
+    [long] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=8, nodes=paused,
+                                    compute=ComputeProbe("h1", 0.005, 0.16, 1.8)))
+    assert long.startswith("cpu: 2 nodes (h1, h2) ran 0.1 core as 1 ms slices every 10 ms")
+    one_core = (NodeCpu("h1", cores=2, budget=0.5),)
+    [slow] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=4, nodes=one_core,
+                                    compute=ComputeProbe("h1", 0.05, 0.1, 1.5)))
+    assert "(1 ms every 2 ms)" in slow and "17% of each step" in slow and slow.endswith("dilation x2 or less")
+
+
+def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
+    from workloads import cpuquota
+    v1 = tmp_path / "cpu" / "dltestbed" / "h1"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("1000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("12:cpuset:/dltestbed/h1\n4:cpu,cpuacct:/dltestbed/h1\n1:name=systemd:/\n")
+    with cpuquota.lifted(tmp_path, proc) as free:
+        assert free and (v1 / "cpu.cfs_quota_us").read_text() == "-1"
+    assert (v1 / "cpu.cfs_quota_us").read_text() == "1000"
+    v2 = tmp_path / "dltestbed" / "h2"
+    v2.mkdir(parents=True)
+    (v2 / "cpu.max").write_text("1000 10000\n")
+    proc.write_text("0::/dltestbed/h2\n")
+    with pytest.raises(RuntimeError):          # put back on every path
+        with cpuquota.lifted(tmp_path, proc) as free:
+            assert free and (v2 / "cpu.max").read_text() == "max 10000"
+            raise RuntimeError
+    assert (v2 / "cpu.max").read_text() == "1000 10000"
+    # not the testbed's group, or no quota in it: nothing lifted
+    proc.write_text("4:cpu,cpuacct:/user.slice\n")
+    with cpuquota.lifted(tmp_path, proc) as free:
+        assert not free
+    (v1 / "cpu.cfs_quota_us").write_text("-1")
+    proc.write_text("4:cpu,cpuacct:/dltestbed/h1\n")
+    with cpuquota.lifted(tmp_path, proc) as free:
+        assert not free
+
+
+def test_slicing_is_the_cpu_under_the_budget_over_the_cpu_without_it():
+    from testbed.run.record import slicing
+    assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": 0.002}) == 2.0
+    assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": None}) is None
+    assert slicing({}) is None
 
 
 def test_budgets_on_cluster_servers_are_held_against_each_server():
