@@ -27,11 +27,12 @@ Rules and thresholds:
   at 0.4-0.1 core (bench/slices.py). Two checks. Where the built-in workload's probe measured that
   cost (ComputeProbe.slicing), the step time it added to compute, compute x (1 - 1/slicing), must
   stay within SLICING_STEP_MAX of the step: the dilation aim. The probe sees compute only, while
-  the collective's own CPU work (gRPC, serialisation) runs in the same slices, so pauses over
-  SLICE_PAUSE_MAX_MS count too: 2 nodes of 0.8 core at dilation 8 (0.1 real core, 9 ms pauses)
-  read 8-10 % slow per step against dilation 1 in three runs, though the probe put compute's
-  share of that at 1-2 %; at dilation 4 (0.2 core, 4 ms pauses) they stayed within 4 %
-  (docs/benchmarks.md).
+  the collective's own CPU work (gRPC, TCP, serialisation: most of a node's CPU in a step of the
+  269k-parameter MLP at 100 Mbit/s) runs in the same slices, so pauses over SLICE_PAUSE_MAX_MS
+  count too. 2 nodes of 0.8 core, steady step against dilation 1 in three runs each
+  (docs/benchmarks.md): dilation 2 (0.4 real core, 1.5 ms pauses) 0.99-1.04, within the aim;
+  dilation 4 (0.2 core, 4 ms pauses) 1.07-1.12 and dilation 8 (0.1 core, 9 ms) 1.11-1.17, beyond
+  it, though the probe put compute's share of that at 1-2 %.
 - switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
   user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
 - timers: analysis.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
@@ -53,7 +54,7 @@ MIN_ACTIVE = 0.05        # a node runnable under 5 % of the run gives too few sa
 MACHINE_BUSY_MAX = 0.95
 SYSTEM_WAIT_MAX = 0.10
 SWITCH_CORES_MAX = 0.9
-SLICE_PAUSE_MAX_MS = 5.0
+SLICE_PAUSE_MAX_MS = 2.0
 SLICING_STEP_MAX = 0.05
 OK = "ok"
 
