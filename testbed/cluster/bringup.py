@@ -23,6 +23,7 @@ from testbed.cluster.placement import crossing_links, place
 from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite, Site
 from testbed.nodes.base import NodeError
+from testbed.nodes.remote import ENGINE_IMPORTS
 from testbed.nodes.ssh import Connection, Target
 from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
@@ -36,6 +37,11 @@ VNI_BASE = 4200
 class BringupError(NetworkError):
     """A cluster's network could not be brought up (a login, the fidelity guard, a tunnel)."""
 
+
+# the modules named in argv that this python cannot find, without importing them (fast: TensorFlow's
+# import alone takes seconds)
+FIND_MODULES = ("import importlib.util, sys; missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]; "
+                "print('missing: ' + ', '.join(missing) if missing else ''); sys.exit(1 if missing else 0)")
 
 def site_for(cluster_conf) -> Site:
     """The site of a run: its cluster's servers (spec ClusterConf), or this machine alone (None)."""
@@ -106,6 +112,7 @@ class ClusterSite(Site):
         self.crossing = crossing_links(graph, self.placement)
         self.connect()
         self.check_names(graph)
+        self.check_engines(graph)
         self.measure_tunnels()
         self.guard()
         if any(not self.server(s.name).local for s in graph.switches):
@@ -199,6 +206,27 @@ class ClusterSite(Site):
             raise BringupError(f"cluster server(s) already have a bridge or interface of: {', '.join(taken)}. "
                                "If an earlier testbed run left them, `run_experiment.py cleanup` removes them; "
                                "otherwise name the switches or hosts differently (template custom)")
+
+    def check_engines(self, graph) -> None:
+        """Refuse, before anything is made, a server whose cluster.python lacks the modules of the
+        engine its hosts run (TensorFlow and tf_keras, or torch)."""
+        wanted: dict[str, set[str]] = {}
+        for h in graph.hosts:
+            server = self._elsewhere(h.name)
+            if server is not None:
+                wanted.setdefault(server.name, set()).add(h.engine)
+        lacking = []
+        for name, engines in sorted(wanted.items()):
+            server = self.servers[name]
+            for engine in sorted(engines):
+                modules, what, package = ENGINE_IMPORTS[engine]
+                status, out = server.run([server.python, "-c", FIND_MODULES, *modules.split(", ")])
+                if status != 0:
+                    lacking.append(f"{name}: {server.python} cannot import {what} ({out.strip()[-200:]}); "
+                                   f"pip install {package} into it, or set cluster.python to a python that has it")
+        if lacking:
+            raise BringupError("engine " + ", ".join(sorted({h.engine for h in graph.hosts})) + " on cluster "
+                               "server(s): " + "; ".join(lacking))
 
     def server(self, node_name: str) -> ConnectedServer:
         return self.servers[self.placement[node_name]]

@@ -56,6 +56,7 @@ APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 MIRROR_ENV = "DLTB_DEBIAN_MIRROR"
 BUILD_TIMEOUT_S = 3600
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # Inside the build container everything handed in lives under a tmpfs on /tmp, so the committed
 # image keeps no trace of it (not even an empty mount point).
@@ -95,18 +96,24 @@ install() {
     --progress-bar off -r {recipe}/requirements.txt
 }
 if ! install; then
+  # PyTorch's CPU build is on its own index (used when it answers within 5 s, as bootstrap.sh does)
+  extra=""
+  if python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+      {torch_index}/torch/ >/dev/null 2>&1; then
+    extra="--extra-index-url {torch_index}"
+  fi
   say "downloading the wheels that the wheelhouse lacks"
-  {venv}/bin/python -m pip download --no-deps --no-input --progress-bar off -d {wheels} \
+  {venv}/bin/python -m pip download --no-deps --no-input --progress-bar off -d {wheels} $extra \
     -r {recipe}/requirements.txt
   install
 fi
 say "checking that the workloads' imports load"
-TF_USE_LEGACY_KERAS=1 {venv}/bin/python -c 'import tensorflow, tf_keras, numpy, nltk; print("tensorflow", tensorflow.__version__)'
+TF_USE_LEGACY_KERAS=1 {venv}/bin/python -c 'import tensorflow, tf_keras, numpy, nltk, torch; print("tensorflow", tensorflow.__version__, "torch", torch.__version__)'
 rm -rf /root/.cache /root/.keras
 say "python packages ready"
 """
 for _key, _value in (("recipe", RECIPE_DIR), ("wheels", WHEELS_IN), ("venv", VENV),
-                     ("packages", " ".join(DEBIAN_PACKAGES))):
+                     ("packages", " ".join(DEBIAN_PACKAGES)), ("torch_index", TORCH_CPU_INDEX)):
     BUILD_SCRIPT = BUILD_SCRIPT.replace("{" + _key + "}", _value)
 del _key, _value
 

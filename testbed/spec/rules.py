@@ -320,7 +320,7 @@ def workload_problems(exp: Experiment) -> list[Problem]:
 
 def _pytorch_problems(exp: Experiment) -> list[Problem]:
     """engine pytorch: DistributedDataParallel's strategies (single, allreduce), the mlp and cnn models,
-    no TensorFlow-only settings, and what is not built for it yet (recovery, docker nodes)."""
+    no TensorFlow-only settings, and what is not built for it yet (recovery)."""
     w, related, out = exp.workload, ("workload.engine",), []
     if w.strategy not in ("single", "allreduce"):
         out.append(Problem(("workload", "strategy"), f"engine pytorch runs strategies single and allreduce "
@@ -337,11 +337,6 @@ def _pytorch_problems(exp: Experiment) -> list[Problem]:
     if changed:
         out.append(Problem(("workload", "allreduce"), f"{', '.join(changed)} tune TensorFlow's collectives; "
                            "PyTorch's DDP buckets its own gradients (remove them)", related))
-    docker = [name for name, kind in _kinds(exp.topology).items() if kind == "docker"]
-    if docker:
-        out.append(Problem(("workload", "engine"), f"{', '.join(docker)}: the worker image has no PyTorch yet; "
-                           "engine pytorch runs on netns hosts, remote machines and cluster servers",
-                           ("topology",)))
     return out
 
 

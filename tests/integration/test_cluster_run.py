@@ -144,6 +144,38 @@ def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster,
     assert server_state(cluster) == before
 
 
+def test_pytorch_ddp_with_one_worker_on_each_server(cluster, no_leftovers, tmp_path):
+    """engine pytorch on the servers: the server image (the worker image's venv) has torch."""
+    before = server_state(cluster)
+    section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
+    out = tmp_path / "out"
+    done = cli("run", spec(tmp_path, section, ALLREDUCE), "--out", out, "--quiet", "--no-report",
+               "--set", "workload.engine=pytorch", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = table(out, "runs")
+    assert list(runs["status"]) == ["ok"], runs["reason"].tolist()
+    assert runs["engine"].iloc[0] == "pytorch"
+    steps = table(out, "steps")
+    assert set(steps[steps["kind"] == "step"]["host"]) == {"h1", "h2"}
+    assert server_state(cluster) == before
+
+
+def test_a_server_python_without_the_engine_is_refused_naming_server_and_module(cluster, no_leftovers, tmp_path):
+    """cluster.python = the server's system python, which has no torch: refused before anything is made."""
+    before = server_state(cluster)
+    section = {**cluster, "python": "/usr/bin/python3", "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
+    out = tmp_path / "out"
+    cli("run", spec(tmp_path, section, ALLREDUCE), "--out", out, "--quiet", "--no-report",
+        "--set", "workload.engine=pytorch", timeout=600)
+    runs = table(out, "runs")
+    reason = runs["reason"].iloc[0]
+    assert runs["status"].iloc[0] == "failed", reason
+    assert "srv1: /usr/bin/python3 cannot import torch (missing: torch)" in reason, reason
+    assert "srv2: /usr/bin/python3 cannot import torch" in reason and "set cluster.python" in reason, reason
+    assert table(out, "steps").empty
+    assert server_state(cluster) == before
+
+
 def test_a_link_above_the_tunnels_capacity_is_refused_before_training(cluster, no_leftovers, tmp_path):
     before = server_state(cluster)
     out = tmp_path / "out"

@@ -121,6 +121,25 @@ def test_allreduce_with_one_container_worker(tmp_path, worker_image, no_leftover
         assert rows["tx_bytes"].iloc[-1] > rows["tx_bytes"].iloc[0], f"{node} sent gradients"
 
 
+def test_pytorch_ddp_with_one_container_worker(tmp_path, worker_image, no_leftovers):
+    """engine pytorch across a netns host and a container: the worker image's CPU build of torch,
+    gloo over the 10 Mbit/s link, the torchrun variables set in the container."""
+    out = tmp_path / "out"
+    proc = cli("run", str(_write(tmp_path)), "--out", str(out), "--quiet", "--no-report",
+               "--set", "checks.iperf=false", "--set", "workload.engine=pytorch", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = pd.read_csv(out / "runs.csv").iloc[0]
+    assert row["status"] == "ok", row["reason"]
+    assert row["engine"] == "pytorch" and row["node_kinds"] == "docker+netns" and row["workers"] == 2
+    steps = pd.read_csv(out / "steps.csv")
+    on_h2 = steps[(steps["host"] == "h2") & (steps["kind"] == "step")]
+    assert on_h2["step"].tolist() == list(range(1, 11))
+    usage = pd.read_csv(out / "usage.csv")
+    h2 = usage[usage["node"] == "h2"]
+    assert h2["tx_bytes"].iloc[-1] - h2["tx_bytes"].iloc[0] > 5 * row["gradient_bytes"], \
+        "the container sent its gradients across the link, step after step"
+
+
 def _single_run(tmp_path, name, *sets):
     out = tmp_path / name
     proc = cli("run", str(_write(tmp_path)), "--out", str(out), "--quiet", "--no-report",

@@ -191,9 +191,8 @@ def test_image_has_what_the_workloads_import():
                 modules |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules.add(node.module.split(".")[0])
-    # torch: engine pytorch, which docker nodes refuse (the worker image has no PyTorch yet)
-    third_party = {m for m in modules if m not in sys.stdlib_module_names and m not in ("workloads", "__future__", "torch")}
-    assert {"tensorflow", "tf_keras", "numpy", "nltk"} <= third_party
+    third_party = {m for m in modules if m not in sys.stdlib_module_names and m not in ("workloads", "__future__")}
+    assert {"tensorflow", "tf_keras", "numpy", "nltk", "torch"} <= third_party
     ours = _pins(image.REQUIREMENTS)
     by_module = md.packages_distributions()
     for module in third_party:
