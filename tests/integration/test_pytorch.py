@@ -64,6 +64,23 @@ def test_a_tutorial_ddp_script_runs_unmodified_on_two_hosts(tmp_path, root, no_l
     assert set(steps["host"]) == {"h1", "h2"} and (steps[steps["host"] == "h1"]["kind"] == "step").sum() == 20
 
 
+def test_the_tutorial_series_multinode_script_runs_with_its_module_args_and_snapshots(tmp_path, root, no_leftovers):
+    """Positional arguments, a dataset module staged beside the script (workload.files), RANK and
+    LOCAL_RANK read from the environment, a snapshot saved in the working directory."""
+    folder = SCRIPTS / "ddp_multinode"
+    body = DDP.replace("model: mlp, model_params: {width: 64, depth: 1},",
+                       f"script: {folder / 'multinode.py'}, files: [datautils.py], args: ['4', '2', --batch_size, '64'],")
+    proc, out, row = run(tmp_path, body)
+    assert proc.returncode == 0 and row["status"] == "ok", proc.stderr[-3000:] + str(row["reason"])
+    assert row["torch_import_s"] > 0 and row["net_bytes_total"] > 0
+    [run_dir] = (out / "runs").iterdir()
+    # a script's standard output is kept in its task's events file, beside the testbed's events
+    lead, other = (run_dir / "h1-worker0.events.jsonl").read_text(), (run_dir / "h2-worker1.events.jsonl").read_text()
+    assert "[RANK0] Epoch 3 | Batchsize: 64 | Steps: 16" in lead, lead[-2000:]
+    assert "Epoch 2 | Training snapshot saved at snapshot.pt" in lead, lead[-2000:]
+    assert "[RANK1] Epoch 3 | Batchsize: 64 | Steps: 16" in other, other[-2000:]
+
+
 def test_a_killed_pytorch_worker_fails_the_run_naming_the_fault(tmp_path, root, no_leftovers):
     body = DDP.replace("epochs: 2,", "epochs: 20,") + "faults:\n  - {at: step 3, action: kill, task: worker 1}\n"
     proc, out, row = run(tmp_path, body)
