@@ -1,5 +1,6 @@
 """engine pytorch on real emulated hosts: the built-in MLP with DistributedDataParallel over gloo
 across a 10 Mbit/s link, a tutorial-style DDP script unmodified, and a killed worker."""
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,8 +67,10 @@ def test_a_tutorial_ddp_script_runs_unmodified_on_two_hosts(tmp_path, root, no_l
 
 def test_the_tutorial_series_multinode_script_runs_with_its_module_args_and_snapshots(tmp_path, root, no_leftovers):
     """Positional arguments, a dataset module staged beside the script (workload.files), RANK and
-    LOCAL_RANK read from the environment, a snapshot saved in the working directory."""
-    folder = SCRIPTS / "ddp_multinode"
+    LOCAL_RANK read from the environment, a snapshot saved in the working directory (the script's
+    folder, as under torchrun: a copy here, so that the repository stays as it was)."""
+    folder = tmp_path / "ddp_multinode"
+    shutil.copytree(SCRIPTS / "ddp_multinode", folder)
     body = DDP.replace("model: mlp, model_params: {width: 64, depth: 1},",
                        f"script: {folder / 'multinode.py'}, files: [datautils.py], args: ['4', '2', --batch_size, '64'],")
     proc, out, row = run(tmp_path, body)
@@ -79,6 +82,7 @@ def test_the_tutorial_series_multinode_script_runs_with_its_module_args_and_snap
     assert "[RANK0] Epoch 3 | Batchsize: 64 | Steps: 16" in lead, lead[-2000:]
     assert "Epoch 2 | Training snapshot saved at snapshot.pt" in lead, lead[-2000:]
     assert "[RANK1] Epoch 3 | Batchsize: 64 | Steps: 16" in other, other[-2000:]
+    assert (folder / "snapshot.pt").is_file() and "Loading snapshot" not in lead
 
 
 def test_a_killed_pytorch_worker_fails_the_run_naming_the_fault(tmp_path, root, no_leftovers):
