@@ -74,6 +74,47 @@ def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
     return out, gaps
 
 
+THESIS_ONE_FASTER = 0.55     # thesis fig. 19: one PC trained about 55 % faster than two (1 Gbit/s LAN)
+
+
+def one_against_two(runs: pd.DataFrame, resources: pd.DataFrame) -> list[str]:
+    """Thesis fig. 19, where a sweep ran exactly 1 and 2 nodes at a bandwidth: how much faster one
+    node trained than two on the same data (samples/s, mean over repeats), next to the thesis's
+    55 %, with each point's mean CPU, peak memory and mean network throughput per node."""
+    ok = tables.ok_runs(runs)
+    out = []
+    for (engine, bw), rows in ok.groupby(["engine", "bw_bps"]):
+        if set(rows["hosts"]) != {1, 2}:
+            continue
+        one = rows[rows["hosts"] == 1]
+        points = resources[(resources["bw_bps"] == bw) & (resources["engine"] == engine)]
+        for strategy, two in rows[rows["hosts"] == 2].groupby("strategy"):
+            base = one[one["strategy"] == strategy]
+            base = base if len(base) else one            # else the 1-node run of whatever strategy ran
+            rate = {1: base["samples_per_s"].mean(), 2: two["samples_per_s"].mean()}
+            res = {1: points[(points["hosts"] == 1) & points["strategy"].isin(set(base["strategy"]))],
+                   2: points[(points["hosts"] == 2) & (points["strategy"] == strategy)]}
+            res = {n: r.mean(numeric_only=True) for n, r in res.items()}
+            out.append(_one_against_two_sentence(engine, strategy, bw, rate, res))
+    return out
+
+
+def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
+    faster = rate[1] / rate[2] - 1
+    per_node = ""
+    if all(res[n].notna().any() for n in (1, 2)):
+        per_node = " Per node, 1 → 2 nodes: " + "; ".join(
+            f"{what} {fmt(res[1][col])} → {fmt(res[2][col])}" for what, col, fmt in (
+                ("CPU", "cpu_mean_pct", lambda v: f"{v:.0f} %"),
+                ("peak memory", "mem_peak_bytes", lambda v: f"{v / 2**20:.0f} MiB"),
+                ("network", "net_throughput_mean_bps", lambda v: f"{v / 1e6:.3g} Mbit/s"))) + "."
+    word = "faster" if faster >= 0 else "slower"
+    return (f"One node against two at {figures.mbit(bw)} ({strategy}, {engine}): on the same data one node "
+            f"trained {abs(faster):.0%} {word} than two ({rate[1]:.4g} against {rate[2]:.4g} "
+            f"samples/s, mean over repeats); thesis fig. 19: one PC about "
+            f"{THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN.{per_node}")
+
+
 def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
     """Sentences on time vs bandwidth at each node count > 1; also 'falls everywhere?'."""
     out, falls_all = [], None
@@ -118,6 +159,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
         out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
                    "node and falls as bandwidth rises); see the sentences above for where.")
     out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
+    out += one_against_two(tables.counted_runs(exp), t["resources"])
     ch = t["iperf_checks"]
     if len(ch):
         r = ch["measured_bps"] / ch["configured_bps"]

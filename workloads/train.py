@@ -238,6 +238,10 @@ def run_training(job, task_type, task_index, emit) -> None:
     try:
         model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
                   callbacks=backup_callbacks(job) + [timing], verbose=0)
+        if chief and name == "caption" and job.get("save_model"):
+            from workloads import caption_model
+            tokenizer = (caption or wdata.synthetic_caption_data(p, seed)).tokenizer
+            emit("saved", path=str(caption_model.save(job["save_model"], model, tokenizer, p)))
         compute_probe(lambda: models.build_model(name, p),
                       lambda: wdata.flickr8k_dataset(caption, bpw, seed) if caption is not None
                       else wdata.synthetic_dataset(name, p, seed, bpw), emit)

@@ -1,4 +1,5 @@
-"""Command line of the testbed: run, up, exec, validate, report, compare, predict, cleanup, schema, image, cluster.
+"""Command line of the testbed: run, up, exec, validate, report, compare, predict, caption, cleanup, schema, image,
+cluster.
 
 One parser; each verb is a `Command` (name, help, arguments, handler) of its own module here.
 Modules import what a verb runs only when it runs, so `--help` and `validate` stay quick."""
@@ -8,10 +9,10 @@ import argparse
 import logging
 import sys
 
-from testbed.cli import cleanup, cluster, compare, image, predict, report, run, schema, up, validate
+from testbed.cli import caption, cleanup, cluster, compare, image, predict, report, run, schema, up, validate
 
 COMMANDS = [run.COMMAND, up.UP, up.EXEC, validate.COMMAND, report.COMMAND, compare.COMMAND, predict.COMMAND,
-            cleanup.COMMAND, schema.COMMAND, image.COMMAND, cluster.COMMAND]
+            caption.COMMAND, cleanup.COMMAND, schema.COMMAND, image.COMMAND, cluster.COMMAND]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -119,9 +119,26 @@ class Training:
         if self.backup_dir:      # a switch resumes from the backup of the epoch it decided at
             every = "epoch" if self.switcher is not None else self.workload.backup_every_steps
             job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": every}
+        saved = self._model_dir()
+        if saved:
+            job["save_model"] = saved
         path = self.run_dir / name
         path.write_text(json.dumps(job, indent=2))
         return path
+
+    def _model_dir(self) -> str | None:
+        """Where the lead task saves a trained caption model (the run folder's model/, as its node
+        sees it), or None: another model, a script, or a node that cannot write here (then the
+        `caption` command has nothing to read, and says so)."""
+        if self.script is not None or self.workload.model != "caption":
+            return None
+        local = self.run_dir / "model"
+        try:
+            seen = self.net.nodes[self.leads[0].host].shared_dir(local)
+        except NotImplementedError:
+            return None
+        local.mkdir(exist_ok=True)
+        return seen
 
     def _backup_dir(self) -> str:
         """The run folder's backup/ as the tasks' nodes see it (one path: they share one job file)."""

@@ -51,3 +51,19 @@ def test_thesis_caption_topology_bleu_per_epoch(tmp_path, root, no_leftovers):
     assert "figures/bleu.png" in html and "reproduces thesis figure 14" in html
     assert (out / "figures" / "bleu.png").stat().st_size > 15_000
     assert "the best BLEU-1 on the held-out images" in html
+
+    # figure 20: the trained model captions images by greedy decoding, from its run folder
+    vocabulary = set("dog cat runs sleeps grass sofa red car road birds fly over sea".split())
+    for run_id in runs["run_id"]:
+        run_dir = out / "runs" / run_id
+        assert {p.name for p in (run_dir / "model").iterdir()} == {"weights.npz", "tokenizer.json", "params.json"}
+        said = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "caption", str(run_dir),
+                               "--features", str(data / "features.npz"), "--image", "1000_img", "--image", "1009_img"],
+                              cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert said.returncode == 0, said.stderr[-2000:]
+        lines = said.stdout.strip().splitlines()
+        assert [line.split(":")[0] for line in lines] == ["1000_img", "1009_img"], said.stdout
+        assert all(set(line.split(":", 1)[1].split()) <= vocabulary for line in lines), said.stdout
+    nothing = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "caption", str(tmp_path),
+                              "--features", str(data / "features.npz")], cwd=REPO, capture_output=True, text=True)
+    assert nothing.returncode == 2 and "no trained caption model" in nothing.stderr

@@ -384,3 +384,23 @@ def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw
     monkeypatch.setattr(report_command, "draw", interrupted)
     assert common.main_of(run_command.COMMAND, [str(spec), "--out", str(tmp_path / "out")]) == 130
     assert f"report {tmp_path / 'out'}`" in " ".join(capsys.readouterr().err.split())
+
+
+def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
+    """1 node (single) against 2 (allreduce) at 1 Gbit/s, two repeats each: samples/s means 300 and
+    200, so one node trained 50 % faster; a 4-node sweep says nothing of the kind."""
+    runs = pd.DataFrame({"status": "ok", "training_time_s": 1.0, "engine": "tensorflow", "bw_bps": 1e9,
+                         "hosts": [1, 1, 2, 2], "strategy": ["single", "single", "allreduce", "allreduce"],
+                         "samples_per_s": [290.0, 310.0, 190.0, 210.0]})
+    resources = pd.DataFrame({"engine": "tensorflow", "bw_bps": 1e9, "hosts": [1, 2],
+                              "strategy": ["single", "allreduce"], "cpu_mean_pct": [95.0, 60.0],
+                              "mem_peak_bytes": [600 * 2**20, 650 * 2**20],
+                              "net_throughput_mean_bps": [0.0, 120e6]})
+    [said] = report.one_against_two(runs, resources)
+    assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow): on the same data one node "
+                           "trained 50% faster than two (300 against 200 samples/s, mean over repeats); "
+                           "thesis fig. 19: one PC about 55% faster than two on a 1 Gbit/s LAN.")
+    assert said.endswith("Per node, 1 → 2 nodes: CPU 95 % → 60 %; peak memory 600 MiB → 650 MiB; "
+                         "network 0 Mbit/s → 120 Mbit/s.")
+    four = pd.concat([runs, runs.assign(hosts=4)])
+    assert report.one_against_two(four, resources) == []
