@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, faithful, tables
+from analysis import costmodel, faithful, stability, tables
 from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
                                 Palette, legend, log_if_wide, mark_degraded, mbit, node_axis,
                                 palette_for, plural, role_kind, save, series, style)
@@ -394,6 +394,37 @@ TIMELINE_RUNS = 8       # panels of the timeline figure at most
 SHADES = ["#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]     # fault windows, in the order of a run's faults
 
 
+def convergence(exp, outdir: Path):
+    """Loss against training time, PS and all-reduce, every repeat its own line, one panel per
+    bandwidth; the target loss dashed, each run's time to it marked."""
+    found = stability.analyse(exp)
+    if found is None:
+        raise FigureSkipped("not both ps and all-reduce runs with per-step losses")
+    curves, runs, target = found
+    pal = palette_for(exp)
+    bws = sorted(set(curves["bw_bps"]))
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, len(bws), figsize=(5.5 * len(bws) + 2, 4.6), sharey=True, squeeze=False)
+        for ax, bw in zip(axes[0], bws):
+            for run_id, c in curves[curves["bw_bps"] == bw].groupby("run_id", sort=False):
+                strat = c["strategy"].iloc[0]
+                ax.plot(c["elapsed_s"], c["loss"], color=pal.colour("strategy", strat), lw=1.2, alpha=0.8,
+                        label=strat)
+                hit = runs.loc[runs["run_id"] == run_id, "time_to_target_s"].iloc[0]
+                if pd.notna(hit):
+                    ax.plot([hit], [target], marker="o", color=pal.colour("strategy", strat))
+            ax.axhline(target, color="black", ls="--", lw=1, label=f"target loss {target:.3g}")
+            ax.set_xlabel("training time (s)")
+            ax.set_title(mbit(bw))
+            handles, labels = ax.get_legend_handles_labels()
+            unique = dict(zip(labels, handles))
+            ax.legend(unique.values(), unique.keys(), fontsize=9)
+        axes[0][0].set_ylabel("loss (lead task, per step)")
+        fig.suptitle("Convergence: loss against training time, each repeat a line", fontsize=13)
+        path = save(fig, outdir / "convergence.png")
+    return path, curves
+
+
 def timeline(exp, outdir: Path):
     """Time per step against step for each run with faults (one panel per run, one line per task),
     each fault's window shaded from the step it hit to the step that ended after its undo, labelled;
@@ -502,6 +533,9 @@ FIGURES = {
                   "(reproduces thesis figure 19, without GPU)."),
     "strategies": (strategies, "All-reduce vs parameter server (companion plan: both "
                    "strategies measured on the same network)."),
+    "convergence": (convergence, "Loss against training time for PS and all-reduce on the same network, "
+                    "every repeat a line, with the time each run took to reach the target loss (the "
+                    "companion abstract: PS faster, all-reduce more stable)."),
     "topology": (topology, "The emulated network of one run: hosts with roles, switches, link "
                  "bandwidths (the thesis set-up of figure 16, as configured here)."),
     "wire_bytes": (wire_bytes, "Bytes on the wire per step per worker vs the gradient size and "

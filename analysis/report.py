@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, faithful, figures, tables
+from analysis import advisor, costmodel, faithful, figures, stability, tables
 from analysis.health import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
@@ -49,6 +49,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         **({"cost_model_floor": ev["floor"]} if ev and len(ev["floor"]) else {}),   # configurations measured twice
         **({"advisor": advisor.scorecard(exp.runs)} if "advisor_choice" in exp.runs else {}),  # strategy auto
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
+        **_stability_tables(exp),                 # ps and all-reduce, with per-step losses
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
             "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),
     }
@@ -115,6 +116,20 @@ def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
             f"{THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN.{per_node}")
 
 
+def _stability_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
+    found = stability.analyse(exp)
+    if found is None:
+        return {}
+    _, runs, target = found
+    return {"stability_runs": runs.assign(target_loss=target), "stability": stability.per_strategy(runs)}
+
+
+def _trend_stability(t: dict[str, pd.DataFrame]) -> list[str]:
+    if "stability" not in t:
+        return []
+    return stability.sentences(t["stability"], float(t["stability_runs"]["target_loss"].iloc[0]), figures.mbit)
+
+
 def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
     """Sentences on time vs bandwidth at each node count > 1; also 'falls everywhere?'."""
     out, falls_all = [], None
@@ -173,7 +188,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     for strat, rows in net.groupby("strategy"):
         out.append(f"{strat}: bytes sent per worker per step are {rows['ratio_to_theory'].median():.3g}"
                    f"× the theoretical minimum (median over {len(rows)} runs).")
-    return out + _trend_bleu(t) + _trend_faults(t)
+    return out + _trend_stability(t) + _trend_bleu(t) + _trend_faults(t)
 
 
 def _trend_faults(t: dict[str, pd.DataFrame]) -> list[str]:

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  mininet openvswitch-switch iperf3 ethtool bridge-utils net-tools iproute2 iputils-ping
+  mininet openvswitch-switch iperf3 iperf ethtool bridge-utils net-tools iproute2 iputils-ping
   cgroup-tools psmisc procps python3-venv python3-pip docker.io debootstrap openssh-server
 )
 CACHE_DIR=${DLTB_CACHE:-/var/cache/dltestbed}

@@ -470,6 +470,14 @@ class Emulation(Strict):
         0.5, description="cores kept for the switch, the orchestrator and the monitor (not given to nodes)")
 
 
+class ReportConf(Strict):
+    """What the report measures against: settings of the analysis, not of the run."""
+
+    target_loss: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="the loss a run counts as trained at: the report's time to target, per strategy "
+        "(null: the highest final loss of the runs compared, which every run reached)")
+
+
 class SshConf(Strict):
     """How remote machines are reached: host keys and the connect time-out."""
 
@@ -560,6 +568,7 @@ class Experiment(Strict):
     cluster: ClusterConf | None = Field(None, description="spread the emulated network over several servers "
                                         "(Mininet's cluster edition); null: everything on this machine")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
+    report: ReportConf = Field(default_factory=ReportConf, description="what the report measures against")
     _source: Source = PrivateAttr(default_factory=Source)
 
     def location(self, key_path: str | Path) -> tuple[str, int]:

@@ -103,3 +103,23 @@ def test_killed_worker_fails_the_run_with_role_and_host(tmp_path, root, no_lefto
     row = pd.read_csv(out / "runs.csv").iloc[0]
     assert row["status"] == "failed"
     assert "worker 1 on h2" in row["reason"] and "SIGKILL" in row["reason"]
+
+
+def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_support(tmp_path, root, no_leftovers):
+    """topologies/thesis_strategies.yaml at one bandwidth, one repeat, 30 steps: ps and all-reduce
+    on the same two hosts; the report's convergence figure, stability tables and sentences."""
+    out = tmp_path / "out"
+    sets = ["sweep.topology.link.bw=[100mbit]", "sweep.repeats=1", "workload.epochs=1", "workload.steps_per_epoch=30",
+            "checks.iperf=false", "report.target_loss=null"]
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", "topologies/thesis_strategies.yaml",
+                           "--out", str(out), "--quiet", *[a for s in sets for a in ("--set", s)]],
+                          cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_csv(out / "runs.csv")
+    assert sorted(runs["strategy"]) == ["allreduce", "ps"] and (runs["status"] == "ok").all(), runs["reason"].tolist()
+    per_run = pd.read_csv(out / "tables" / "stability_runs.csv")
+    assert sorted(per_run["strategy"]) == ["allreduce", "ps"] and per_run["time_to_target_s"].notna().all()
+    assert (per_run["steps"] >= 20).all() and per_run["noise"].notna().all()
+    html = (out / "report.html").read_text()
+    assert (out / "figures" / "convergence.png").stat().st_size > 10_000 and "convergence.png" in html
+    assert '"PS is faster"' in html and '"all-reduce is more stable"' in html and "asynchronous" in html

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workloads.train import PROBE_STEPS
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +117,9 @@ def check_compute(events):
     compute = [e for e in events if e["event"] == "compute"]
     assert len(compute) == 1, [e["event"] for e in events]
     c, done = compute[0], events[-1]
-    assert events[-2] is c and c["steps"] == 5 and "error" not in c
-    assert 0 < c["time_per_step_s"] < 5
+    assert events[-2] is c and c["steps"] == PROBE_STEPS and "error" not in c
+    assert 0 < c["time_per_step_s"] < 5 and c["cpu_per_step_s"] > 0
+    assert c["cpu_per_step_free_s"] is None      # no testbed quota to lift outside a run's cgroup
     # done was stamped when training ended, before the probe's timed steps ran
     assert c["t"] - done["t"] >= c["steps"] * c["time_per_step_s"]
 

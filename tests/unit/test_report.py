@@ -12,7 +12,8 @@ from testbed.cli import report as report_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 CAPTION = FIXTURE.parent / "report_caption"  # made-up caption runs with evals.csv (figure 14)
-ALL_FIGURES = [n for n in figures.FIGURES if n not in ("bleu", "timeline")]  # no evals.csv, faults.csv
+ALL_FIGURES = [n for n in figures.FIGURES if n not in ("bleu", "timeline", "convergence")]  # no evals.csv,
+# faults.csv, nor ps steps (tests/unit/test_stability.py draws convergence)
 
 
 @pytest.fixture
