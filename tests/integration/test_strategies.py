@@ -3,6 +3,7 @@ import signal
 import subprocess
 import sys
 import time
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -120,6 +121,6 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
     per_run = pd.read_csv(out / "tables" / "stability_runs.csv")
     assert sorted(per_run["strategy"]) == ["allreduce", "ps"] and per_run["time_to_target_s"].notna().all()
     assert (per_run["steps"] >= 20).all() and per_run["noise"].notna().all()
-    html = (out / "report.html").read_text()
+    html = unescape((out / "report.html").read_text())
     assert (out / "figures" / "convergence.png").stat().st_size > 10_000 and "convergence.png" in html
     assert '"PS is faster"' in html and '"all-reduce is more stable"' in html and "asynchronous" in html
