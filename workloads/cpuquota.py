@@ -33,18 +33,34 @@ def quota_file(proc_cgroup: str, root: Path = ROOT) -> tuple[Path, str] | None:
 def lifted(root: Path = ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")):
     """Run the block with this process's testbed CPU quota lifted; yields whether it was."""
     found = quota_file(proc_cgroup.read_text(), root) if proc_cgroup.exists() else None
-    before = None
+    path, before = None, None
     if found is not None:
         path, free = found
         try:
             before = path.read_text().strip()
-            if path.name == "cpu.max":          # 'QUOTA PERIOD': keep the period
-                free = f"max {before.split()[1]}"
-            path.write_text(free)
+            if before.split()[0] in ("max", "-1"):      # no quota: nothing to lift
+                before = None
+            else:
+                path.write_text(f"max {before.split()[1]}" if path.name == "cpu.max" else free)  # v2 keeps its period
         except OSError:                         # read-only cgroupfs (Docker), or no such file
             before = None
     try:
-        yield before is not None and before.split()[0] not in ("max", "-1")
+        yield before is not None
     finally:
         if before is not None:
-            found[0].write_text(before)
+            path.write_text(before)
+
+
+def compute_probe(setup, steps: int, emit) -> None:
+    """The `compute` event of both engines' probes: setup() makes the probe's model and batches and
+    returns timed(), which runs the probe's steps and returns (wall, CPU) seconds per step. They run
+    under the node's budget, then again with its quota lifted. A failure is reported in the event
+    (error) and never fails the task, whose training is done."""
+    try:
+        timed = setup()
+        wall, cpu = timed()
+        with lifted() as free:
+            cpu_free = timed()[1] if free else None
+        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
+    except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
+        emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")

@@ -72,9 +72,9 @@ def run_training(job: dict, emit: Emitter) -> None:
 
 def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
                   warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
-    """Local steps of a fresh model with no collective: the compute part of a step, then the same
-    steps with the node's CPU quota lifted (the `compute` event, as workloads/train.py emits it)."""
-    try:
+    """Local steps of a fresh model with no collective: the compute part of a step (the `compute`
+    event, as workloads/train.py emits it: cpuquota.compute_probe)."""
+    def setup():
         import torch
         from torch import nn
 
@@ -91,13 +91,9 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
                 loss_fn(model(x), y).backward()
                 optimizer.step()
             return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+        return timed
 
-        wall, cpu = timed()
-        with cpuquota.lifted() as free:
-            cpu_free = timed()[1] if free else None
-        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
-    except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
-        emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
+    cpuquota.compute_probe(setup, steps, emit)
 
 
 def pytorch_task(job, args, emit) -> None:

@@ -257,11 +257,8 @@ def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int =
     """Time `steps` local training steps of a fresh model (`build()`) on one worker's batches
     (`dataset()`) with no distribution strategy (no collective, no parameter server): the compute
     part of a step. It runs after training because MultiWorkerMirroredStrategy must be created
-    before any other TensorFlow work. Then the same steps again with the node's CPU quota lifted
-    (cpuquota.lifted): the CPU time per step under the budget against that is what the quota's
-    slices cost. Emits `compute` (time_per_step_s, cpu_per_step_s, cpu_per_step_free_s, steps); a
-    failure is reported in the event (error) and never fails the task, whose training is done."""
-    try:
+    before any other TensorFlow work. The `compute` event: cpuquota.compute_probe."""
+    def setup():
         import tf_keras as keras
 
         ends = []
@@ -270,20 +267,17 @@ def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int =
             def on_train_batch_end(self, batch, logs=None):
                 ends.append((time.perf_counter(), time.process_time()))
 
-        def timed(model, skip):
-            ends.clear()
-            model.fit(dataset(), epochs=1, steps_per_epoch=skip + steps, callbacks=[Clock()], verbose=0)
-            (t0, c0), (t1, c1) = ends[skip - 1], ends[-1]
-            return (t1 - t0) / steps, (c1 - c0) / steps
-
         model = build()
         models.compile_model(model)
-        wall, cpu = timed(model, warmup)
-        with cpuquota.lifted() as free:
-            cpu_free = timed(model, warmup)[1] if free else None
-        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
-    except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
-        emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")
+
+        def timed():
+            ends.clear()
+            model.fit(dataset(), epochs=1, steps_per_epoch=warmup + steps, callbacks=[Clock()], verbose=0)
+            (t0, c0), (t1, c1) = ends[warmup - 1], ends[-1]
+            return (t1 - t0) / steps, (c1 - c0) / steps
+        return timed
+
+    cpuquota.compute_probe(setup, steps, emit)
 
 
 def backup_callbacks(job) -> list:

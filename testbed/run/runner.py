@@ -76,15 +76,15 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                             spec.script_files())
         outcome = training.run()
     row["tf_threads"] = min(training.threads.values())
-    row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
-                                             checked.timers or timer_overshoot(), observed.checks,
-                                             spec.checks.tolerance, _compute_probe(outcome.events, tasks)))
-    if row["fidelity"] != "ok":
-        progress(f"fidelity: {row['fidelity']}")
     if monitor is not None:
         observed.usage = monitor.rows
         row.update(summarize(observed.usage), monitor_overhead_pct=round(monitor.overhead_pct, 3))
     record.add_training(row, observed, outcome, spec, point.run_id, tasks)
+    row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
+                                             checked.timers or timer_overshoot(), observed.checks,
+                                             spec.checks.tolerance, _compute_probe(row, final_tasks(tasks)[0].host)))
+    if row["fidelity"] != "ok":
+        progress(f"fidelity: {row['fidelity']}")
     if switcher is not None:
         row.update(switching.columns(outcome, spec.workload, len(graph.hosts)))
         results.write_json(folder / "switch.json", switching.journal(outcome, switcher))
@@ -135,10 +135,9 @@ def _monitor(net, spec, tasks, run_id):
     return Monitor(nodes, spec.monitor.interval, spec.name, run_id)
 
 
-def _compute_probe(events: dict, tasks) -> ComputeProbe | None:
-    """The lead task's compute probe, where it measured what the quota's slices cost."""
-    figures = record.summary_from(events, tasks)
-    if not (figures["compute_slicing"] and figures["compute_per_step_s"] and figures["time_per_step_s"]):
+def _compute_probe(row: dict, lead_host: str) -> ComputeProbe | None:
+    """The lead task's compute probe (its figures in the row), where it measured what the quota's
+    slices cost."""
+    if not (row.get("compute_slicing") and row.get("compute_per_step_s") and row.get("time_per_step_s")):
         return None
-    return ComputeProbe(final_tasks(tasks)[0].host, figures["compute_per_step_s"], figures["time_per_step_s"],
-                        figures["compute_slicing"])
+    return ComputeProbe(lead_host, row["compute_per_step_s"], row["time_per_step_s"], row["compute_slicing"])
