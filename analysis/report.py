@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, faithful, figures, stability, tables
+from analysis import advisor, costmodel, faithful, figures, reference, stability, tables, thesis
 from analysis.health import HEALTHY_MAX_MS
 
 MISSING_MEANS = {
@@ -32,7 +32,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     runs = tables.counted_runs(exp)
     bleu = tables.bleu_summary(runs, exp.evals)
     degraded = tables.degraded_runs(exp.runs)
-    return {
+    derived = {
         "summary": tables.time_summary(runs),
         "failed_runs": tables.failed_runs(exp.runs),
         **({"degraded_runs": degraded} if len(degraded) else {}),
@@ -53,6 +53,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
             "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),
     }
+    return {**derived, "thesis_vs_measured": thesis.side_by_side(exp, derived)}
 
 
 def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
@@ -73,47 +74,6 @@ def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
         if rows["hosts"].iloc[0] == 1:
             gaps[(strat, bw)] = t[-1] / t[0]
     return out, gaps
-
-
-THESIS_ONE_FASTER = 0.55     # thesis fig. 19: one PC trained about 55 % faster than two (1 Gbit/s LAN)
-
-
-def one_against_two(runs: pd.DataFrame, resources: pd.DataFrame) -> list[str]:
-    """Thesis fig. 19, where a sweep ran exactly 1 and 2 nodes at a bandwidth: how much faster one
-    node trained than two on the same data (samples/s, mean over repeats), next to the thesis's
-    55 %, with each point's mean CPU, peak memory and mean network throughput per node."""
-    ok = tables.ok_runs(runs)
-    out = []
-    for (engine, bw), rows in ok.groupby(["engine", "bw_bps"]):
-        if set(rows["hosts"]) != {1, 2}:
-            continue
-        one = rows[rows["hosts"] == 1]
-        points = resources[(resources["bw_bps"] == bw) & (resources["engine"] == engine)]
-        for strategy, two in rows[rows["hosts"] == 2].groupby("strategy"):
-            base = one[one["strategy"] == strategy]
-            base = base if len(base) else one            # else the 1-node run of whatever strategy ran
-            rate = {1: base["samples_per_s"].mean(), 2: two["samples_per_s"].mean()}
-            res = {1: points[(points["hosts"] == 1) & points["strategy"].isin(set(base["strategy"]))],
-                   2: points[(points["hosts"] == 2) & (points["strategy"] == strategy)]}
-            res = {n: r.mean(numeric_only=True) for n, r in res.items()}
-            out.append(_one_against_two_sentence(engine, strategy, bw, rate, res))
-    return out
-
-
-def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
-    faster = rate[1] / rate[2] - 1
-    per_node = ""
-    if all(res[n].notna().any() for n in (1, 2)):
-        per_node = " Per node, 1 → 2 nodes: " + "; ".join(
-            f"{what} {fmt(res[1][col])} → {fmt(res[2][col])}" for what, col, fmt in (
-                ("CPU", "cpu_mean_pct", lambda v: f"{v:.0f} %"),
-                ("peak memory", "mem_peak_bytes", lambda v: f"{v / 2**20:.0f} MiB"),
-                ("network", "net_throughput_mean_bps", lambda v: f"{v / 1e6:.3g} Mbit/s"))) + "."
-    word = "faster" if faster >= 0 else "slower"
-    return (f"One node against two at {figures.mbit(bw)} ({strategy}, {engine}): on the same data one node "
-            f"trained {abs(faster):.0%} {word} than two ({rate[1]:.4g} against {rate[2]:.4g} "
-            f"samples/s, mean over repeats); thesis fig. 19: one PC about "
-            f"{THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN.{per_node}")
 
 
 def _stability_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -174,7 +134,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
         out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
                    "node and falls as bandwidth rises); see the sentences above for where.")
     out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
-    out += one_against_two(tables.counted_runs(exp), t["resources"])
+    out += thesis.one_against_two(tables.counted_runs(exp), t["resources"])
     ch = t["iperf_checks"]
     if len(ch):
         r = ch["measured_bps"] / ch["configured_bps"]
@@ -296,16 +256,42 @@ border-bottom:1px solid #ddd;text-align:right}figure{margin:1.5em 0}
 figcaption{font-style:italic}img{max-width:100%}.skip{color:#a33}"""
 
 
-def build_report(exp_dir, include_degraded: bool = False) -> Path:
+def _against_reference(ref_dir, exp: tables.Experiment, figdir: Path, e) -> tuple[list[str], pd.DataFrame]:
+    """The report's section on `exp` against the reference results in `ref_dir`, and its table."""
+    ref = tables.load_experiment(ref_dir)
+    ref.include_degraded = exp.include_degraded
+    table = reference.against(ref, exp)
+    parts = [f"<h2>Against the reference results</h2><p>Reference: <code>{e(str(ref_dir))}</code>. "
+             "Each side's spread is the range of its repeats; two configurations differ beyond the spread "
+             "when those ranges do not overlap.</p><ul>"
+             + "".join(f"<li>{e(x)}</li>" for x in reference.sentences(table, ref, exp)) + "</ul>"]
+    try:
+        path, _ = reference.figure(ref, exp, figdir)
+        parts.append(f"<figure><img src='{e(path.relative_to(exp.path).as_posix())}' alt='against_reference'>"
+                     "<figcaption>Training time against nodes: the reference dashed over the band of its "
+                     "repeats, yours solid from your fastest to your slowest repeat.</figcaption></figure>")
+    except figures.FigureSkipped as why:
+        parts.append(f"<p class='skip'>Figure against_reference skipped: {e(str(why))}.</p>")
+    return parts, table
+
+
+def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) -> Path:
     """Write exp_dir/report.html, exp_dir/figures/*.png and exp_dir/tables/*.csv. Degraded runs
     (fidelity 'degraded: ...') are marked in the figures and left out of the trends, tables and
-    cost model fit unless include_degraded."""
+    cost model fit unless include_degraded. reference_dir: stored results of the same set-up to
+    draw these over and compare with (a section, figures/against_reference.png and
+    tables/against_reference.csv)."""
     exp_dir = Path(exp_dir)
     exp = tables.load_experiment(exp_dir)
     exp.include_degraded = include_degraded
     figdir, tabdir = exp_dir / "figures", exp_dir / "tables"
     tabdir.mkdir(parents=True, exist_ok=True)
     t = derived_tables(exp)
+    against_parts = []
+    (tabdir / "against_reference.csv").unlink(missing_ok=True)
+    (figdir / "against_reference.png").unlink(missing_ok=True)
+    if reference_dir is not None:
+        against_parts, t["against_reference"] = _against_reference(Path(reference_dir), exp, figdir, html.escape)
     for name, df in t.items():
         df.to_csv(tabdir / f"{name}.csv", index=False)
     made, skipped = {}, {}
@@ -336,6 +322,11 @@ def build_report(exp_dir, include_degraded: bool = False) -> Path:
         parts.append(_table_html("failed_runs", t["failed_runs"]))
     parts.append("<h2>What the trend says</h2><ul>"
                  + "".join(f"<li>{e(x)}</li>" for x in trend_text(exp, t)) + "</ul>")
+    if len(t["thesis_vs_measured"]):
+        parts.append("<h2>The thesis and this experiment, side by side</h2>"
+                     "<p>Compare shapes and trends, not absolute times: the machines, models and data differ.</p>"
+                     + _table_html("thesis_vs_measured", t["thesis_vs_measured"]))
+    parts += against_parts
     if exp.missing or skipped:
         parts.append("<h2>Missing data</h2><ul>")
         parts += [f"<li class='skip'>{e(m)} is missing: {e(MISSING_MEANS[m])}.</li>"
@@ -350,7 +341,7 @@ def build_report(exp_dir, include_degraded: bool = False) -> Path:
                      f"<figcaption>{e(caption)}</figcaption></figure>")
     parts.append("<h2>Tables</h2>")
     for name, df in t.items():
-        if name == "failed_runs":
+        if name in ("failed_runs", "thesis_vs_measured"):
             continue
         parts.append(f"<h3>{e(name)} <small>(tables/{e(name)}.csv)</small></h3>")
         parts.append(_table_html(name, df))

@@ -12,14 +12,17 @@ def add_arguments(p) -> None:
     p.add_argument("--include-degraded", action="store_true",
                    help="count runs whose fidelity is 'degraded' in the trends, tables and fits (they are "
                         "marked in the figures either way)")
+    p.add_argument("--compare", type=Path, default=None, metavar="REFERENCE",
+                   help="stored results of the same set-up (e.g. results/reference/thesis-fig15): draw these "
+                        "over them and say where they differ beyond the spread of the repeats")
 
 
-def draw(folder: Path, include_degraded: bool = False) -> Path | None:
-    """build_report of `folder`; None after saying, in one sentence, why there is none."""
+def draw(folder: Path, include_degraded: bool = False, reference: Path | None = None) -> Path | None:
+    """build_report of `folder` (against `reference`); None after saying, in one sentence, why there is none."""
     import pandas as pd
     from analysis.report import build_report
     try:
-        return build_report(folder, include_degraded=include_degraded)
+        return build_report(folder, include_degraded=include_degraded, reference_dir=reference)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -29,7 +32,7 @@ def draw(folder: Path, include_degraded: bool = False) -> Path | None:
 
 
 def run(args) -> int:
-    out = draw(args.dir, include_degraded=args.include_degraded)
+    out = draw(args.dir, include_degraded=args.include_degraded, reference=args.compare)
     if out is None:
         return 2
     print(out)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import figures, report, tables
+from analysis import figures, report, tables, thesis
 from testbed.cli import report as report_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
@@ -397,11 +397,11 @@ def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
                               "strategy": ["single", "allreduce"], "cpu_mean_pct": [95.0, 60.0],
                               "mem_peak_bytes": [600 * 2**20, 650 * 2**20],
                               "net_throughput_mean_bps": [0.0, 120e6]})
-    [said] = report.one_against_two(runs, resources)
+    [said] = thesis.one_against_two(runs, resources)
     assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow): on the same data one node "
                            "trained 50% faster than two (300 against 200 samples/s, mean over repeats); "
                            "thesis fig. 19: one PC about 55% faster than two on a 1 Gbit/s LAN.")
     assert said.endswith("Per node, 1 → 2 nodes: CPU 95 % → 60 %; peak memory 600 MiB → 650 MiB; "
                          "network 0 Mbit/s → 120 Mbit/s.")
     four = pd.concat([runs, runs.assign(hosts=4)])
-    assert report.one_against_two(four, resources) == []
+    assert thesis.one_against_two(four, resources) == []

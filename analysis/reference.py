@@ -1,0 +1,138 @@
+"""A run against stored reference results of the same set-up (`report DIR --compare REFERENCE`).
+
+Both experiments' ok runs (degraded ones left out unless asked) are grouped by configuration
+(tables.CONFIG_KEYS). Per configuration and metric, each side's spread is the range of its
+repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap; with one
+run on each side there is no spread, and the table says so instead of judging.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from analysis import tables
+from analysis.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
+
+METRICS = {"training_time_s": "training time (s)", "final_loss": "final loss"}
+SIDES = ("reference", "yours")
+COLUMNS = [*tables.CONFIG_KEYS, "metric", *(f"{side}_{k}" for side in SIDES for k in ("runs", "mean", "min", "max")),
+           "ratio", "verdict"]
+WITHIN, NO_SPREAD, ONLY = "within the spread", "one run each: no spread to judge", "measured on one side only"
+
+
+def _counted_ok(exp: tables.Experiment) -> pd.DataFrame:
+    runs = tables.ok_runs(tables.counted_runs(exp))
+    return runs.assign(engine=tables.with_engine(runs))
+
+
+def verdict(ref: pd.Series, yours: pd.Series) -> str:
+    """Where `yours` lies against `ref` (each a side's runs, mean, min, max)."""
+    if not (ref["runs"] and yours["runs"]):
+        return ONLY
+    if ref["runs"] == 1 and yours["runs"] == 1:
+        return NO_SPREAD
+    if yours["min"] > ref["max"]:
+        return "higher beyond the spread"
+    if yours["max"] < ref["min"]:
+        return "lower beyond the spread"
+    return WITHIN
+
+
+def against(reference: tables.Experiment, yours: tables.Experiment) -> pd.DataFrame:
+    """One row per configuration measured on either side and metric: each side's runs, mean, min
+    and max, yours / the reference's mean, and the verdict."""
+    sides = {side: _counted_ok(exp) for side, exp in zip(SIDES, (reference, yours))}
+    rows = []
+    for metric in METRICS:
+        stats = {side: runs.dropna(subset=[metric]).groupby(tables.CONFIG_KEYS, dropna=False)[metric]
+                 .agg(runs="size", mean="mean", min="min", max="max") for side, runs in sides.items()}
+        keys = stats["reference"].index.union(stats["yours"].index)
+        for key in keys:
+            got = {side: (stats[side].loc[key] if key in stats[side].index else
+                          pd.Series({"runs": 0, "mean": np.nan, "min": np.nan, "max": np.nan}))
+                   for side in SIDES}
+            row = dict(zip(tables.CONFIG_KEYS, key), metric=metric)
+            for side in SIDES:
+                row.update({f"{side}_{k}": got[side][k] for k in ("runs", "mean", "min", "max")})
+            ref_mean = got["reference"]["mean"]
+            row["ratio"] = got["yours"]["mean"] / ref_mean if ref_mean else np.nan
+            row["verdict"] = verdict(got["reference"], got["yours"])
+            rows.append(row)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    for side in SIDES:
+        table[f"{side}_runs"] = table[f"{side}_runs"].astype(int)
+    return table.sort_values(["metric", "model", "engine", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+
+
+def _point(row) -> str:
+    return f"{mbit(row.bw_bps)}, {row.strategy}, {int(row.hosts)} node{'s' * (int(row.hosts) != 1)}"
+
+
+def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.Experiment) -> list[str]:
+    """Where the two differ beyond the spread, and what could not be judged."""
+    out = []
+    if reference.name != yours.name:
+        out.append(f"The reference is experiment {reference.name!r} and yours is {yours.name!r}: compare them only "
+                   "if they ran the same set-up.")
+    modes = {side: set(_counted_ok(exp)["compute"].dropna()) for side, exp in zip(SIDES, (reference, yours))}
+    if modes["reference"] and modes["yours"] and modes["reference"] != modes["yours"]:
+        out.append(f"The reference ran with compute {', '.join(sorted(modes['reference']))} and yours with "
+                   f"{', '.join(sorted(modes['yours']))}: their times differ for that reason alone.")
+    both = table[~table["verdict"].isin([ONLY])]
+    for metric, label in METRICS.items():
+        rows = both[both["metric"] == metric]
+        if rows.empty:
+            continue
+        beyond = rows[rows["verdict"].str.endswith("beyond the spread")]
+        judged = rows[rows["verdict"] != NO_SPREAD]
+        head = (f"{label.capitalize()}: {len(judged)} of {len(rows)} configurations measured on both sides could be "
+                f"judged (the others had one run each)" if len(judged) < len(rows) else
+                f"{label.capitalize()}: {len(rows)} configurations measured on both sides")
+        if beyond.empty:
+            out.append(f"{head}; none differs from the reference beyond the spread of the repeats"
+                       + (f" (yours / reference: {rows['ratio'].min():.2f} to {rows['ratio'].max():.2f})."
+                          if rows["ratio"].notna().any() else "."))
+        else:
+            each = "; ".join(f"{_point(r)}: {r.yours_mean:.3g} against {r.reference_mean:.3g} "
+                             f"(×{r.ratio:.2f}, {r.verdict.split(' beyond')[0]})" for r in beyond.itertuples())
+            out.append(f"{head}; {len(beyond)} differ{'s' * (len(beyond) == 1)} beyond the spread of the repeats: {each}.")
+    only = table[(table["verdict"] == ONLY) & (table["metric"] == "training_time_s")]
+    for side in SIDES:
+        missing = only[only[f"{side}_runs"] == 0]
+        if len(missing):
+            other = "yours" if side == "reference" else "the reference"
+            out.append(f"Measured in {other} only (no ok run in {side}): "
+                       + "; ".join(_point(r) for r in missing.itertuples()) + ".")
+    return out
+
+
+def figure(reference: tables.Experiment, yours: tables.Experiment, outdir) -> tuple:
+    """Training time against nodes: the reference dashed over the band of its repeats, yours solid
+    with bars from its fastest to its slowest repeat; one colour per bandwidth."""
+    table = against(reference, yours)
+    t = table[(table["metric"] == "training_time_s") & (table["strategy"] != "single")]
+    if t.empty:
+        raise FigureSkipped("no successful runs on either side")
+    pal = Palette(list(t["bw_bps"]))
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        for (strat, bw), rows in t.groupby(["strategy", "bw_bps"], sort=True):
+            rows = rows.sort_values("hosts")
+            marker, _ = style(strat)
+            colour = pal.colour("bw", bw)
+            ref = rows[rows["reference_runs"] > 0]
+            ax.fill_between(ref["hosts"], ref["reference_min"], ref["reference_max"], color=colour, alpha=0.15, lw=0)
+            ax.plot(ref["hosts"], ref["reference_mean"], ls="--", marker=marker, mfc="none", color=colour, alpha=0.8,
+                    label=f"reference: {mbit(bw)}, {strat}")
+            mine = rows[rows["yours_runs"] > 0]
+            err = [mine["yours_mean"] - mine["yours_min"], mine["yours_max"] - mine["yours_mean"]]
+            ax.errorbar(mine["hosts"], mine["yours_mean"], yerr=err, marker=marker, ls="-", capsize=4,
+                        color=colour, label=f"yours: {mbit(bw)}, {strat}")
+        node_axis(ax, t["hosts"])
+        log_if_wide(ax, pd.concat([t["reference_mean"], t["yours_mean"]]))
+        ax.set_ylabel("training time (s): mean, range of repeats")
+        ax.set_title(f"{yours.name} against the reference")
+        legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="reference (dashed, band) / yours")
+        path = save(fig, outdir / "against_reference.png")
+    return path, t.reset_index(drop=True)

@@ -1,0 +1,130 @@
+"""The thesis's findings beside what an experiment measured: one row per thesis figure the
+experiment's data can speak to (thesis_vs_measured.csv and its section in the report).
+
+What the thesis shows is its own words (the virtualised prototype: four containers on one OVS
+switch of a 2-core laptop; figure 19 on two physical PCs). What was measured is computed from the
+experiment's tables, never copied from a run.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis import faithful, stability, tables
+from analysis.plotstyle import HTB_TCP_CEILING, THESIS_FIG14, THESIS_FIG17, mbit, plural
+
+COLUMNS = ["figure", "thesis", "measured"]
+THESIS_ONE_FASTER = 0.55     # thesis fig. 19: one PC trained about 55 % faster than two (1 Gbit/s LAN)
+THESIS = {
+    "set-up": "Every node a container on one 2-core laptop: nodes shared its CPU, so adding nodes split the "
+              "same compute (figures 15-18).",
+    "15, 18": "Training time grew with every node added and fell as bandwidth rose (figure 15, home and office "
+              "rates); at much higher rates the same trend with a much smaller gap between one node and "
+              "several (figure 18): the network dominates.",
+    "17": f"iperf (version 2) measured {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s through the "
+          "OVS QoS limit.",
+    "19": f"On two PCs on a 1 Gbit/s LAN, one node trained about {THESIS_ONE_FASTER:.0%} faster than two; CPU and "
+          "memory load spread over the nodes; network use rose sharply with two nodes yet stayed far below "
+          "the link.",
+    "14": f"Best BLEU-1 on the test split {THESIS_FIG14[1]:g}, after epoch {THESIS_FIG14[0]} of 20 (full Flickr8k).",
+    "abstract": "Parameter server reduces training time more; all-reduce converges more stably.",
+}
+
+
+def one_against_two(runs: pd.DataFrame, resources: pd.DataFrame) -> list[str]:
+    """Thesis fig. 19, where a sweep ran exactly 1 and 2 nodes at a bandwidth: how much faster one
+    node trained than two on the same data (samples/s, mean over repeats), next to the thesis's
+    55 %, with each point's mean CPU, peak memory and mean network throughput per node."""
+    ok = tables.ok_runs(runs)
+    out = []
+    for (engine, bw), rows in ok.groupby(["engine", "bw_bps"]):
+        if set(rows["hosts"]) != {1, 2}:
+            continue
+        one = rows[rows["hosts"] == 1]
+        points = resources[(resources["bw_bps"] == bw) & (resources["engine"] == engine)]
+        for strategy, two in rows[rows["hosts"] == 2].groupby("strategy"):
+            base = one[one["strategy"] == strategy]
+            base = base if len(base) else one            # else the 1-node run of whatever strategy ran
+            rate = {1: base["samples_per_s"].mean(), 2: two["samples_per_s"].mean()}
+            res = {1: points[(points["hosts"] == 1) & points["strategy"].isin(set(base["strategy"]))],
+                   2: points[(points["hosts"] == 2) & (points["strategy"] == strategy)]}
+            res = {n: r.mean(numeric_only=True) for n, r in res.items()}
+            out.append(_one_against_two_sentence(engine, strategy, bw, rate, res))
+    return out
+
+
+def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
+    faster = rate[1] / rate[2] - 1
+    per_node = ""
+    if all(res[n].notna().any() for n in (1, 2)):
+        per_node = " Per node, 1 → 2 nodes: " + "; ".join(
+            f"{what} {fmt(res[1][col])} → {fmt(res[2][col])}" for what, col, fmt in (
+                ("CPU", "cpu_mean_pct", lambda v: f"{v:.0f} %"),
+                ("peak memory", "mem_peak_bytes", lambda v: f"{v / 2**20:.0f} MiB"),
+                ("network", "net_throughput_mean_bps", lambda v: f"{v / 1e6:.3g} Mbit/s"))) + "."
+    word = "faster" if faster >= 0 else "slower"
+    return (f"One node against two at {mbit(bw)} ({strategy}, {engine}): on the same data one node "
+            f"trained {abs(faster):.0%} {word} than two ({rate[1]:.4g} against {rate[2]:.4g} "
+            f"samples/s, mean over repeats); thesis fig. 19: one PC about "
+            f"{THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN.{per_node}")
+
+
+def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
+    """Figures 15/18 measured: per strategy and bandwidth, time from one node to the most, whether
+    it grew with every node, and whether it fell as bandwidth rose at every node count above one."""
+    s = summary[summary["strategy"] != "single"]
+    parts = []
+    for (strat, bw), rows in s.groupby(["strategy", "bw_bps"]):
+        rows = rows.sort_values("hosts")
+        if len(rows) < 2:
+            continue
+        t = rows["time_mean_s"].to_numpy(float)
+        grows = "grew with every node" if (np.diff(t) > 0).all() else "did not grow with every node"
+        span = (f"×{t[-1] / t[0]:.3g} from 1 to {int(rows['hosts'].iloc[-1])} nodes" if rows["hosts"].iloc[0] == 1
+                else f"{t[0]:.3g} s to {t[-1]:.3g} s from {int(rows['hosts'].iloc[0])} to {int(rows['hosts'].iloc[-1])} nodes")
+        parts.append(f"{mbit(bw)} ({strat}): {span}, {grows}")
+    if not parts:
+        return ""
+    falls = []
+    for (strat, hosts), rows in s[s["hosts"] > 1].groupby(["strategy", "hosts"]):
+        if len(rows) >= 2:
+            falls.append(bool((np.diff(rows.sort_values("bw_bps")["time_mean_s"].to_numpy(float)) < 0).all()))
+    tail = ("" if not falls else "; time fell as bandwidth rose at every node count above one" if all(falls)
+            else "; time did not fall as bandwidth rose at every node count above one")
+    return "Training time " + "; ".join(parts) + tail + " (mean over repeats)."
+
+
+def iperf_measured(checks: pd.DataFrame) -> str:
+    if checks.empty:
+        return ""
+    r = checks["measured_bps"] / checks["configured_bps"]
+    return (f"iperf3 receivers measured {r.median():.3f} of the configured rate (median; {r.min():.3f} to "
+            f"{r.max():.3f} over {len(r)} checks); TCP over an HTB limit carries at most {HTB_TCP_CEILING:.3f} "
+            "of it. The thesis's figure is above that ceiling: it matches a sender's count of a short test.")
+
+
+def bleu_measured(bleu: pd.DataFrame) -> str:
+    b = bleu[bleu["metric"] == "bleu1"] if len(bleu) else bleu
+    parts = []
+    for hosts, rows in b.groupby("hosts") if len(b) else ():
+        best = rows.loc[rows["value_mean"].idxmax()]
+        parts.append(f"{plural(hosts, 'node')}: best BLEU-1 {best['value_mean']:.3f} after epoch "
+                     f"{int(best['epoch'])} of {int(rows['epoch'].max())}")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def side_by_side(exp: tables.Experiment, derived: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The rows of thesis_vs_measured: every thesis figure this experiment's data speaks to, with
+    what the thesis shows and what was measured here. `derived` is the report's tables."""
+    measured = {
+        "15, 18": nodes_and_bandwidth(derived["summary"]),
+        "17": iperf_measured(derived["iperf_checks"]),
+        "19": " ".join(one_against_two(tables.counted_runs(exp), derived["resources"])),
+        "14": bleu_measured(derived.get("bleu", pd.DataFrame())),
+        "abstract": " ".join(stability.sentences(derived["stability"], float(derived["stability_runs"]["target_loss"].iloc[0]),
+                                                 mbit)) if "stability" in derived else "",
+    }
+    rows = [(figure, THESIS[figure], text) for figure, text in measured.items() if text]
+    if rows:
+        rows.insert(0, ("set-up", THESIS["set-up"], faithful.setup_sentence(exp.runs)))
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,109 @@
+"""A run against stored reference results (`report DIR --compare REFERENCE`), and the thesis's
+findings beside what an experiment measured (thesis_vs_measured)."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import reference, report, tables, thesis
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = REPO / "tests" / "fixtures" / "report_small"
+
+
+def _copy(tmp_path, name, change=None) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(SMALL, folder)
+    if change is not None:
+        change(pd.read_csv(folder / "runs.csv")).to_csv(folder / "runs.csv", index=False)
+    return folder
+
+
+def _slower_two_nodes(runs):
+    runs.loc[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000), "training_time_s"] *= 1.8
+    return runs
+
+
+def _without_four(runs):
+    return runs[runs["hosts"] != 4]
+
+
+def _row(table, metric, hosts, bw, strategy="allreduce"):
+    [row] = table[(table["metric"] == metric) & (table["hosts"] == hosts) & (table["bw_bps"] == bw)
+                  & (table["strategy"] == strategy)].itertuples()
+    return row
+
+
+def test_a_point_outside_the_reference_range_differs_beyond_the_spread(tmp_path):
+    ref = tables.load_experiment(_copy(tmp_path, "ref"))
+    mine = tables.load_experiment(_copy(tmp_path, "mine", _slower_two_nodes))
+    table = reference.against(ref, mine)
+    moved = _row(table, "training_time_s", 2, 10_000_000)
+    runs = pd.read_csv(SMALL / "runs.csv")
+    base = runs[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000) & (runs["status"] == "ok")]["training_time_s"]
+    assert (moved.reference_runs, moved.reference_min, moved.reference_max) == (len(base), base.min(), base.max())
+    assert moved.ratio == pytest.approx(1.8) and moved.verdict == "higher beyond the spread"
+    others = table[(table["metric"] == "training_time_s") & ~((table["hosts"] == 2) & (table["bw_bps"] == 10_000_000))]
+    assert set(others["verdict"]) == {reference.WITHIN}
+    said = " ".join(reference.sentences(table, ref, mine))
+    assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and "×1.80, higher" in said
+
+
+def test_within_the_spread_only_where_the_ranges_overlap():
+    side = lambda n, lo, hi: pd.Series({"runs": n, "mean": (lo + hi) / 2, "min": lo, "max": hi})
+    assert reference.verdict(side(2, 1.0, 2.0), side(2, 1.9, 3.0)) == reference.WITHIN
+    assert reference.verdict(side(2, 1.0, 2.0), side(2, 2.1, 3.0)) == "higher beyond the spread"
+    assert reference.verdict(side(2, 1.0, 2.0), side(1, 0.5, 0.5)) == "lower beyond the spread"
+    assert reference.verdict(side(1, 1.0, 1.0), side(1, 5.0, 5.0)) == reference.NO_SPREAD
+    assert reference.verdict(side(0, float("nan"), float("nan")), side(1, 5.0, 5.0)) == reference.ONLY
+
+
+def test_points_measured_on_one_side_only_are_named(tmp_path):
+    ref = tables.load_experiment(_copy(tmp_path, "ref"))
+    mine = tables.load_experiment(_copy(tmp_path, "mine", _without_four))
+    table = reference.against(ref, mine)
+    assert set(table[table["hosts"] == 4]["verdict"]) == {reference.ONLY}
+    said = " ".join(reference.sentences(table, ref, mine))
+    assert "Measured in the reference only (no ok run in yours): " in said and "4 nodes" in said
+
+
+def test_report_compare_on_two_folders_writes_the_section_figure_and_table(tmp_path):
+    ref, mine = _copy(tmp_path, "ref"), _copy(tmp_path, "mine", _slower_two_nodes)
+    done = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare", str(ref), str(mine)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = (mine / "report.html").read_text()
+    assert "Against the reference results" in page and "figures/against_reference.png" in page
+    assert (mine / "figures" / "against_reference.png").stat().st_size > 10_000
+    stored = pd.read_csv(mine / "tables" / "against_reference.csv")
+    assert (stored["verdict"] == "higher beyond the spread").sum() == 1
+    again = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", str(mine)],
+                           capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert again.returncode == 0 and "Against the reference" not in (mine / "report.html").read_text()
+    assert not (mine / "tables" / "against_reference.csv").exists()
+    missing = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare",
+                              str(tmp_path / "nowhere"), str(mine)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert missing.returncode == 2 and "nowhere" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_thesis_side_by_side_from_the_tables():
+    exp = tables.load_experiment(SMALL)
+    derived = report.derived_tables(exp)
+    side = thesis.side_by_side(exp, derived).set_index("figure")
+    assert list(side.index) == ["set-up", "15, 18", "17"]
+    assert (side["thesis"] == pd.Series(thesis.THESIS)[side.index]).all()
+    checks = derived["iperf_checks"]
+    median = (checks["measured_bps"] / checks["configured_bps"]).median()
+    assert f"{median:.3f} of the configured rate" in side.loc["17", "measured"]
+    s = derived["summary"]
+    ten = s[(s["strategy"] == "allreduce") & (s["bw_bps"] == 10_000_000)].sort_values("hosts")["time_mean_s"].to_numpy()
+    assert f"10 Mbit/s (allreduce): ×{ten[-1] / ten[0]:.3g} from 1 to 4 nodes" in side.loc["15, 18", "measured"]
+
+
+def test_one_node_against_two_is_a_row_where_the_sweep_ran_both(tmp_path):
+    exp = tables.load_experiment(_copy(tmp_path, "two", _without_four))
+    side = thesis.side_by_side(exp, report.derived_tables(exp)).set_index("figure")
+    assert "19" in side.index and side.loc["19", "measured"].startswith("One node against two")
