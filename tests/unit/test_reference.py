@@ -107,3 +107,22 @@ def test_one_node_against_two_is_a_row_where_the_sweep_ran_both(tmp_path):
     exp = tables.load_experiment(_copy(tmp_path, "two", _without_four))
     side = thesis.side_by_side(exp, report.derived_tables(exp)).set_index("figure")
     assert "19" in side.index and side.loc["19", "measured"].startswith("One node against two")
+
+
+def test_keep_reference_copies_what_the_report_reads_and_nothing_else(tmp_path):
+    sys.path.insert(0, str(REPO / "scripts"))
+    import keep_reference
+    source = _copy(tmp_path, "source")
+    run = next(p for p in (source / "runs").iterdir() if p.is_dir())
+    (run / "events-worker-0.jsonl").write_text("{}\n")
+    (run / "model").mkdir()
+    (run / "model" / "weights.h5").write_bytes(b"x" * 1000)
+    dest = keep_reference.keep(source, tmp_path / "kept")
+    assert sorted(p.name for p in dest.glob("*.csv")) == sorted(p.name for p in source.glob("*.csv"))
+    kept = {p.relative_to(dest).as_posix() for p in (dest / "runs").rglob("*") if p.is_file()}
+    assert kept == {p.relative_to(source).as_posix() for p in (source / "runs").rglob("*")
+                    if p.is_file() and p.name in keep_reference.RUN_FILES}
+    assert f"runs/{run.name}/topology.json" in kept and not any("model" in k or "jsonl" in k for k in kept)
+    runs = pd.DataFrame({"started_at": ["2026-11-25T08:00:00+00:00", "2026-11-25T08:05:00+00:00"],
+                         "wall_time_s": [100.0, 60.0]})
+    assert keep_reference.duration_s(runs) == 360.0
