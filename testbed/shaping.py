@@ -227,9 +227,16 @@ def capability_problems(topology, graph) -> list[tuple[str, str]]:
                              "need shaping: tc"))
         elif not kernel_has_qdisc("netem"):
             key = _first_set_key(wants_netem[0].params)
-            problems.append((key, "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM "
-                             "is not set); delay, jitter and loss cannot be emulated on this machine. "
-                             "Remove them or run on a kernel with netem"))
+            if getattr(topology, "template", None) == "graph" and key == "topology.link.delay" \
+                    and topology.link.delay is None:     # the delay is the graph file's distances
+                problems.append(("topology.graph_delay", "the graph's links get delays from their distances; "
+                                 "they need the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not "
+                                 "set). Set topology.graph_delay: none to run bandwidth only, or run on a kernel "
+                                 "with netem"))
+            else:
+                problems.append((key, "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM "
+                                 "is not set); delay, jitter and loss cannot be emulated on this machine. "
+                                 "Remove them or run on a kernel with netem"))
     for edge in graph.links:
         bw = edge.params.bw
         if bw is not None and not MIN_RATE <= bw <= MAX_RATE:

@@ -12,7 +12,7 @@ import yaml
 
 from testbed.roles import final_tasks
 from testbed.run import faults, results
-from testbed.units import format_bandwidth
+from testbed.units import format_bandwidth, format_time
 
 
 @dataclass
@@ -96,10 +96,16 @@ def topology_document(graph, tasks, nodes=None) -> dict:
                    **{key: value for key, value in (("cores", h.cores), ("real_cores", h.budget),
                                                     ("cpus", h.cpus and list(h.cpus))) if value is not None},
                    **({"facts": facts[h.name]} if h.name in facts else {})} for h in graph.hosts],
-        "switches": [{"name": s.name} for s in graph.switches],
-        "links": [{"a": e.a, "b": e.b, "bw": format_bandwidth(e.params.bw) if e.params.bw else "unshaped"}
-                  for e in graph.links],
+        "switches": [{"name": s.name, **({"label": s.label} if s.label else {})} for s in graph.switches],
+        "links": [_link(e) for e in graph.links],
+        **({"dropped": [_link(e) for e in graph.dropped]} if graph.dropped else {}),
     }
+
+
+def _link(edge) -> dict:
+    """A link of topology.json: its ends, its rate ('unshaped' without one) and its delay if it has one."""
+    out = {"a": edge.a, "b": edge.b, "bw": format_bandwidth(edge.params.bw) if edge.params.bw else "unshaped"}
+    return {**out, "delay": format_time(edge.params.delay)} if edge.params.delay else out
 
 
 def summary_from(events: dict, tasks) -> dict:

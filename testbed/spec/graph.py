@@ -1,6 +1,7 @@
 """Topology spec -> Graph of hosts, switches and links: pure data, no root, no Mininet.
 
-Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override).
+Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override; template graph:
+the file's speed and distance delay, graphfile.py).
 Hosts get the subnet's addresses in host order (10.0.0.1, 10.0.0.2, ...: `subnet`); switch dpids are
 1, 2, ... in switch order.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from testbed.spec.graphfile import read_graph
 
 if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
     from testbed.spec.models import LinkParams, SshConf, Topology
@@ -53,6 +56,7 @@ class HostNode:
 class SwitchNode:
     name: str
     dpid: int
+    label: str = ""           # template graph: the node's label in the graph file (for topology.json, figures)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Graph:
     hosts: list[HostNode]
     switches: list[SwitchNode]
     links: list[LinkEdge]
+    dropped: tuple[LinkEdge, ...] = ()    # template graph: the file's links left out to keep a spanning tree
 
     def host(self, name: str) -> HostNode:
         return next(h for h in self.hosts if h.name == name)
@@ -85,6 +90,8 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     names = topology.host_names()
     net = subnet(topology)
     hosts = [_host(topology, name, net, i, ssh, dilation, machine_cores) for i, name in enumerate(names, 1)]
+    if topology.template == "graph":
+        return _graph(topology, hosts)
     switch_names, links = _LAYOUTS[topology.template](topology, names)
     switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links)
@@ -100,6 +107,8 @@ def switch_total(topology: Topology) -> int:
     if topology.template == "tree":
         depth = tree_depth(host_count(topology), topology.fanout)
         return sum(topology.fanout ** level for level in range(depth))
+    if topology.template == "graph":
+        return len(read_graph(topology.graph).pops) if topology.graph else 0
     return topology.switch_count()
 
 
@@ -192,6 +201,21 @@ def _dumbbell(topo: Topology, hosts: list[str]):
 def _custom(topo: Topology, hosts: list[str]):
     links = [LinkEdge(item.a, item.b, topo.link.merged(item)) for item in topo.links]
     return [s.name for s in topo.switches], links
+
+
+def _graph(topo: Topology, hosts: list[HostNode]) -> Graph:
+    """template graph: one switch per node of the file, hosts spread round-robin over the sites (every
+    node, or graph_hosts), their links topology.link; the file's links (its spanning tree) with the
+    file's bandwidth and, with graph_delay distance, the distance's delay over topology.link."""
+    wan = read_graph(topo.graph)
+    sites = wan.sites(topo.graph_hosts)
+    switches = [SwitchNode(p.name, dpid, p.label) for dpid, p in enumerate(wan.pops, 1)]
+    links = [LinkEdge(h.name, sites[i % len(sites)], topo.link) for i, h in enumerate(hosts)]
+
+    def edge(wire) -> LinkEdge:
+        own = {"bw": wire.bw, "delay": wire.delay if topo.graph_delay == "distance" else None}
+        return LinkEdge(wire.a, wire.b, topo.link.model_copy(update={k: v for k, v in own.items() if v is not None}))
+    return Graph(hosts, switches, links + [edge(w) for w in wan.wires], tuple(edge(w) for w in wan.dropped))
 
 
 _LAYOUTS = {"star": _star, "linear": _linear, "tree": _tree, "dumbbell": _dumbbell, "custom": _custom}

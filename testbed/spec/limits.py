@@ -25,6 +25,7 @@ MAX_HOSTS = 4094             # a /20; per host a shell, a veth pair and a switch
 MAX_SWITCHES = 4096          # switches of linear, tree or custom
 MAX_NODES = 8192             # hosts + switches
 MAX_LINKS = 16384            # links of a custom topology
+MAX_GRAPH_BYTES = 10_000_000 # a template graph's file (a Topology Zoo graph is 10-100 KB)
 MAX_SERVERS = 64             # cluster servers
 
 # ---- checks, monitor, faults, workload ----

@@ -231,6 +231,13 @@ def validate_file(path, overrides: Sequence[str] = ()) -> tuple[bool, str]:
     if exp.sweep:
         axes = [f"{k} x {len(v)}" for k, v in exp.sweep.axes.items()]
         lines.append(f"  sweep: {', '.join(axes + [f'repeats {exp.sweep.repeats}'])}")
+    for file, graph in {p.spec.topology.graph: graphs[id(p.spec)] for p in points
+                        if p.spec.topology.template == "graph"}.items():
+        label = {s.name: s.label for s in graph.switches}
+        dropped = ", ".join(f"{label[e.a]}-{label[e.b]}" for e in graph.dropped)
+        lines.append(f"  graph {file}: {len(graph.switches)} PoPs, {len(graph.links) - len(graph.hosts)} links"
+                     + (f"; {len(graph.dropped)} dropped to keep a spanning tree (no loops): {dropped}"
+                        if dropped else ""))
     return True, "\n".join(lines)
 
 

@@ -258,7 +258,7 @@ Switches = Annotated[Union[Annotated[Count, Tag("count")],
 class Topology(Strict):
     """Network: a template (star, linear, tree, dumbbell) or custom hosts/switches/links."""
 
-    template: Literal["star", "linear", "tree", "dumbbell", "custom"] = "star"
+    template: Literal["star", "linear", "tree", "dumbbell", "custom", "graph"] = "star"
     hosts: Hosts = Field(2, description="number of hosts; a list of {name, cpu, memory} for custom")
     subnet: Subnet | None = Field(None, description="the hosts' addresses, in host order (null: 10.0.0.0/24, "
                                   "or the smallest 10.0.0.0/N that holds more hosts)")
@@ -272,6 +272,14 @@ class Topology(Strict):
     host: HostConf = Field(default_factory=HostConf, description="defaults for every host")
     host_overrides: dict[NodeName, HostConf] = Field(default_factory=dict, description="templates only")
     links: Annotated[list[LinkItem], Field(max_length=limits.MAX_LINKS)] | None = Field(None, description="custom only")
+    graph: str | None = Field(None, description="template graph: a GraphML (.graphml) or GML (.gml) file, e.g. "
+                              "from the Topology Zoo, relative to this file; every node is a switch (s1..sN)")
+    graph_delay: Literal["distance", "none"] = Field(
+        "distance", description="template graph: distance: each link's delay is the great-circle distance between "
+        "its ends' Latitude/Longitude over the speed of light in fibre (2e8 m/s; needs netem); none: no delay")
+    graph_hosts: Annotated[list[str], Field(min_length=1, max_length=limits.MAX_SWITCHES)] | None = Field(
+        None, description="template graph: the nodes (labels or ids of the file) hosts are spread over, in this "
+        "order; null: every node in file order")
 
     def host_names(self) -> list[str]:
         """Host names in order: h1..hN for templates, as declared for custom."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from testbed.spec.faults import ACTIONS, parse_trigger
 from testbed.spec import limits
 from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
+from testbed.spec.graphfile import GraphFileError, read_graph
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
@@ -49,6 +50,11 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
     if exp.emulation.dilation == 1:
         return out
+    if topo.template == "graph" and (exp.emulation.dilation != "auto"
+                                     or any(topo.host_conf(n).cores is not None for n in topo.host_names())):
+        out.append(Problem(("emulation", "dilation"), "template graph does not dilate the link speeds and distance "
+                           "delays of its file yet: set emulation.dilation: 1 (or auto without cores budgets)",
+                           ("topology.template",)))
     remote = [name for name, kind in _kinds(topo).items() if kind == "remote"]
     if remote:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
@@ -98,6 +104,7 @@ def _shape_problems(topo: Topology) -> list[Problem]:
     if topo.bottleneck is not None and t != "dumbbell":
         out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
                            related))
+    out += _graph_file_problems(topo)
     count = host_count(topo)   # not host_names(): 10**9 names
     switches = switch_total(topo) if not out else 0     # counted, not built
     if not out and count > limits.MAX_HOSTS:
@@ -117,6 +124,32 @@ def _shape_problems(topo: Topology) -> list[Problem]:
                            f"{32 - (count + 1).bit_length()}, or remove subnet to get one that fits",
                            ("topology.hosts",)))
     return out
+
+
+def _graph_file_problems(topo: Topology) -> list[Problem]:
+    """template graph: a graph file that reads (graphfile.py names its line), the sites hosts go to, and
+    distance delays only where they can be shaped; its keys only with it."""
+    related = ("topology.template",)
+    if topo.template != "graph":
+        given = [k for k in ("graph", "graph_hosts") if getattr(topo, k) is not None]
+        given += ["graph_delay"] if topo.graph_delay != "distance" else []
+        return [Problem(("topology", k), f"{k} is only used by template graph", related) for k in given]
+    if topo.graph is None:
+        return [Problem(("topology", "graph"), "template graph needs graph: FILE, a GraphML (.graphml) or GML "
+                        "(.gml) file relative to this file", related)]
+    try:
+        wan = read_graph(topo.graph)
+    except GraphFileError as err:
+        return [Problem(("topology", "graph"), str(err))]
+    try:
+        wan.sites(topo.graph_hosts)
+    except LookupError as err:
+        index, message = err.args
+        return [Problem(("topology", "graph_hosts", index), message, ("topology.graph",))]
+    if topo.shaping == "ovs" and topo.graph_delay == "distance" and any(w.delay for w in wan.wires):
+        return [Problem(("topology", "graph_delay"), "OVS QoS shapes bandwidth only; the delays from the graph's "
+                        "distances need shaping: tc (or graph_delay: none for bandwidth only)", ("topology.shaping",))]
+    return []
 
 
 def _shaping_problems(topo: Topology) -> list[Problem]:

@@ -11,6 +11,7 @@ import copy
 import itertools
 import math
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +112,7 @@ def build(data: Any, source: Source) -> Experiment:
         found = "an empty file" if data is None else f"a {type(data).__name__}"
         raise SpecError([SpecIssue(source.file, 1, "", f"expected a mapping with name:, topology:, "
                                    f"workload: ... but found {found}")])
+    graph_path(data, source)
     axes, issues = read_sweep(data.get("sweep"), source)
     base = {k: v for k, v in data.items() if k != "sweep"}
     structure = _structure_issues(base, source)
@@ -127,6 +129,17 @@ def build(data: Any, source: Source) -> Experiment:
     exp = Experiment.model_validate({**base, "sweep": data.get("sweep") or None})
     exp._source = source
     return exp
+
+
+def graph_path(data: Any, source: Source) -> None:
+    """topology.graph made absolute, relative to the file that set it (else the working directory), so
+    that every copy of the spec (sweep points, the wall spec, spec.yaml) finds the same file."""
+    topo = data.get("topology") if isinstance(data, dict) else None
+    value = topo.get("graph") if isinstance(topo, dict) else None
+    if isinstance(value, str) and value.strip() and not os.path.isabs(value):
+        file = source.location(("topology", "graph"))[0]
+        base = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else os.getcwd()
+        topo["graph"] = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
 
 
 def _alias_locations(source: Source, axis: Axis) -> None:
@@ -211,6 +224,7 @@ def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
         data = copy.deepcopy(base)
         for path, (_, value) in combo.items():
             set_in(data, by_path[path].path, value)
+        graph_path(data, source)
         try:
             exp = Experiment.model_validate(data)
         except ValidationError as exc:

@@ -150,7 +150,8 @@ def _quantity_paths(model, prefix="") -> dict[str, str]:
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         kind = _quantity_kind(info.annotation, info.metadata)
-        if kind or re.search(r"time|interval|duration|delay|jitter|period|_s$|^at$", name):
+        named = re.search(r"time|interval|duration|delay|jitter|period|_s$|^at$", name)
+        if kind or (named and typing.get_origin(info.annotation) is not typing.Literal):   # graph_delay: a choice
             found[path] = kind or "untyped"
         for sub, suffix in _models_in(info.annotation):
             if sub is not model:
