@@ -8,7 +8,7 @@ Topology Zoo's, read into points of presence (PoPs) and the links between them. 
 - A link's delay: the great-circle (haversine) distance between its ends' `Latitude`/`Longitude`
   over the speed of light in fibre, LIGHT_IN_FIBRE; None where an end has no coordinates.
 - Parallel edges (a multigraph, or a->b and b->a in a directed file) are one link at the largest of
-  their speeds (a bundle is not modelled as a faster link).
+  their speeds (a bundle is not modelled as a faster link); an edge from a node to itself is ignored.
 - Cycles: the switches run no spanning-tree protocol, so a loop would flood broadcasts forever. The
   network keeps the minimum spanning tree by distance (links without coordinates last, ties in file
   order); the other links are `dropped` and listed.
@@ -155,7 +155,7 @@ def _parse(path: str, graphml: bool, text: str):
     try:
         if graphml:
             return nx.read_graphml(io.BytesIO(text.encode()), force_multigraph=True)
-        return nx.parse_gml(text.splitlines(), label=None)
+        return nx.parse_gml(_multigraph(text).splitlines(), label=None)
     except ET.ParseError as exc:
         raise GraphFileError(path, exc.position[0], f"not GraphML: {exc}") from None
     except (nx.NetworkXError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -163,6 +163,15 @@ def _parse(path: str, graphml: bool, text: str):
         kind = "GraphML" if graphml else "GML"
         raise GraphFileError(path, int(found.group(1)) if found else None,
                              f"cannot be read as {kind}: {exc}") from None
+
+
+def _multigraph(text: str) -> str:
+    """GML read as a multigraph, its lines unchanged: many Topology Zoo files repeat an edge without
+    declaring `multigraph 1`, which networkx refuses (parallel edges are merged after)."""
+    if re.search(r"^\s*multigraph\s+1\b", text, re.M):
+        return text
+    text, done = re.subn(r"^(\s*)multigraph\s+0\b", r"\1multigraph 1", text, count=1, flags=re.M)
+    return text if done else re.sub(r"^(\s*graph\s*\[)", r"\1 multigraph 1", text, count=1, flags=re.M)
 
 
 def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, dict]:
@@ -286,9 +295,9 @@ def _build(file: str, graph, node_lines: dict, edge_lines: dict) -> WanGraph:
         data = rest[-1]
         line = edge_lines.get(frozenset((str(a), str(b))))
         what = f"edge {names[a].label}-{names[b].label}"
-        if a == b:
-            raise GraphFileError(file, line, f"{what}: a link from a node to itself")
         bw = _speed(data, file, line, what)
+        if a == b:
+            continue                 # a node's link to itself carries nothing between PoPs
         pa, pb = names[a], names[b]
         far = haversine(pa.lat, pa.lon, pb.lat, pb.lon) if None not in (pa.lat, pb.lat) else None
         ends = frozenset((pa.name, pb.name))
@@ -329,7 +338,8 @@ def _spanning_tree(pops: list[Pop], wires: list[Wire]) -> tuple[list[Wire], list
             group[name] = group[group[name]]
             name = group[name]
         return name
-    order = sorted(range(len(wires)), key=lambda i: (wires[i].distance is None, wires[i].distance or 0.0, i))
+    order = sorted(range(len(wires)), key=lambda i: (wires[i].distance is None, wires[i].distance or 0.0,
+                                                     wires[i].line or 0, i))
     keep, dropped = set(), []
     for i in order:
         a, b = root(wires[i].a), root(wires[i].b)

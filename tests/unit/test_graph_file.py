@@ -162,7 +162,8 @@ def test_gml_errors_name_the_graph_file_line_and_the_key(tmp_path):
      10, "node 'West': Latitude 95.0 is not within -90..90 degrees"),
     (('<data key="s">10</data>', '<data key="s">fast</data>'), 13, "edge West-Middle: LinkSpeed 'fast' is not a number"),
     (('<data key="r">20000000.0</data>', '<data key="r">1.0</data>'), 14, "edge Middle-East: LinkSpeedRaw gives 1 bit/s"),
-    (('<edge source="b" target="c">', '<edge source="b" target="b">'), 14, "a link from a node to itself"),
+    (('<data key="lat">0</data><data key="lon">0</data>', '<data key="lat">0</data>'), 10,
+     "node 'West': has Latitude but no Longitude"),
     (('<node id="c">', '<nodx id="c">'), 12, "not GraphML"),
 ])
 def test_graphml_errors_name_the_graph_file_line(tmp_path, edit, line, words):
@@ -212,10 +213,12 @@ def test_netem_refusal_names_graph_delay(tmp_path, monkeypatch):
     assert shaping.capability_problems(bare.topology, build_graph(bare.topology)) == []
 
 
-def test_parallel_and_directed_edges_are_one_link(tmp_path):
-    text = ('graph [\n  directed 1\n  multigraph 1\n  node [ id 0 label "A" ]\n  node [ id 1 label "B" ]\n'
+@pytest.mark.parametrize("header", ["directed 1\n  multigraph 1", "directed 1", "multigraph 0", ""])
+def test_parallel_and_directed_edges_are_one_link_and_self_loops_ignored(tmp_path, header):
+    """Many Topology Zoo GML files repeat an edge without declaring multigraph 1: read all the same."""
+    text = (f'graph [\n  {header}\n  node [ id 0 label "A" ]\n  node [ id 1 label "B" ]\n'
             '  edge [ source 0 target 1 LinkSpeedRaw 1000000.0 ]\n  edge [ source 1 target 0 LinkSpeedRaw 5000000.0 ]\n'
-            '  edge [ source 0 target 1 ]\n]\n')
+            '  edge [ source 0 target 1 ]\n  edge [ source 1 target 1 ]\n]\n')
     (tmp_path / "p.gml").write_text(text)
     wan = read_graph(str(tmp_path / "p.gml"))
     assert [(w.a, w.b, w.bw, w.distance) for w in wan.wires] == [("s1", "s2", 5_000_000, None)] and not wan.dropped
