@@ -426,16 +426,20 @@ def convergence(exp, outdir: Path):
 
 
 def timeline(exp, outdir: Path):
-    """Time per step against step for each run with faults (one panel per run, one line per task),
-    each fault's window shaded from the step it hit to the step that ended after its undo, labelled;
-    a fault with no duration is a line. Steps run again after a restart are drawn dashed."""
+    """Time per step against step for each run with faults or with links that followed a trace (one
+    panel per run, one line per task), each fault's window shaded from the step it hit to the step
+    that ended after its undo, labelled; a fault with no duration is a line. Steps run again after a
+    restart are drawn dashed. A traced link's rate is a grey step line under the steps (right axis),
+    changing between the step each change landed after and the next."""
     f = exp.faults[exp.faults["applied_step"].notna()]
-    if f.empty:
-        raise FigureSkipped("no fault was applied (faults.csv is missing or empty)")
-    run_ids = list(dict.fromkeys(f["run_id"]))[:TIMELINE_RUNS]
+    changes = exp.link_changes[exp.link_changes["outcome"].astype(str) == "ok"]
+    if f.empty and changes.empty:
+        raise FigureSkipped("no fault was applied and no link followed a trace (faults.csv and link_changes.csv "
+                            "are missing or empty)")
+    run_ids = list(dict.fromkeys([*f["run_id"], *changes["run_id"]]))[:TIMELINE_RUNS]
     steps = exp.steps[(exp.steps["kind"] == "step") & exp.steps["run_id"].isin(run_ids)].sort_values("t")
     if steps.empty:
-        raise FigureSkipped("the runs with faults have no step rows in steps.csv")
+        raise FigureSkipped("the runs with faults or traces have no step rows in steps.csv")
     drawn = []
     with plt.rc_context(RC):
         fig, axes = plt.subplots(len(run_ids), 1, figsize=(10, 3.4 * len(run_ids)), squeeze=False,
@@ -459,11 +463,39 @@ def timeline(exp, outdir: Path):
             ax.set_ylabel("time per step (s)")
             bad = tables.degraded_runs(exp.runs[exp.runs["run_id"] == run_id])
             ax.set_title(f"run {run_id}" + (f", DEGRADED: {bad['reasons'].iloc[0]}" if len(bad) else ""))
-            legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5))
+            rates = _link_rates(ax, changes[changes["run_id"] == run_id],
+                                steps.loc[steps["run_id"] == run_id, "step"].max())
+            handles = [h for a in (ax, rates) if a is not None for h in a.get_legend_handles_labels()[0]]
+            ax.legend(handles=handles, framealpha=0.9, loc="center left",
+                      bbox_to_anchor=(1.01 if rates is None else 1.08, 0.5))
         axes[-1, 0].set_xlabel("step")
-        fig.suptitle("Faults during training: time per step, fault windows shaded", fontsize=13)
+        shown = [what for what, there in (("fault windows shaded", not f.empty), ("link rates grey", not changes.empty))
+                 if there]
+        fig.suptitle(f"Time per step during training: {', '.join(shown)}", fontsize=13)
         path = save(fig, outdir / "timeline.png")
     return path, pd.concat(drawn, ignore_index=True)
+
+
+def _link_rates(ax, changes: pd.DataFrame, last_step: float):
+    """The traced links' rates against step on a right-hand axis under `ax`'s lines: a step line per
+    link, from half a step after the step each change landed at (links that changed alike share one)."""
+    if changes.empty:
+        return None
+    lines: dict[tuple, list[str]] = {}
+    for link, rows in changes.sort_values("t").groupby("link", sort=False):
+        x = [*(rows["step"].fillna(0) + 0.5), max(last_step, rows["step"].max()) + 0.5]
+        y = [*(rows["bw_bps"] / 1e6), rows["bw_bps"].iloc[-1] / 1e6]
+        lines.setdefault((tuple(x), tuple(y)), []).append(link)
+    rates = ax.twinx()
+    rates.set_zorder(ax.get_zorder() - 1)     # under the steps
+    ax.patch.set_visible(False)
+    for k, ((x, y), links) in enumerate(lines.items()):
+        shown = ", ".join(links[:3]) + (f" and {len(links) - 3} more" if len(links) > 3 else "")
+        rates.step(x, y, where="post", color="grey", lw=2.5, alpha=0.45, ls=["-", "--", ":"][k % 3],
+                   label=f"rate of {shown}")
+    rates.set_ylim(bottom=0)
+    rates.set_ylabel("link rate (Mbit/s)", color="grey")
+    return rates
 
 
 # 11 -----------------------------------------------------------------------------------------
@@ -549,7 +581,8 @@ FIGURES = {
                    "the measured points are drawn with black edges."),
     "bleu": (bleu, "BLEU-1 to BLEU-4 of the caption model on the held-out images after each "
              "epoch, one panel per node count (reproduces thesis figure 14)."),
-    "timeline": (timeline, "Faults during training: time per step against step for each run with "
-                 "faults, every task a line, fault windows shaded and labelled (the straggler "
-                 "experiment: the slowest node makes everyone wait)."),
+    "timeline": (timeline, "Faults and changing links during training: time per step against step for each "
+                 "run with faults or a link trace, every task a line, fault windows shaded and labelled, "
+                 "traced links' rates in grey (the straggler experiment: the slowest node makes everyone "
+                 "wait; a slower link, slower steps)."),
 }

@@ -42,6 +42,8 @@ USAGE_COLUMNS = ["experiment", "run_id", "node", "role", "t", "cpu_pct", "rss_by
 EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
 FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",
                   "applied_t", "undone_step", "undone_t", "outcome", "extra_s", "steps_replayed"]
+LINK_CHANGES_COLUMNS = ["experiment", "run_id", "link", "row", "loop", "trace_t", "step", "t", "late_s", "bw_bps",
+                        "delay_ms", "loss_pct", "outcome"]     # links that follow a trace
 
 OPTIONAL_TABLES = {"checks.csv": CHECKS_COLUMNS, "steps.csv": STEPS_COLUMNS,
                    "usage.csv": USAGE_COLUMNS}
@@ -57,6 +59,7 @@ _NUMERIC = {
     "evals.csv": ["epoch", "value"],
     "faults.csv": ["fault", "duration_s", "applied_step", "applied_t", "undone_step", "undone_t", "extra_s",
                    "steps_replayed"],
+    "link_changes.csv": ["row", "loop", "trace_t", "step", "t", "late_s", "bw_bps", "delay_ms", "loss_pct"],
 }
 
 # Keys that identify one configuration; repeats of a configuration are averaged.
@@ -75,6 +78,7 @@ class Experiment:
     missing: list[str] = field(default_factory=list)  # optional files that were absent
     evals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EVALS_COLUMNS))
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FAULTS_COLUMNS))
+    link_changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LINK_CHANGES_COLUMNS))
     include_degraded: bool = False   # count degraded runs in trends, tables and fits (they are marked anyway)
 
 
@@ -109,7 +113,8 @@ def load_experiment(exp_dir) -> Experiment:
     name = str(names[0]) if len(names) else exp_dir.name
     return Experiment(exp_dir, name, runs, tables["checks.csv"], tables["steps.csv"],
                       tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS),
-                      read_table(exp_dir / "faults.csv", FAULTS_COLUMNS))
+                      read_table(exp_dir / "faults.csv", FAULTS_COLUMNS),
+                      read_table(exp_dir / "link_changes.csv", LINK_CHANGES_COLUMNS))
 
 
 def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,8 @@ AUTO_STEP = 0.25
 _EPS = 1e-9
 
 # How each quantity-valued key of the experiment file scales ("[]": every item of a list):
-#   time  emulated time, x K on the wall clock (delay and jitter included; 'step N' triggers stay)
+#   time  emulated time, x K on the wall clock (delay and jitter included; 'step N' triggers stay; a
+#         trace file's own times and rates are scaled as it is read: spec.traces.link_traces(scale=K))
 #   rate  a link rate, / K
 #   wall  real-world time, unchanged: connecting to real machines and servers is not emulated
 # tests/unit/test_emulation.py walks the spec models and fails on any such key missing here.
@@ -34,6 +35,12 @@ SCALED_KEYS: tuple[tuple[str, str], ...] = (
     ("topology.links[].bw", "rate"),
     ("topology.links[].delay", "time"),
     ("topology.links[].jitter", "time"),
+    ("topology.link.trace_start", "time"),
+    ("topology.link.trace_granularity", "time"),
+    ("topology.bottleneck.trace_start", "time"),
+    ("topology.bottleneck.trace_granularity", "time"),
+    ("topology.links[].trace_start", "time"),
+    ("topology.links[].trace_granularity", "time"),
     ("workload.timeout", "time"),
     ("checks.duration", "time"),
     ("monitor.interval", "time"),

@@ -12,7 +12,7 @@ from analysis import advisor
 from testbed import shaping
 from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
-from testbed.run import faults
+from testbed.run import faults, traces
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.emulate import dilation_of, pinned, wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
@@ -20,10 +20,13 @@ from testbed.nodes.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue, build_graph
 
 
-def graph_of(spec, machine_cores: int | None = None):
+def graph_of(spec, machine_cores: int | None = None, wall: bool = False):
     """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
-    With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation)."""
+    With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation).
+    A link that follows a trace has its trace's first values (wall: `spec` is a wall spec, whose
+    traces are read on its clock: emulate.wall_spec)."""
     graph = build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
+    graph = traces.first_values(graph, spec, dilation_of(spec) if wall else 1.0)
     if spec.workload.engine == "tensorflow":
         return graph
     return dataclasses.replace(graph, hosts=[dataclasses.replace(h, engine=spec.workload.engine) for h in graph.hosts])
@@ -56,8 +59,9 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
         spec = wall_spec(point.spec)          # the rates and times this machine will run
-        graph = graph_of(spec)
+        graph = graph_of(spec, wall=True)
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
+                    + traces.capability_problems(spec)
                     + port_problems(spec.topology, graph) + engine_problems(spec, graph)
                     + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))
         try:
@@ -89,7 +93,7 @@ class BringUp:
 
     def __init__(self, spec, progress=lambda msg: None, machine_cores: int | None = None):
         self.spec, self.progress = spec, progress
-        self.graph = graph_of(spec, machine_cores)
+        self.graph = graph_of(spec, machine_cores, wall=True)
         if machine_cores and spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
             self.graph = pinned(self.graph, spec.emulation.reserve, progress)
         self.net = None

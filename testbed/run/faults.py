@@ -58,9 +58,14 @@ def _ip_link(ctx: Context, fault, state: str) -> list[Op]:
 
 
 def _shape(ctx: Context, fault, params) -> list[Op]:
-    """Shape both ends of the fault's link as `params` say, by the plan bring-up uses (shaping.link_plan),
-    replacing what is there: under shaping ovs that includes the QoS root class's burst step."""
-    ends = [shaping.End(intf, holder, holder is None) for intf, holder in ctx.ends[link_key(fault)]]
+    return shape_ops(ctx, link_key(fault), params)
+
+
+def shape_ops(ctx: Context, link: frozenset, params) -> list[Op]:
+    """Shape both ends of a link (its key: frozenset of its ends) as `params` say, by the plan bring-up
+    uses (shaping.link_plan), replacing what is there: under shaping ovs that includes the QoS root
+    class's burst step. set_bw and the other link faults, and a link's trace (run/traces.py), use it."""
+    ends = [shaping.End(intf, holder, holder is None) for intf, holder in ctx.ends[link]]
     plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=ctx.qos_rates)
     ops = []
     for holder in {**plan.reset, **plan.tc}:
@@ -178,15 +183,9 @@ class Applier:
         self.net, self.spe, self.journal, self.progress = net, steps_per_epoch, journal, progress
         self.records = [Record(i, f) for i, f in enumerate(faults)]
         self.triggers = [parse_trigger(f.at) for f in faults]
-        self.ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, tasks=list(tasks),
-                           cpu={name: node.limits["cpu"] for name, node in net.nodes.items()},
-                           qos_rates=dict(net.qos_rates))
-        for f in faults:
-            if f.link is not None:
-                edge = next(e for e in net.graph.links if {e.a, e.b} == set(f.link))
-                self.ctx.params[link_key(f)] = edge.params
-                self.ctx.ends[link_key(f)] = [(intf, node.name if node else None)
-                                              for intf, node in net.link_ends(edge.a, edge.b)]
+        self.ctx = link_context(net, {tuple(f.link) for f in faults if f.link is not None})
+        self.ctx.tasks = list(tasks)
+        self.ctx.cpu = {name: node.limits["cpu"] for name, node in net.nodes.items()}
         self.step, self._blamed = None, set()
         self._write()
 
@@ -245,18 +244,7 @@ class Applier:
         self._write()
 
     def _run(self, training, ops: list[Op]) -> None:
-        for op in ops:
-            if op.kind == "signal":
-                if not training.signal(op.where, op.arg) and op.check:
-                    raise RuntimeError(f"{op.where.label} is not running")
-            elif op.kind == "cpu":
-                self.net.nodes[op.where].set_cpu(op.arg)
-            elif op.where is not None:
-                self.net.nodes[op.where].run(list(op.arg), timeout=30, check=op.check)
-            else:
-                proc = subprocess.run(list(op.arg), capture_output=True, text=True, timeout=30)
-                if proc.returncode != 0 and op.check:
-                    raise RuntimeError(f"{' '.join(op.arg)} failed: {(proc.stderr or proc.stdout).strip()[:300]}")
+        run_ops(self.net, training, ops)
 
     def _write(self) -> None:
         """The journal (runs/<id>/faults.json): readable even after an interrupted run."""
@@ -264,6 +252,34 @@ class Applier:
         write_json(self.journal, [dict(fault=describe(r.fault), applied_step=r.applied_step,
                                        applied_t=r.applied_t, undone_step=r.undone_step, undone_t=r.undone_t,
                                        outcome=r.outcome) for r in self.records])
+
+
+def run_ops(net, training, ops: list[Op]) -> None:
+    """Carry out operations on the running network: commands in a node (through the node interface) or
+    in this machine's namespace, signals to the training's tasks, CPU limits; raises on a failed one."""
+    for op in ops:
+        if op.kind == "signal":
+            if not training.signal(op.where, op.arg) and op.check:
+                raise RuntimeError(f"{op.where.label} is not running")
+        elif op.kind == "cpu":
+            net.nodes[op.where].set_cpu(op.arg)
+        elif op.where is not None:
+            net.nodes[op.where].run(list(op.arg), timeout=30, check=op.check)
+        else:
+            proc = subprocess.run(list(op.arg), capture_output=True, text=True, timeout=30)
+            if proc.returncode != 0 and op.check:
+                raise RuntimeError(f"{' '.join(op.arg)} failed: {(proc.stderr or proc.stdout).strip()[:300]}")
+
+
+def link_context(net, links) -> Context:
+    """A Context for re-shaping `links` (pairs of ends) of a running network; it shares the network's
+    OVS QoS rates in force, so that faults and traces changing ports see each other's."""
+    ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, qos_rates=net.qos_rates)
+    for a, b in links:
+        edge = next(e for e in net.graph.links if {e.a, e.b} == {a, b})
+        ctx.params[frozenset((a, b))] = edge.params
+        ctx.ends[frozenset((a, b))] = [(intf, node.name if node else None) for intf, node in net.link_ends(a, b)]
+    return ctx
 
 
 # ---- what the faults cost (pure) ----------------------------------------------------------------

@@ -23,6 +23,7 @@ class Observed:
     usage: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
     faults: list[dict] = field(default_factory=list)
+    link_changes: list[dict] = field(default_factory=list)
 
 
 def link_bandwidth(graph) -> int | None:
@@ -66,13 +67,15 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
 
 def finish(exp_dir: Path, folder: Path, point, row: dict, observed: Observed, tunnel_rows=None) -> None:
     """result.json and the point's rows in every table (faults.csv when it has or had faults,
-    tunnels.csv for the cluster edition); runs.csv last, so a point is done once its row is there."""
+    link_changes.csv when a link followed a trace, tunnels.csv for the cluster edition); runs.csv last, so a point is done once its row is there."""
     spec = point.spec
     results.write_json(folder / "result.json", row)
     for name in ("checks", "steps", "usage", "evals"):
         results.replace_run_rows(exp_dir, name, point.run_id, getattr(observed, name))
     if spec.faults or (exp_dir / "faults.csv").exists():
         results.replace_run_rows(exp_dir, "faults", point.run_id, observed.faults)
+    if observed.link_changes or (exp_dir / "link_changes.csv").exists():
+        results.replace_run_rows(exp_dir, "link_changes", point.run_id, observed.link_changes)
     if spec.cluster is not None:
         rows = [dict(experiment=spec.name, run_id=point.run_id, **r) for r in tunnel_rows or []]
         results.replace_run_rows(exp_dir, "tunnels", point.run_id, rows)

@@ -10,7 +10,7 @@ from analysis import advisor
 from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
-from testbed.run import faults, record, results, switching
+from testbed.run import faults, record, results, switching, traces
 from testbed.emulation.fidelity import ComputeProbe, verdict
 from testbed.run import emulate, fidelity
 from testbed.run.bringup import BringUp, graph_of
@@ -18,6 +18,7 @@ from testbed.run.hosthealth import timer_overshoot
 from testbed.run.monitor import Monitor, summarize
 from testbed.run.training import Training
 from testbed.spec.rules import advisor_results_paths
+from testbed.spec.traces import link_traces
 
 
 def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
@@ -72,9 +73,13 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                                  folder / "faults.json", progress) if spec.faults else None
         workload = spec.workload if row["dilation"] == 1 else spec.workload.model_copy(
             update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{row['dilation']:g}"}})
+        followed = link_traces(point.spec)      # in emulated time: the tracer puts them on the wall clock
+        tracer = traces.Tracer(followed, net, spec.workload.steps_per_epoch, row["dilation"], spec.name,
+                               point.run_id, progress) if followed else None
         training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
-                            spec.script_files())
+                            spec.script_files(), tracer)
         outcome = training.run()
+    observed.link_changes = tracer.rows if tracer is not None else []
     row["tf_threads"] = min(training.threads.values())
     if monitor is not None:
         observed.usage = monitor.rows

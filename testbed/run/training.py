@@ -71,13 +71,14 @@ class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
-                 script: str | None = None, faults=None, switcher=None, script_files: list[str] = ()):
+                 script: str | None = None, faults=None, switcher=None, script_files: list[str] = (), tracer=None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
         self.script_files = list(script_files) or ([script] if script else [])   # what it stages on a node
         self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
         self.switcher = switcher        # strategy switch: testbed.run.switching.Switcher (checked at epoch ends) or None
+        self.tracer = tracer            # links that follow a trace: traces.Tracer (ticked while training) or None
         self.procs: dict[Task, subprocess.Popen] = {}
         self.restarts: list[dict] = []
         self.switches: list[dict] = []
@@ -214,13 +215,14 @@ class Training:
             events = read_events(self.run_dir / f"{lead.log_stem}.events.jsonl")
             seen_epochs[lead.log_stem] = self._report_progress(events, seen_epochs.get(lead.log_stem, 0))
             problem = self.faults.tick(self, events) if self.faults is not None else None
+            problem = problem or (self.tracer.tick(self, events) if self.tracer is not None else None)
             if problem:
                 return False, problem
             verdict = self.switcher.check(self, events) if self.switcher is not None else None
             if verdict is not None:
                 self.switch(verdict.to, verdict.epoch, verdict.reason)
                 continue
-            time.sleep(0.2 if self.faults is None else 0.05)      # faults: act within a step or two
+            time.sleep(0.2 if self.faults is None and self.tracer is None else 0.05)   # act within a step or two
 
     def _report_progress(self, events: list[dict], seen: int) -> int:
         epochs = [e for e in events if e.get("event") == "epoch"]

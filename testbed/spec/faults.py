@@ -60,6 +60,16 @@ def parse_trigger(text) -> Trigger:
     return Trigger("time", seconds)
 
 
+def parse_start(text) -> Trigger:
+    """A trace's start (trace_start): 'start' (when training starts, a time trigger at 0) or a trigger."""
+    if isinstance(text, str) and " ".join(text.lower().split()) == "start":
+        return Trigger("time", 0.0)
+    try:
+        return parse_trigger(text)
+    except ValueError as err:
+        raise ValueError(f"{err}, or 'start' (when training starts)") from None
+
+
 def parse_task(text) -> tuple[str, int]:
     """'worker 1' -> ('worker', 1); a bare type is index 0."""
     match = re.fullmatch(r"(single|worker|chief|ps)(?:\s+(\d{1,9}))?", " ".join(str(text).split()))

@@ -34,6 +34,9 @@ MIN_MONITOR_INTERVAL = 0.01  # seconds: faster sampling measures the sampler
 MAX_MONITOR_INTERVAL = 600.0
 MAX_CONNECT_TIMEOUT = 600.0  # seconds to reach a remote machine or server
 MAX_FAULTS = 1000
+MAX_TRACE_BYTES = 20_000_000  # a trace file (a Mahimahi trace of 48 Mbit/s for 10 minutes is about 15 MB)
+MAX_TRACE_ROWS = 100_000     # steps of one trace (csv rows, or Mahimahi steps of trace_granularity)
+MIN_TRACE_GRANULARITY = 0.1  # seconds: a link is re-shaped at most about every 50 ms
 MAX_ENV = 1000               # workload.env entries and workload.args items
 
 # ---- sweeps ----

@@ -17,7 +17,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, cr
 
 import testbed.units as units
 from testbed.spec import limits
-from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
+from testbed.spec.faults import ACTIONS, parse_start, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
 from testbed.nodes.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
@@ -176,6 +176,16 @@ def _count_or_list(value: Any) -> str:
     return "list" if isinstance(value, list) else "count"
 
 
+def _trace_start(value: object) -> str:
+    parse_start(value)
+    return " ".join(value.split())
+
+
+TraceStart = Annotated[str, BeforeValidator(_trace_start), WithJsonSchema(
+    {"type": "string", "pattern": r"^\s*(start|(step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "examples": ["step 20"]})]
+TRACE_KEYS = ("trace", "trace_format", "trace_mode", "trace_start", "trace_granularity")
+
+
 class LinkParams(Strict):
     """Shaping of a link. null = not shaped in that respect (in an override: inherit)."""
 
@@ -184,10 +194,26 @@ class LinkParams(Strict):
     jitter: Time | None = Field(None, description="needs delay")
     loss: Percent | None = None
     max_queue: Count | None = Field(None, description="queue limit in packets")
+    trace: str | None = Field(None, description="a trace file the link follows while training runs, relative "
+                              "to this file: its rate (and delay, loss) over time, instead of bw (docs/changing-links.md)")
+    trace_format: Literal["csv", "mahimahi"] | None = Field(
+        None, description="csv (default): t[s],bw[mbit][,delay[ms],loss[%]] rows; mahimahi: one packet-delivery "
+        "opportunity per line, in ms")
+    trace_mode: Literal["hold", "loop"] | None = Field(
+        None, description="at the trace's end: hold (default) its last values, or loop: start over")
+    trace_start: TraceStart | None = Field(
+        None, description="'start' (default: when training starts), 'step N', 'epoch N' or a time after training "
+        "starts (15s); before it the link has the trace's first values")
+    trace_granularity: Annotated[Time, Field(ge=limits.MIN_TRACE_GRANULARITY)] | None = Field(
+        None, description="trace_format mahimahi: the width of each rate step (default 1s)")
 
     def merged(self, override: "LinkParams | None") -> "LinkParams":
-        """These params with the non-null fields of `override` replacing them (null = inherit)."""
-        return LinkParams.model_construct(**_merge(self, override, LinkParams))
+        """These params with the non-null fields of `override` replacing them (null = inherit); an
+        override with a bw of its own and no trace keeps that bw (it does not follow the inherited trace)."""
+        values = _merge(self, override, LinkParams)
+        if override is not None and override.bw is not None and override.trace is None:
+            values.update(dict.fromkeys(TRACE_KEYS))
+        return LinkParams.model_construct(**values)
 
 
 class SwitchConf(Strict):

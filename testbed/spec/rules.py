@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from testbed.spec.faults import ACTIONS, parse_trigger
-from testbed.spec import limits
+from testbed.spec.faults import ACTIONS, parse_start
+from testbed.spec import limits, traces
 from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
 from testbed.spec.graphfile import GraphFileError, read_graph
 from testbed.nodes import DEFAULT_KIND, kind_settings
 from testbed.nodes.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import format_path, parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, AllreduceConf, Experiment, LinkParams, Topology
+from testbed.spec.models import MODEL_PARAMS, TRACE_KEYS, AllreduceConf, Experiment, LinkParams, Topology
 
 
 
@@ -34,7 +34,8 @@ def experiment_problems(exp: Experiment) -> list[Problem]:
     if shape:
         return shape
     topology = topology_problems(exp.topology)
-    return (topology + workload_problems(exp) + ([] if topology else fault_problems(exp) + emulation_problems(exp))
+    return (topology + workload_problems(exp)
+            + ([] if topology else fault_problems(exp) + trace_problems(exp) + emulation_problems(exp))
             + ([] if topology or exp.cluster is None else cluster_problems(exp)))
 
 
@@ -50,11 +51,6 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
     if exp.emulation.dilation == 1:
         return out
-    if topo.template == "graph" and (exp.emulation.dilation != "auto"
-                                     or any(topo.host_conf(n).cores is not None for n in topo.host_names())):
-        out.append(Problem(("emulation", "dilation"), "template graph does not dilate the link speeds and distance "
-                           "delays of its file yet: set emulation.dilation: 1 (or auto without cores budgets)",
-                           ("topology.template",)))
     remote = [name for name, kind in _kinds(topo).items() if kind == "remote"]
     if remote:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
@@ -571,18 +567,70 @@ def _fault_target_problems(at: tuple, fault, graph, hosts: list[str], tasks: lis
     return []
 
 
-def _trigger_problems(at: tuple, fault, w) -> list[Problem]:
-    trigger, total = parse_trigger(fault.at), w.epochs * w.steps_per_epoch
+def _trigger_problems(at: tuple, fault, w, key: str = "at") -> list[Problem]:
+    text = getattr(fault, key)
+    trigger, total = parse_start(text), w.epochs * w.steps_per_epoch
     related = ("workload.epochs", "workload.steps_per_epoch")
     if trigger.kind == "step" and trigger.value > total:
-        return [Problem(at + ("at",), f"step {trigger.value:g} is past the end of training ({total} steps: "
+        return [Problem(at + (key,), f"step {trigger.value:g} is past the end of training ({total} steps: "
                         f"{w.epochs} epoch(s) of {w.steps_per_epoch})", related)]
     if trigger.kind == "epoch" and trigger.value > w.epochs:
-        return [Problem(at + ("at",), f"epoch {trigger.value:g} is past the end of training "
+        return [Problem(at + (key,), f"epoch {trigger.value:g} is past the end of training "
                         f"({w.epochs} epoch(s))", related)]
     if trigger.kind == "time" and trigger.value >= w.timeout:
-        return [Problem(at + ("at",), f"{fault.at} is past workload.timeout ({w.timeout:g} s)",
+        return [Problem(at + (key,), f"{text} is past workload.timeout ({w.timeout:g} s)",
                         ("workload.timeout",))]
+    return []
+
+
+def trace_problems(exp: Experiment) -> list[Problem]:
+    """Each trace (docs/changing-links.md): its keys only with a trace (granularity only with mahimahi), not
+    beside a bw of its own, a file that is there and reads (the file's own line named), delay and loss
+    only under shaping tc, two rows or more to loop, a start before the end of training, emulated links."""
+    topo, out = exp.topology, []
+    for key, own in traces.owners(topo):
+        path = parse_path(key)
+        params = own if key == "topology.link" else topo.link.merged(own)
+        if params.trace is None:
+            out += [Problem(path + (k,), f"{k} is for a trace, and {key} follows none (set trace: FILE)")
+                    for k in TRACE_KEYS[1:] if getattr(own, k) is not None]
+            continue
+        if own.trace is not None and own.bw is not None:
+            out.append(Problem(path + ("bw",), "bw and trace are both set: the trace gives the link's rate (its "
+                               "first row from bring-up on): remove bw", (f"{key}.trace",)))
+        if params.trace_granularity is not None and params.trace_format != "mahimahi":
+            out.append(Problem(path + ("trace_granularity",), "trace_granularity is for trace_format mahimahi "
+                               "(a csv trace has its own steps)"))
+        if params.trace_start is not None:
+            out += _trigger_problems(path, params, exp.workload, "trace_start")
+        if not any(getattr(own, k) is not None for k in TRACE_KEYS):
+            continue          # follows topology.link's trace, checked there
+        at = key if own.trace is not None else "topology.link"
+        g = params.trace_granularity or traces.DEFAULT_GRANULARITY
+        try:
+            trace = traces.load(traces.trace_file(exp, at), params.trace_format, g)
+        except traces.TraceError as err:
+            out.append(Problem(parse_path(at) + ("trace",), f"trace file {err}"))
+            continue
+        if trace.needs_netem and topo.shaping == "ovs":
+            out.append(Problem(parse_path(at) + ("trace",), "this trace has delay or loss; OVS QoS shapes "
+                               "bandwidth only: set shaping: tc", ("topology.shaping",)))
+        if params.trace_mode == "loop" and len(trace.rows) < 2:
+            out.append(Problem(path + ("trace_mode",), "a trace of one row cannot loop: add a last row at the "
+                               "time it ends (the loop starts over there)"))
+    return out + (_trace_link_problems(topo) if not out else [])
+
+
+def _trace_link_problems(topo: Topology) -> list[Problem]:
+    """A real machine's link is its own network's: a trace acts on emulated links only."""
+    kinds = _kinds(topo)
+    for edge in build_graph(topo).links if any(p.trace for _, p in traces.owners(topo)) else []:
+        remote = [n for n in (edge.a, edge.b) if kinds.get(n) == "remote"]
+        if edge.params.trace is not None and remote:
+            key = traces.owner_of(topo, edge)
+            return [Problem(parse_path(key) + ("trace",), f"{remote[0]} is a real machine (kind remote): its link "
+                            f"{edge.a}-{edge.b} is its own network's, not an emulated one; a trace acts on emulated "
+                            "links only", ("topology",))]
     return []
 
 

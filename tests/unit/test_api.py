@@ -66,7 +66,7 @@ def test_run_checks_the_spec_then_root(monkeypatch):
 
 def test_load_results_on_fixture(tmp_path):
     got = api.load_results(FIXTURE)
-    assert set(got) == {"runs", "checks", "steps", "usage", "evals", "faults", "tunnels"}
+    assert set(got) == {"runs", "checks", "steps", "usage", "evals", "faults", "link_changes", "tunnels"}
     for name in ("runs", "checks", "steps", "usage"):
         pd.testing.assert_frame_equal(got[name], pd.read_csv(FIXTURE / f"{name}.csv"))
     assert got["evals"].empty and list(got["evals"].columns) == results.EVALS_COLUMNS

@@ -54,3 +54,14 @@ def test_report_states_each_faults_cost(exp, monkeypatch):
     assert "everyone waits for the slowest" in html
     table = pd.read_csv(exp.path / "tables" / "faults.csv")
     assert list(table["action"]) == ["link_down", "kill", "pause", "set_bw"]
+
+
+def test_timeline_draws_a_traced_links_rate_under_the_steps(tmp_path):
+    """tests/fixtures/report_traces: two workers whose links went 50 -> 5 -> 50 Mbit/s (a real run of
+    tests/integration/test_trace_run.py); no faults."""
+    shutil.copytree(FIXTURE.parent / "report_traces", tmp_path / "traces")
+    exp = tables.load_experiment(tmp_path / "traces")
+    assert list(exp.link_changes["bw_bps"].unique()) == [50_000_000, 5_000_000]
+    path, plotted = figures.timeline(exp, tmp_path / "figures")
+    assert path.is_file() and path.stat().st_size > 15_000
+    assert set(plotted["task_index"]) == {0, 1}

@@ -350,9 +350,11 @@ def test_location_falls_back_to_parent_then_line_1(tmp_path):
 
 
 def test_dump_round_trips(tmp_path):
+    (tmp_path / "traces").symlink_to(REPO / "topologies" / "traces")     # what ../traces/ names (trace_lte.yaml)
+    (tmp_path / "examples").mkdir()
     for source in SHIPPED:
         for point in expand_points(load_spec(source, REAL_ADDRESSES.get(source.name, ()))):
-            again = write(tmp_path, yaml.dump(point.spec.model_dump(mode="json"), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), "again.yaml")
+            again = write(tmp_path / "examples", yaml.dump(point.spec.model_dump(mode="json"), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)), "again.yaml")
             reloaded = load_spec(again)
             assert reloaded.model_dump() == point.spec.model_dump()
             assert build_graph(reloaded.topology) == build_graph(point.spec.topology)
