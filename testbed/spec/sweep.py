@@ -51,5 +51,7 @@ def _label(path: str, value: Any) -> str:
     prefix = _SHORT.get(path, path.rsplit(".", 1)[-1].split("[")[0])
     if isinstance(value, list) and all(isinstance(v, dict) and "action" in v for v in value):
         value = "+".join(v["action"] for v in value) or "nofaults"     # a list of faults: their actions
+    if path.endswith(".trace") and isinstance(value, str):
+        value = value.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]    # a trace file: its name
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return re.sub(r"[^A-Za-z0-9_.]+", "_", f"{prefix}{text}")[:24].strip("_") or "x"

@@ -179,6 +179,17 @@ def test_bottleneck_and_custom_links_follow_their_own_traces(tmp_path):
     assert (lt.a, lt.b, lt.key, lt.params.trace_mode) == ("h2", "s1", "topology.links[1]", "loop")
 
 
+def test_a_sweep_over_traces_names_each_file_in_the_run_ids(tmp_path):
+    from testbed.spec import expand_points
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "lte.csv").write_text(STEPS)
+    path = spec_file(tmp_path, "{trace_mode: loop}", "sweep:\n  topology.link.trace: [steps.csv, sub/lte.csv]\n")
+    points = expand_points(load_spec(path))
+    assert [p.run_id.rsplit("-", 2)[0] for p in points] == ["tracesteps", "tracelte"]
+    assert [traces.link_traces(p.spec)[0].trace.source for p in points] == [str(tmp_path / "steps.csv"),
+                                                                            str(tmp_path / "sub" / "lte.csv")]
+
+
 def test_dilation_scales_the_wall_specs_trace_start_and_granularity(tmp_path):
     from testbed.run.emulate import wall_spec
     (tmp_path / "m.trace").write_text((FIXTURE / "sample.mahimahi").read_text())
