@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   mininet openvswitch-switch iperf3 iperf ethtool bridge-utils net-tools iproute2 iputils-ping
   cgroup-tools psmisc procps python3-venv python3-pip docker.io debootstrap openssh-server
+  qemu-system-x86 e2fsprogs   # the VM that runs the netem tests on Debian's own kernel (tests/vmguest.py)
 )
 CACHE_DIR=${DLTB_CACHE:-/var/cache/dltestbed}
 

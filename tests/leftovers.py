@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent")
+MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent", "dltb-netem-vm")  # the last: QEMU (tests/vmguest.py)
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 

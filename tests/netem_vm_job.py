@@ -1,0 +1,214 @@
+"""What tests/integration/test_netem_vm.py runs in the VM (tests/vmguest.py), and how it reads it.
+
+Two network namespaces, h1 and h2, joined by a veth pair (h1-eth0, h2-eth0) as a Mininet link
+joins two hosts. Each step shapes that link with the testbed's OWN command builders, issued the
+way the testbed issues them, then measures it:
+
+- bring-up: `shaping.link_plan` of both ends (tc: HTB or TBF with netem under it), fed per
+  namespace to `tc -batch -` through `network.batch_lines`, as `Network._apply_shaping` does;
+- faults: the operations of `faults.ACTIONS["set_delay"|"set_loss"]` (apply, then undo) for a
+  `faults.Context` of that link, each run in its namespace, as the fault applier's `node.run` does.
+
+Measured with ping (RTT, loss, spread) and iperf3 -J, read by testbed/net/probes.py's parsers.
+Nothing here builds a tc command itself, except the `tc qdisc del` that returns the link to its
+unshaped state between steps (what a fresh link of a bring-up is)."""
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import statistics
+from dataclasses import dataclass
+
+from testbed import shaping
+from testbed.net.network import batch_lines
+from testbed.net.probes import parse_iperf3, parse_ping
+from testbed.run.faults import ACTIONS, Context, link_key
+from testbed.spec.models import Fault, LinkParams
+
+HOSTS = ("h1", "h2")
+INTFS = ("h1-eth0", "h2-eth0")
+ADDRS = ("10.0.0.1", "10.0.0.2")
+MACS = ("02:00:00:00:00:01", "02:00:00:00:00:02")
+PING_INTERVAL_S = 0.02
+IPERF_SECONDS = 6
+
+# The configured links. Values large enough to stand out of TCG's noise (base RTT ~1 ms), small
+# enough that the whole job takes about a minute.
+NETEM = LinkParams(bw="10mbit", delay="50ms", jitter="5ms", loss="5%")    # every netem knob + a rate
+GOODPUT = LinkParams(bw="10mbit", delay="20ms")       # RTT 40 ms: BDP 50 kB, 35 frames << the queue
+FAULTED = LinkParams(bw="10mbit", delay="10ms")       # the link the faults change
+FAULTS = {"set_delay": Fault(at="step 1", action="set_delay", link=list(HOSTS), delay="40ms"),
+          "set_loss": Fault(at="step 1", action="set_loss", link=list(HOSTS), loss="10%")}
+
+# Tolerances (stated in docs/checks-and-shaping.md too)
+RTT_REL = 0.03          # mean RTT within 3 % of 2 x delay (+ the base RTT), ...
+RTT_ABS_MS = 1.0        # ... plus 1 ms for the emulated CPU's own noise
+LOSS_SIGMAS = 4         # ping loss within 4 binomial standard deviations of the round trip's rate
+JITTER_RANGE = (0.7, 1.5)   # RTT spread / the spread netem's uniform jitter gives (both ends): the right order
+GOODPUT_RANGE = (0.85, 1.01)   # goodput / (TCP's payload ceiling x rate)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the job: shaping lines (sh), then a measurement: ping COUNT or iperf3."""
+    name: str
+    lines: tuple
+    ping: int = 0
+    iperf: bool = False
+    params: LinkParams | None = None      # what the link is configured as during the measurement
+    qdisc: str = "htb"
+
+
+def ends() -> list[shaping.End]:
+    return [shaping.End(intf, host, False) for intf, host in zip(INTFS, HOSTS)]
+
+
+def bring_up_lines(params: LinkParams, qdisc: str) -> list[str]:
+    """The link shaped as bring-up shapes it: link_plan, one `tc -batch` per namespace."""
+    plan = shaping.link_plan(ends(), params, "tc", qdisc)
+    lines = []
+    for host, cmds in plan.tc.items():
+        lines += batch_lines(f"ip netns exec {host} tc -batch -", [" ".join(args) for args in cmds])
+    return lines
+
+
+def context() -> Context:
+    key = link_key(FAULTS["set_delay"])
+    return Context(ends={key: list(zip(INTFS, HOSTS))}, params={key: FAULTED}, shaping="tc", qdisc="htb")
+
+
+def fault_lines(action: str, undo: bool = False) -> list[str]:
+    """A fault's operations (apply or undo) as the applier runs them: each command in its host."""
+    fault = FAULTS[action]
+    op_list = (ACTIONS[action].undo if undo else ACTIONS[action].apply)(context(), fault)
+    lines = []
+    for op in op_list:
+        assert op.kind == "cmd" and op.where in HOSTS, op
+        line = f"ip netns exec {op.where} {shlex.join(op.arg)}"
+        lines.append(line if op.check else f"{line} || true")
+    return lines
+
+
+def unshaped_lines() -> list[str]:
+    return [f"ip netns exec {h} tc qdisc del dev {i} root 2>/dev/null || true" for h, i in zip(HOSTS, INTFS)]
+
+
+def steps() -> list[Step]:
+    faulted_delay = FAULTED.model_copy(update={"delay": FAULTS["set_delay"].delay})
+    faulted_loss = FAULTED.model_copy(update={"loss": FAULTS["set_loss"].loss})
+    return [
+        Step("base", tuple(unshaped_lines()), ping=100),
+        Step("htb_netem", (*unshaped_lines(), *bring_up_lines(NETEM, "htb")), ping=400, params=NETEM),
+        Step("tbf_netem", (*unshaped_lines(), *bring_up_lines(NETEM, "tbf")), ping=400, params=NETEM, qdisc="tbf"),
+        Step("htb_goodput", (*unshaped_lines(), *bring_up_lines(GOODPUT, "htb")), iperf=True, params=GOODPUT),
+        Step("tbf_goodput", (*unshaped_lines(), *bring_up_lines(GOODPUT, "tbf")), iperf=True, params=GOODPUT,
+             qdisc="tbf"),
+        Step("faulted_link", (*unshaped_lines(), *bring_up_lines(FAULTED, "htb")), ping=100, params=FAULTED),
+        Step("set_delay", tuple(fault_lines("set_delay")), ping=150, params=faulted_delay),
+        Step("set_loss", (*fault_lines("set_delay", undo=True), *fault_lines("set_loss")), ping=400,
+             params=faulted_loss),
+        Step("set_loss_undone", tuple(fault_lines("set_loss", undo=True)), ping=100, params=FAULTED),
+    ]
+
+
+SETUP = [
+    *(f"ip netns add {h}" for h in HOSTS),
+    f"ip link add {INTFS[0]} type veth peer name {INTFS[1]}",
+    *(line for h, i, a, m in zip(HOSTS, INTFS, ADDRS, MACS) for line in (
+        f"ip link set {i} netns {h}",
+        f"ip -n {h} link set {i} address {m}",
+        f"ip -n {h} addr add {a}/24 dev {i}",
+        f"ip -n {h} link set lo up",
+        f"ip -n {h} link set {i} up")),
+    # fixed neighbours: a lost ARP packet must not count as a lost ping
+    f"ip -n {HOSTS[0]} neigh replace {ADDRS[1]} lladdr {MACS[1]} dev {INTFS[0]} nud permanent",
+    f"ip -n {HOSTS[1]} neigh replace {ADDRS[0]} lladdr {MACS[0]} dev {INTFS[1]} nud permanent",
+    f"ip netns exec {HOSTS[1]} iperf3 -s -D",
+    f"ip netns exec {HOSTS[0]} ping -n -c 5 -i 0.2 {ADDRS[1]} >/dev/null",   # warm up
+]
+
+
+def script(step_list: list[Step] | None = None) -> str:
+    """The job (POSIX sh, run by the guest's init with out/ in the share). A shaping line that
+    fails is written to out/<step>.errors with its output in out/<step>.log."""
+    out = ["set -u", "O=/job/out", "cd /tmp",
+           'log() { echo "== $* at $(cut -d" " -f1 /proc/uptime) s"; }',
+           # run STEP LINE: LINE (a shell command) with its output in out/STEP.log; out/STEP.errors if it fails
+           'run() { echo "$ $2" >> "$O/$1.log"; sh -c "$2" >> "$O/$1.log" 2>&1 || echo "$2" >> "$O/$1.errors"; }',
+           "log setup"]
+    out += [f"run setup {shlex.quote(line)}" for line in SETUP]
+    for step in step_list or steps():
+        n = step.name
+        out.append(f"log {n}")
+        out += [f"run {n} {shlex.quote(line)}" for line in step.lines]
+        for h, i in zip(HOSTS, INTFS):
+            out.append(f"ip netns exec {h} tc qdisc show dev {i} >> $O/{n}.qdisc")
+        if step.ping:
+            out.append(f"ip netns exec {HOSTS[0]} ping -n -c {step.ping} -i {PING_INTERVAL_S} -W 2 {ADDRS[1]} "
+                       f"> $O/{n}.ping 2>&1")
+        if step.iperf:
+            out.append(f"ip netns exec {HOSTS[0]} iperf3 -c {ADDRS[1]} -t {IPERF_SECONDS} -J > $O/{n}.json 2>&1")
+    out.append("log done")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- reading and expecting (pure)
+
+@dataclass(frozen=True)
+class PingStats:
+    sent: int
+    rtt_ms: float         # mean RTT (parse_ping)
+    loss_pct: float       # parse_ping
+    sd_ms: float          # standard deviation of the RTTs
+
+    @classmethod
+    def parse(cls, text: str) -> "PingStats":
+        rtt, loss = parse_ping(text)
+        times = [float(t) for t in re.findall(r"time=([\d.]+) ms", text)]
+        sent = re.search(r"(\d+) packets transmitted", text)
+        return cls(int(sent.group(1)) if sent else 0, rtt, loss,
+                   statistics.pstdev(times) if len(times) > 1 else math.nan)
+
+
+def goodput_bps(text: str) -> float:
+    return parse_iperf3(text)
+
+
+def expected_rtt_ms(params: LinkParams, base_ms: float) -> float:
+    """Both ends delay: RTT = 2 x the one-way delay + the unshaped RTT."""
+    return 2 * (params.delay or 0) * 1000 + base_ms
+
+
+def rtt_tolerance_ms(params: LinkParams) -> float:
+    return RTT_REL * 2 * (params.delay or 0) * 1000 + RTT_ABS_MS
+
+
+def round_trip_loss(params: LinkParams) -> float:
+    """A ping is lost when its request or its reply is: 1 - (1 - p)^2, p per end (fraction)."""
+    p = (params.loss or 0) / 100
+    return 1 - (1 - p) ** 2
+
+
+def loss_bounds_pct(params: LinkParams, pings: int, sigmas: float = LOSS_SIGMAS) -> tuple[float, float]:
+    """The binomial spread of the loss (%) that `pings` pings see."""
+    p = round_trip_loss(params)
+    spread = sigmas * math.sqrt(p * (1 - p) / pings)
+    return max(0.0, p - spread) * 100, min(1.0, p + spread) * 100
+
+
+def jitter_sd_ms(params: LinkParams) -> float:
+    """netem draws each end's delay uniformly in delay +- jitter (no distribution table given): a
+    standard deviation of jitter / sqrt(3) per end, jitter x sqrt(2/3) for a round trip."""
+    return (params.jitter or 0) * 1000 * math.sqrt(2 / 3)
+
+
+def goodput_bounds_bps(params: LinkParams) -> tuple[float, float]:
+    """TCP payload per frame caps goodput at TCP_GOODPUT_CEILING x rate; the queue (netem's 1000
+    frames) holds the bandwidth-delay product, so the window never limits it below that."""
+    ceiling = shaping.TCP_GOODPUT_CEILING * params.bw
+    return GOODPUT_RANGE[0] * ceiling, GOODPUT_RANGE[1] * ceiling
+
+
+def bdp_frames(params: LinkParams) -> float:
+    return params.bw / 8 * 2 * (params.delay or 0) / shaping.MTU_FRAME
