@@ -227,8 +227,8 @@ def capability_problems(topology, graph) -> list[tuple[str, str]]:
                              "need shaping: tc"))
         elif not kernel_has_qdisc("netem"):
             key = _first_set_key(wants_netem[0].params)
-            if getattr(topology, "template", None) == "graph" and key == "topology.link.delay" \
-                    and topology.link.delay is None:     # the delay is the graph file's distances
+            if getattr(topology, "graph", None) and topology.graph_delay == "distance" \
+                    and key == "topology.link.delay" and topology.link.delay is None:   # the graph's distances
                 problems.append(("topology.graph_delay", "the graph's links get delays from their distances; "
                                  "they need the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not "
                                  "set). Set topology.graph_delay: none to run bandwidth only, or run on a kernel "

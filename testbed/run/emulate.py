@@ -14,6 +14,7 @@ import os
 from testbed.emulation import dilation as dil
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.spec import build_graph
+from testbed.spec.graph import written_out
 from testbed.spec.models import Experiment
 
 RUN_TIMES = ("training_time_s", "time_per_step_s", "time_lost_s", "tf_import_s", "torch_import_s",
@@ -83,7 +84,10 @@ def wall_spec(spec):
     k = dilation_of(spec)
     if k == 1:
         return spec
-    wall = Experiment.model_validate(dil.dilate(spec.model_dump(mode="json"), k))
+    data = spec.model_dump(mode="json")
+    if spec.topology.template == "graph":     # the graph file's speeds and delays, written out to be dilated too
+        data["topology"] = written_out(spec.topology)
+    wall = Experiment.model_validate(dil.dilate(data, k))
     wall._source = spec._source          # errors still name the user's file and line
     return wall
 

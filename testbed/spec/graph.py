@@ -93,7 +93,8 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     if topology.template == "graph":
         return _graph(topology, hosts)
     switch_names, links = _LAYOUTS[topology.template](topology, names)
-    switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
+    labels = {p.name: p.label for p in read_graph(topology.graph).pops} if topology.graph else {}  # written out
+    switches = [SwitchNode(name, dpid, labels.get(name, "")) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links)
 
 
@@ -216,6 +217,23 @@ def _graph(topo: Topology, hosts: list[HostNode]) -> Graph:
         own = {"bw": wire.bw, "delay": wire.delay if topo.graph_delay == "distance" else None}
         return LinkEdge(wire.a, wire.b, topo.link.model_copy(update={k: v for k, v in own.items() if v is not None}))
     return Graph(hosts, switches, links + [edge(w) for w in wan.wires], tuple(edge(w) for w in wan.dropped))
+
+
+def written_out(topology: Topology) -> dict:
+    """A template graph's topology in JSON form as template custom, the file's speeds and delays
+    written on its links: the same graph (names, order, addresses, parameters), in the form whose every
+    rate and time the spec holds, so that time dilation scales the file's too (run/emulate.wall_spec).
+    `graph` stays, naming the file the links came from (capability_problems names graph_delay by it)."""
+    graph = build_graph(topology)
+    data = topology.model_dump(mode="json")
+    hosts = [{"name": h.name, **topology.host_conf(h.name).model_dump(mode="json", exclude_none=True)}
+             for h in graph.hosts]
+    host_names = {h.name for h in graph.hosts}
+    links = [{"a": e.a, "b": e.b} if e.a in host_names else
+             {"a": e.a, "b": e.b, **e.params.model_dump(mode="json", exclude_none=True)} for e in graph.links]
+    data.update(template="custom", hosts=hosts, switches=[{"name": s.name} for s in graph.switches], links=links,
+                host_overrides={}, graph_hosts=None)
+    return data
 
 
 _LAYOUTS = {"star": _star, "linear": _linear, "tree": _tree, "dumbbell": _dumbbell, "custom": _custom}

@@ -51,11 +51,6 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
     if exp.emulation.dilation == 1:
         return out
-    if topo.template == "graph" and (exp.emulation.dilation != "auto"
-                                     or any(topo.host_conf(n).cores is not None for n in topo.host_names())):
-        out.append(Problem(("emulation", "dilation"), "template graph does not dilate the link speeds and distance "
-                           "delays of its file yet: set emulation.dilation: 1 (or auto without cores budgets)",
-                           ("topology.template",)))
     remote = [name for name, kind in _kinds(topo).items() if kind == "remote"]
     if remote:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "

@@ -198,8 +198,6 @@ def test_keys_where_they_belong(tmp_path):
     issue = one(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "  shaping: ovs\n")
     assert issue.key == "topology.graph_delay" and "shaping: tc" in issue.message
     load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "  shaping: ovs\n  graph_delay: none\n")
-    issue = one(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
-    assert issue.key == "emulation.dilation" and "template graph does not dilate" in issue.message
 
 
 def test_netem_refusal_names_graph_delay(tmp_path, monkeypatch):
@@ -211,6 +209,30 @@ def test_netem_refusal_names_graph_delay(tmp_path, monkeypatch):
     assert "graph_delay: none" in found[0][1]
     bare = load(tmp_path, WAN.format(graph="g.graphml", hosts=2), ["topology.graph_delay=none"])
     assert shaping.capability_problems(bare.topology, build_graph(bare.topology)) == []
+
+
+def test_dilation_scales_the_file_speeds_and_delays(tmp_path, monkeypatch):
+    """Under time dilation K the wall-clock network is the same graph with every rate / K and every
+    delay x K, the file's included (wall_spec writes the graph out as template custom)."""
+    from testbed.run.emulate import wall_spec
+    _graph_file(tmp_path, TRIANGLE)
+    exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=3) + "  host: {cores: 1}\n"
+               "  host_overrides: {h2: {cores: 2}}\nemulation: {dilation: 2}\n")
+    emulated = build_graph(exp.topology, dilation=2, machine_cores=4)
+    wall = build_graph(wall_spec(exp).topology, dilation=2, machine_cores=4)
+    assert [(s.name, s.label) for s in wall.switches] == [(s.name, s.label) for s in emulated.switches]
+    assert [(h.name, h.ip, h.cores, h.budget) for h in wall.hosts] == [(h.name, h.ip, h.cores, h.budget)
+                                                                      for h in emulated.hosts]
+    assert [(h.cores, h.budget) for h in wall.hosts] == [(1, 0.5), (2, 1.0), (1, 0.5)]
+    assert [(e.a, e.b) for e in wall.links] == [(e.a, e.b) for e in emulated.links]
+    for w, e in zip(wall.links, emulated.links):
+        assert w.params.bw == e.params.bw // 2
+        assert w.params.delay == (None if e.params.delay is None else pytest.approx(2 * e.params.delay))
+    assert {(e.a, e.b): e.params.delay for e in wall.links}[("s1", "s2")] == pytest.approx(0.010)
+    monkeypatch.setattr(shaping, "kernel_has_qdisc", lambda kind: kind != "netem")
+    wall_topology = wall_spec(exp).topology
+    assert [k for k, _ in shaping.capability_problems(wall_topology, build_graph(wall_topology))] == [
+        "topology.graph_delay"]
 
 
 @pytest.mark.parametrize("header", ["directed 1\n  multigraph 1", "directed 1", "multigraph 0", ""])
