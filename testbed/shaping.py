@@ -148,11 +148,20 @@ class Plan:
         return self
 
 
+def tc_tree(params, qdisc: str = "htb") -> tuple:
+    """Which qdiscs and classes tc_commands builds for `params`, whatever their values. Two parameter
+    sets of the same tree differ only in values, which tc's `replace` commands change in place."""
+    return (params.bw is not None and qdisc, needs_netem(params), params.max_queue is not None)
+
+
 def link_plan(ends, params, mode: str = "tc", qdisc: str = "htb", replace: bool = False,
-              qos_rates: dict | None = None) -> Plan:
+              qos_rates: dict | None = None, in_force=None) -> Plan:
     """The plan that shapes one link's ends as `params` say: with mode tc, tc on every end; with mode
     ovs, an OVS QoS queue on each switch port, then the root classes' burst (OVS QoS shapes
-    bandwidth only). replace: the link is shaped already (a fault): remove what is there first.
+    bandwidth only). replace: the link is shaped already (a fault, a trace): where `in_force` (the
+    parameters shaping it now) builds the same tc tree, its values are changed in place; otherwise
+    what is there is removed first (then packets queued on it are dropped and, until the new tree
+    is in, the link is unshaped).
 
     qos_rates (port -> rate), for a running network: its OVS QoS ports in force, updated here with
     this link's. OVS rewrites every port's root class whenever it reconfigures its bridges, so after a
@@ -168,9 +177,12 @@ def link_plan(ends, params, mode: str = "tc", qdisc: str = "htb", replace: bool 
                 plan.ovs.append(["clear", "Port", end.intf, "qos"])
                 rates.pop(end.intf, None)
             continue
-        if replace:     # HTB cannot change a root in place
+        in_place = replace and in_force is not None and tc_tree(in_force, qdisc) == tc_tree(params, qdisc)
+        if replace and not in_place:
             plan.reset.setdefault(end.holder, []).append(["qdisc", "del", "dev", end.intf, "root"])
         cmds = tc_commands(end.intf, params, qdisc)
+        if in_place:    # an HTB qdisc has no values to change (its class has) and refuses a change
+            cmds = [c for c in cmds if c[:2] != ["qdisc", "replace"] or "htb" not in c]
         if cmds:
             plan.tc.setdefault(end.holder, []).extend(cmds)
     if plan.ovs:

@@ -47,6 +47,7 @@ class Context:
     tasks: list = field(default_factory=list)       # roles.Task
     cpu: dict = field(default_factory=dict)         # host -> configured CPU fraction or None
     qos_rates: dict = field(default_factory=dict)   # shaping ovs: switch port -> rate in force
+    in_force: dict = field(default_factory=dict)    # frozenset({a, b}) -> LinkParams since a re-shape
 
 
 def link_key(fault) -> frozenset:
@@ -66,7 +67,9 @@ def shape_ops(ctx: Context, link: frozenset, params) -> list[Op]:
     uses (shaping.link_plan), replacing what is there: under shaping ovs that includes the QoS root
     class's burst step. set_bw and the other link faults, and a link's trace (run/traces.py), use it."""
     ends = [shaping.End(intf, holder, holder is None) for intf, holder in ctx.ends[link]]
-    plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=ctx.qos_rates)
+    plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=ctx.qos_rates,
+                             in_force=ctx.in_force.get(link, ctx.params[link]))
+    ctx.in_force[link] = params
     ops = []
     for holder in {**plan.reset, **plan.tc}:
         ops += [Op("cmd", holder, ("tc", *args), check=False) for args in plan.reset.get(holder, [])]
@@ -273,8 +276,9 @@ def run_ops(net, training, ops: list[Op]) -> None:
 
 def link_context(net, links) -> Context:
     """A Context for re-shaping `links` (pairs of ends) of a running network; it shares the network's
-    OVS QoS rates in force, so that faults and traces changing ports see each other's."""
-    ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, qos_rates=net.qos_rates)
+    OVS QoS rates and links' parameters in force, so that faults and traces see each other's changes."""
+    ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, qos_rates=net.qos_rates,
+                  in_force=net.reshaped)
     for a, b in links:
         edge = next(e for e in net.graph.links if {e.a, e.b} == {a, b})
         ctx.params[frozenset((a, b))] = edge.params

@@ -139,13 +139,24 @@ def test_link_down_and_up_commands():
 
 def test_set_bw_reshapes_both_ends_and_restores_the_configured_rate():
     apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000))
-    assert [op.where for op in apply] == ["h2"] * 3 + [None] * 3
-    # HTB cannot change its root in place: the old qdisc goes first (absent is fine), then rate and class
+    assert [op.where for op in apply] == ["h2", None]
+    # the same HTB tree at another rate: its class changes in place (the HTB qdisc itself refuses a
+    # change), nothing is removed first: no queued packet dropped, the link never unshaped
+    assert apply[0].arg[:6] == ("tc", "class", "replace", "dev", "h2-eth0", "parent") and "2000000bit" in apply[0].arg
+    assert "10000000bit" in undo[0].arg and "10000000bit" in undo[1].arg
+    assert not any("del" in op.arg for op in apply + undo) and all(op.check for op in undo)
+
+
+def test_a_change_of_tree_removes_the_old_one_first_and_faults_see_each_others_changes():
+    context = ctx()
+    plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), context)
+    delay = faults.ACTIONS["set_delay"]
+    fault = F("set_delay", link=["h2", "s1"], delay=0.05)
+    apply = delay.apply(context, fault)      # netem joins the tree: HTB's root goes first (absent is fine)
     assert apply[0] == Op("cmd", "h2", ("tc", "qdisc", "del", "dev", "h2-eth0", "root"), check=False)
-    assert apply[1].arg[:5] == ("tc", "qdisc", "replace", "dev", "h2-eth0")
-    assert apply[2].arg[:2] == ("tc", "class") and "2000000bit" in apply[2].arg
-    assert "10000000bit" in undo[2].arg and "10000000bit" in undo[5].arg
-    assert [op.check for op in undo] == [False, True, True] * 2
+    assert any("netem" in op.arg for op in apply)
+    undo = delay.undo(context, fault)        # back to the configured tree without netem: removed again
+    assert undo[0].arg[1:3] == ("qdisc", "del") and not any("netem" in op.arg for op in undo)
 
 
 def test_set_bw_on_an_unshaped_link_removes_the_shaping_again():
