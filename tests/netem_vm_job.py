@@ -42,8 +42,8 @@ FAULTS = {"set_delay": Fault(at="step 1", action="set_delay", link=list(HOSTS), 
           "set_loss": Fault(at="step 1", action="set_loss", link=list(HOSTS), loss="10%")}
 
 # Tolerances (stated in docs/checks-and-shaping.md too)
-RTT_REL = 0.03          # mean RTT within 3 % of 2 x delay (+ the base RTT), ...
-RTT_ABS_MS = 1.0        # ... plus 1 ms for the emulated CPU's own noise
+RTT_REL = 0.03          # mean RTT within 3 % of the configured delays (+ the base RTT), ...
+RTT_SLACK_MS = 0.5      # ... plus 0.5 ms per netem qdisc a ping crosses (its timers under emulation)
 LOSS_SIGMAS = 4         # ping loss within 4 binomial standard deviations of the round trip's rate
 JITTER_RANGE = (0.7, 1.5)   # RTT spread / the spread netem's uniform jitter gives (both ends): the right order
 GOODPUT_RANGE = (0.85, 1.01)   # goodput / (TCP's payload ceiling x rate)
@@ -129,9 +129,60 @@ SETUP = [
 ]
 
 
-def script(step_list: list[Step] | None = None) -> str:
+# A testbed bring-up in the guest: Mininet and Open vSwitch (kernel datapath) from the image, the
+# repository and its venv shared read-only from this machine. The same 2-host star twice: without
+# delay (the base RTT across the switch), then with it: the run's own checks, then pings.
+BRINGUP_DELAY_S = 0.010      # per link; h1 -> s1 -> h2 crosses two links, each delayed at both ends
+BRINGUP_SPEC = """name: netem-vm-bringup
+topology:
+  template: star
+  hosts: 2
+  link: {bw: 10mbit, delay: 10ms}
+checks: {iperf: true, ping: true, duration: 3s}
+"""
+BRINGUP_PY = r"""import json, subprocess, sys, time
+sys.path.insert(0, "/repo")
+from testbed.net.network import Network
+from testbed.run.checks import run_checks
+from testbed.spec import build_graph, load_spec
+
+PING = ["ping", "-n", "-c", "100", "-i", "0.02", "-W", "2"]
+spec = load_spec(sys.argv[1])
+unshaped = spec.topology.model_copy(update={"link": spec.topology.link.model_copy(update={"delay": None})})
+with Network(build_graph(unshaped), unshaped) as net:
+    base_ping = net.nodes["h1"].run([*PING, net.nodes["h2"].address], timeout=60)
+graph = build_graph(spec.topology)
+out, t0 = {"base_ping": base_ping}, time.monotonic()
+with Network(graph, spec.topology) as net:
+    out["up_s"] = time.monotonic() - t0
+    out["datapath"], out["notes"] = net.datapath, net.notes
+    out["checks"] = run_checks(net, graph, spec.checks, spec.name, "vm")
+    h1, h2 = net.nodes["h1"], net.nodes["h2"]
+    out["ping"] = h1.run([*PING, h2.address], timeout=60)
+    out["qdisc"] = h1.run(["tc", "qdisc", "show"]) + subprocess.run(["tc", "qdisc", "show"], capture_output=True,
+                                                                    text=True).stdout
+    t1 = time.monotonic()
+out["down_s"] = time.monotonic() - t1
+json.dump(out, sys.stdout, default=str)
+"""
+BRINGUP_TIMEOUT_S = 300
+
+
+def bringup_lines(venv: str) -> list[str]:
+    nine_p = "mount -t 9p -o trans=virtio,version=9p2000.L,ro"
+    return ["log bringup", f"mkdir -p /repo {venv}", f"{nine_p} repo /repo", f"{nine_p} venv {venv}",
+            f"cd /repo && PYTHONDONTWRITEBYTECODE=1 timeout {BRINGUP_TIMEOUT_S} {venv}/bin/python /job/bringup.py "
+            f"/job/bringup.yaml > $O/bringup.json 2> $O/bringup.log", "cd /tmp"]
+
+
+def share_files() -> dict:
+    return {"bringup.py": BRINGUP_PY, "bringup.yaml": BRINGUP_SPEC}
+
+
+def script(step_list: list[Step] | None = None, venv: str | None = None) -> str:
     """The job (POSIX sh, run by the guest's init with out/ in the share). A shaping line that
-    fails is written to out/<step>.errors with its output in out/<step>.log."""
+    fails is written to out/<step>.errors with its output in out/<step>.log. With `venv` (this
+    machine's venv, shared with the repository), a testbed bring-up follows (bringup_lines)."""
     out = ["set -u", "O=/job/out", "cd /tmp",
            'log() { echo "== $* at $(cut -d" " -f1 /proc/uptime) s"; }',
            # run STEP LINE: LINE (a shell command) with its output in out/STEP.log; out/STEP.errors if it fails
@@ -149,6 +200,8 @@ def script(step_list: list[Step] | None = None) -> str:
                        f"> $O/{n}.ping 2>&1")
         if step.iperf:
             out.append(f"ip netns exec {HOSTS[0]} iperf3 -c {ADDRS[1]} -t {IPERF_SECONDS} -J > $O/{n}.json 2>&1")
+    if venv:
+        out += bringup_lines(venv)
     out.append("log done")
     return "\n".join(out) + "\n"
 
@@ -175,13 +228,13 @@ def goodput_bps(text: str) -> float:
     return parse_iperf3(text)
 
 
-def expected_rtt_ms(params: LinkParams, base_ms: float) -> float:
-    """Both ends delay: RTT = 2 x the one-way delay + the unshaped RTT."""
-    return 2 * (params.delay or 0) * 1000 + base_ms
+def expected_rtt_ms(params: LinkParams, base_ms: float, links: int = 1) -> float:
+    """Both ends of each link delay: RTT = 2 x the one-way delay per link crossed + the unshaped RTT."""
+    return 2 * links * (params.delay or 0) * 1000 + base_ms
 
 
-def rtt_tolerance_ms(params: LinkParams) -> float:
-    return RTT_REL * 2 * (params.delay or 0) * 1000 + RTT_ABS_MS
+def rtt_tolerance_ms(params: LinkParams, links: int = 1) -> float:
+    return RTT_REL * 2 * links * (params.delay or 0) * 1000 + RTT_SLACK_MS * 2 * links
 
 
 def round_trip_loss(params: LinkParams) -> float:

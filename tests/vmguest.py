@@ -34,7 +34,10 @@ from testbed.nodes import image as worker_image
 
 CACHE_DIR = worker_image.CACHE_DIR
 SUITE = worker_image.DEBIAN_SUITE
-PACKAGES = ("linux-image-amd64", "initramfs-tools", "kmod", "iproute2", "iputils-ping", "iperf3")
+PACKAGES = ("linux-image-amd64", "initramfs-tools", "kmod", "iproute2", "iputils-ping", "iperf3",
+            # a testbed bring-up in the guest: Mininet and Open vSwitch (the kernel datapath: Debian's
+            # kernel has the module); the Python packages are the host's venv, shared read-only
+            "mininet", "openvswitch-switch", "ethtool", "psmisc", "procps", "python3")
 MODULES = ("9p", "9pnet_virtio", "veth", "sch_htb", "sch_tbf", "sch_netem")
 QEMU_NAME = "dltb-netem-vm"      # QEMU's -name: how tests/leftovers.py finds a QEMU left running
 MEMORY_MB = 1024
@@ -67,7 +70,8 @@ sleep 30
 # What is done to the debootstrap tree before it is packed (changing it changes the hash): the
 # kernel and initramfs go beside the image; what a guest never reads goes (docs, apt's files, module
 # families of hardware a QEMU guest does not have), then the module index is rebuilt.
-RECIPE = "v1: init; slim docs, apt, sound/gpu/media/wireless/infiniband/staging modules; depmod; mke2fs -d"
+RECIPE = ("v2: debootstrap in two stages with policy-rc.d between; init; slim docs, apt, modules of absent "
+          "hardware; depmod; mke2fs -d")
 DROPPED_MODULES = ("sound", "drivers/gpu", "drivers/media", "drivers/net/wireless", "drivers/infiniband",
                    "drivers/staging", "drivers/net/ethernet", "drivers/scsi", "drivers/usb", "drivers/bluetooth",
                    "drivers/iio", "drivers/hid", "drivers/input", "drivers/isdn", "net/wireless", "net/mac80211",
@@ -173,11 +177,19 @@ def _build(folder: Path, progress) -> None:
     progress(f"building the netem VM image {folder} (debootstrap {SUITE} + {', '.join(PACKAGES)} from "
              f"{mirror}; log {log}): a few minutes")
     try:
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}"]
+        # two stages, so that no package's maintainer script starts a service (Open vSwitch) on this
+        # machine: the policy goes in between
+        cmd = ["debootstrap", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}"]
         if worker_image.DEBIAN_KEYRING.exists():
             cmd.append(f"--keyring={worker_image.DEBIAN_KEYRING}")
         _run(cmd + [SUITE, str(root), mirror], log)
-        worker_image._unmount_below(root)
+        policy = root / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        try:
+            _run(["chroot", str(root), "/debootstrap/debootstrap", "--second-stage"], log)
+        finally:
+            worker_image._unmount_below(root)
         version = _kernel_version(root)
         package = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Version}", "linux-image-amd64"],
                                  capture_output=True, text=True).stdout.strip()
@@ -245,7 +257,9 @@ def kvm_usable() -> bool:
     return os.access("/dev/kvm", os.R_OK | os.W_OK) and (" vmx" in flags or " svm" in flags)
 
 
-def qemu_command(img: VmImage, share: Path, console: Path, kvm: bool | None = None) -> list[str]:
+def qemu_command(img: VmImage, share: Path, console: Path, kvm: bool | None = None,
+                 shares: dict | None = None) -> list[str]:
+    """shares: more folders of this machine for the guest, read-only: {mount tag: path}."""
     kvm = kvm_usable() if kvm is None else kvm
     append = "root=/dev/vda rw console=ttyS0 init=/sbin/dltb-init panic=-1 loglevel=4"
     return ["qemu-system-x86_64", "-name", QEMU_NAME, "-machine", "q35",
@@ -254,7 +268,9 @@ def qemu_command(img: VmImage, share: Path, console: Path, kvm: bool | None = No
             "-serial", f"file:{console}", "-monitor", "none",
             "-kernel", str(img.kernel), "-initrd", str(img.initrd), "-append", append,
             "-drive", f"file={img.rootfs},format=raw,if=virtio,snapshot=on",
-            "-virtfs", f"local,path={share},mount_tag=job,security_model=none,id=job"]
+            "-virtfs", f"local,path={share},mount_tag=job,security_model=none,id=job",
+            *(arg for tag, path in (shares or {}).items()
+              for arg in ("-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on,id={tag}"))]
 
 
 @dataclass
@@ -269,14 +285,18 @@ class Result:
         return self.files.get(name, "")
 
 
-def run(img: VmImage, job: str, timeout: float = 600) -> Result:
-    """Boot the VM once with `job` (a POSIX sh script) as its job; returns its out/ files."""
+def run(img: VmImage, job: str, timeout: float = 600, shares: dict | None = None,
+        files: dict | None = None) -> Result:
+    """Boot the VM once with `job` (a POSIX sh script) as its job; returns its out/ files. `files`:
+    more files for the share ({name: text}); `shares`: read-only folders ({mount tag: path})."""
     share = Path(tempfile.mkdtemp(prefix="dltb-netem-vm-"))
     try:
         (share / "out").mkdir()
         (share / "job.sh").write_text(job)
+        for name, text in (files or {}).items():
+            (share / name).write_text(text)
         console = share / "console.log"
-        cmd = qemu_command(img, share, console)
+        cmd = qemu_command(img, share, console, shares=shares)
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)

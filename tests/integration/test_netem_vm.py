@@ -2,12 +2,16 @@
 emulation when KVM is not usable), since this machine's kernel lacks netem. One boot runs every
 measurement (tests/netem_vm_job.py): the testbed's own tc commands (bring-up's link_plan under HTB
 and TBF, the set_delay and set_loss faults' operations) on a veth link between two namespaces,
-measured with ping and iperf3. Select them with `pytest -k "netem and vm"`.
+measured with ping and iperf3; then a testbed bring-up (Mininet, Open vSwitch's kernel datapath)
+of a 2-host star with delay, with the repository and its venv shared into the guest. Select them with `pytest -k "netem and vm"`.
 
-Tolerances (netem_vm_job.py): mean RTT within 3 % of 2 x delay + 1 ms of the base RTT; loss within
+Tolerances (netem_vm_job.py): mean RTT within 3 % of the configured delays + 0.5 ms per netem qdisc
+crossed, of the delays + the base RTT; loss within
 4 binomial standard deviations of 1 - (1 - p)^2 over the pings; RTT spread 0.7-1.5 x jitter x
 sqrt(2/3) (netem's uniform jitter at both ends); TCP goodput 0.85-1.01 x 0.956 x rate (the queue
 holds the bandwidth-delay product)."""
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,9 +21,11 @@ import pytest
 import netem_vm_job as job
 import vmguest
 from leftovers import snapshot
+from testbed.spec.models import LinkParams
 
 pytestmark = pytest.mark.integration
 
+REPO = Path(__file__).resolve().parents[2]
 LOSSLESS_MAX_PCT = 1.0   # a step with no loss configured: at most 1 ping in 100 stalled past ping's 2 s wait
 
 
@@ -28,7 +34,9 @@ def guest(root):
     t0 = time.monotonic()
     img = vmguest.ensure_image(progress=print)    # minutes the first time, then cached
     built = time.monotonic() - t0
-    result = vmguest.run(img, job.script(), timeout=600)
+    venv = str(Path(sys.prefix).resolve())      # shared with the repository for the bring-up in the guest
+    result = vmguest.run(img, job.script(venv=venv), timeout=600, files=job.share_files(),
+                         shares={"repo": str(REPO), "venv": venv})
     # all the VM can leave on this machine: its QEMU and its share folder (the namespaces are the guest's)
     qemus = {p for p in snapshot()["processes"] if vmguest.QEMU_NAME in p}
     assert not qemus, f"the VM run left QEMU running: {qemus}"
@@ -43,6 +51,11 @@ def guest(root):
                   f"spread {got.sd_ms:.2f} ms")
         if step.iperf:
             print(f"  {step.name}: {job.goodput_bps(result.text(f'{step.name}.json')) / 1e6:.2f} Mbit/s")
+    if result.text("bringup.json"):
+        data = json.loads(result.text("bringup.json"))
+        print(f"  bring-up: {data['up_s']:.0f} s up, {data['down_s']:.0f} s down; RTT base "
+              f"{job.PingStats.parse(data['base_ping']).rtt_ms:.2f} ms, delayed {job.PingStats.parse(data['ping']).rtt_ms:.2f}"
+              f" ms; checks: " + "; ".join(f"{r['tool']} {r['detail']}" for r in data["checks"]))
     return img, result
 
 
@@ -120,3 +133,21 @@ def test_netem_vm_goodput_under_rate_and_delay(guest, step):
     lo, hi = job.goodput_bounds_bps(params)
     assert lo <= got <= hi, (f"{step}: {got / 1e6:.2f} Mbit/s over {params.bw / 1e6:.0f} Mbit/s with RTT "
                              f"{2 * params.delay * 1000:.0f} ms; expected {lo / 1e6:.2f}-{hi / 1e6:.2f}")
+
+
+def test_netem_vm_testbed_bringup_with_delay(guest):
+    """The testbed itself in the guest: Network (Mininet, OVS kernel datapath) shapes a 2-host star
+    with 10 ms per link, the run's checks pass, and a ping crosses 4 delayed link ends."""
+    result = guest[1]
+    assert result.text("bringup.json"), "the bring-up in the guest printed nothing:\n" + result.text("bringup.log")[-3000:]
+    data = json.loads(result.text("bringup.json"))
+    assert data["datapath"] == "kernel", data["notes"]
+    assert [r["tool"] for r in data["checks"]] == ["ping", "iperf3"]
+    assert all(r["passed"] for r in data["checks"]), data["checks"]
+    assert data["qdisc"].count("netem") >= 3 and "delay 10ms" in data["qdisc"], data["qdisc"]
+    base, got = job.PingStats.parse(data["base_ping"]), job.PingStats.parse(data["ping"])
+    params = LinkParams(delay=f"{job.BRINGUP_DELAY_S * 1000:g}ms")
+    want, tol = job.expected_rtt_ms(params, base.rtt_ms, links=2), job.rtt_tolerance_ms(params, links=2)
+    assert got.loss_pct <= LOSSLESS_MAX_PCT and base.loss_pct <= LOSSLESS_MAX_PCT
+    assert abs(got.rtt_ms - want) <= tol, (f"mean RTT {got.rtt_ms:.2f} ms across the switch; 2 links x 2 ends x "
+                                           f"10 ms + base {base.rtt_ms:.2f} ms = {want:.2f} +- {tol:.2f}")

@@ -108,6 +108,7 @@ def test_expected_figures():
     p = LinkParams(bw="10mbit", delay="50ms", jitter="5ms", loss="5%")
     assert job.expected_rtt_ms(p, 0.5) == 100.5
     assert math.isclose(job.rtt_tolerance_ms(p), 4.0)
+    assert job.expected_rtt_ms(p, 0.5, links=2) == 200.5 and math.isclose(job.rtt_tolerance_ms(p, links=2), 8.0)
     assert math.isclose(job.round_trip_loss(p), 0.0975)
     lo, hi = job.loss_bounds_pct(p, 400)
     assert math.isclose(hi - 9.75, 9.75 - lo) and math.isclose(hi - lo, 8 * math.sqrt(0.0975 * 0.9025 / 400) * 100)
@@ -122,7 +123,7 @@ def _fake_qemu(monkeypatch, script: str) -> list:
     """QEMU replaced by `sh -c script` (SHARE: the share folder); returns the shares used."""
     shares = []
 
-    def command(img, share, console, kvm=None):
+    def command(img, share, console, **_):
         shares.append(share)
         return ["sh", "-c", script.replace("SHARE", str(share)), vmguest.QEMU_NAME]
     monkeypatch.setattr(vmguest, "qemu_command", command)
@@ -149,3 +150,20 @@ def test_run_says_when_the_job_did_not_finish(monkeypatch, tmp_path):
     _fake_qemu(monkeypatch, "echo 'Kernel panic' > SHARE/console.log; exit 0")
     with pytest.raises(RuntimeError, match="(?s)did not finish.*Kernel panic"):
         vmguest.run(vmguest.VmImage(tmp_path), "true\n", timeout=30)
+
+
+def test_the_bring_up_in_the_guest_uses_the_shared_repository_and_venv():
+    script = job.script(venv="/var/cache/dltestbed/venv-x")
+    assert "repo /repo" in script and "venv /var/cache/dltestbed/venv-x" in script
+    assert "/var/cache/dltestbed/venv-x/bin/python /job/bringup.py /job/bringup.yaml" in script
+    assert "bringup" not in job.script()
+    assert set(job.share_files()) == {"bringup.py", "bringup.yaml"}
+    compile(job.BRINGUP_PY, "bringup.py", "exec")
+
+
+def test_the_bring_up_file_is_valid_and_asks_for_the_delay_the_test_expects(tmp_path):
+    from testbed.spec import load_spec
+    path = tmp_path / "bringup.yaml"
+    path.write_text(job.BRINGUP_SPEC)
+    spec = load_spec(path)
+    assert spec.topology.hosts == 2 and spec.topology.link.delay == job.BRINGUP_DELAY_S
