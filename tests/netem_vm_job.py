@@ -78,10 +78,11 @@ def context() -> Context:
     return Context(ends={key: list(zip(INTFS, HOSTS))}, params={key: FAULTED}, shaping="tc", qdisc="htb")
 
 
-def fault_lines(action: str, undo: bool = False) -> list[str]:
-    """A fault's operations (apply or undo) as the applier runs them: each command in its host."""
+def fault_lines(action: str, ctx: Context, undo: bool = False) -> list[str]:
+    """A fault's operations (apply or undo) as the applier runs them: each command in its host. `ctx`
+    is the run's one Context, as the applier keeps it (it knows what shaping is in force)."""
     fault = FAULTS[action]
-    op_list = (ACTIONS[action].undo if undo else ACTIONS[action].apply)(context(), fault)
+    op_list = (ACTIONS[action].undo if undo else ACTIONS[action].apply)(ctx, fault)
     lines = []
     for op in op_list:
         assert op.kind == "cmd" and op.where in HOSTS, op
@@ -97,6 +98,9 @@ def unshaped_lines() -> list[str]:
 def steps() -> list[Step]:
     faulted_delay = FAULTED.model_copy(update={"delay": FAULTS["set_delay"].delay})
     faulted_loss = FAULTED.model_copy(update={"loss": FAULTS["set_loss"].loss})
+    ctx = context()     # one for the faults, in the order the applier would use it
+    set_delay, delay_undone = fault_lines("set_delay", ctx), fault_lines("set_delay", ctx, undo=True)
+    set_loss, loss_undone = fault_lines("set_loss", ctx), fault_lines("set_loss", ctx, undo=True)
     return [
         Step("base", tuple(unshaped_lines()), ping=100),
         Step("htb_netem", (*unshaped_lines(), *bring_up_lines(NETEM, "htb")), ping=400, params=NETEM),
@@ -105,10 +109,9 @@ def steps() -> list[Step]:
         Step("tbf_goodput", (*unshaped_lines(), *bring_up_lines(GOODPUT, "tbf")), iperf=True, params=GOODPUT,
              qdisc="tbf"),
         Step("faulted_link", (*unshaped_lines(), *bring_up_lines(FAULTED, "htb")), ping=100, params=FAULTED),
-        Step("set_delay", tuple(fault_lines("set_delay")), ping=150, params=faulted_delay),
-        Step("set_loss", (*fault_lines("set_delay", undo=True), *fault_lines("set_loss")), ping=400,
-             params=faulted_loss),
-        Step("set_loss_undone", tuple(fault_lines("set_loss", undo=True)), ping=100, params=FAULTED),
+        Step("set_delay", tuple(set_delay), ping=150, params=faulted_delay),
+        Step("set_loss", (*delay_undone, *set_loss), ping=400, params=faulted_loss),
+        Step("set_loss_undone", tuple(loss_undone), ping=100, params=FAULTED),
     ]
 
 

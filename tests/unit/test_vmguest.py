@@ -72,7 +72,7 @@ def test_bring_up_steps_issue_the_plan_of_link_plan_through_tc_batch():
 
 def test_fault_steps_issue_the_fault_actions_operations():
     script = job.script()
-    ctx = job.context()
+    ctx = job.context()      # one, as the applier keeps it: it knows what is in force
     for action in ("set_delay", "set_loss"):
         for ops in (faults.ACTIONS[action].apply(ctx, job.FAULTS[action]),
                     faults.ACTIONS[action].undo(ctx, job.FAULTS[action])):
@@ -80,6 +80,7 @@ def test_fault_steps_issue_the_fault_actions_operations():
             for op in ops:
                 line = f"ip netns exec {op.where} {shlex.join(op.arg)}"
                 assert shlex.quote(line if op.check else f"{line} || true") in script
+    assert "netem delay 40000us" in script and "loss 10.0%" in script
 
 
 def test_a_change_in_the_builder_reaches_the_job(monkeypatch):
