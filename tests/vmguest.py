@@ -70,8 +70,8 @@ sleep 30
 # What is done to the debootstrap tree before it is packed (changing it changes the hash): the
 # kernel and initramfs go beside the image; what a guest never reads goes (docs, apt's files, module
 # families of hardware a QEMU guest does not have), then the module index is rebuilt.
-RECIPE = ("v2: debootstrap in two stages with policy-rc.d between; init; slim docs, apt, modules of absent "
-          "hardware; depmod; mke2fs -d")
+RECIPE = ("v3: debootstrap in two stages with policy-rc.d between; init; slim docs, apt, modules of absent "
+          "hardware; depmod; mke2fs -d; the Python version in the manifest")
 DROPPED_MODULES = ("sound", "drivers/gpu", "drivers/media", "drivers/net/wireless", "drivers/infiniband",
                    "drivers/staging", "drivers/net/ethernet", "drivers/scsi", "drivers/usb", "drivers/bluetooth",
                    "drivers/iio", "drivers/hid", "drivers/input", "drivers/isdn", "net/wireless", "net/mac80211",
@@ -191,6 +191,7 @@ def _build(folder: Path, progress) -> None:
         finally:
             worker_image._unmount_below(root)
         version = _kernel_version(root)
+        pythons = sorted(p.name[len("python"):] for p in (root / "usr/lib").glob("python3.*"))
         package = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Version}", "linux-image-amd64"],
                                  capture_output=True, text=True).stdout.strip()
         out = work / "out"
@@ -207,6 +208,7 @@ def _build(folder: Path, progress) -> None:
               f"{size_mb}M"], log)
         (out / "manifest.json").write_text(json.dumps({
             "suite": SUITE, "kernel": version, "linux-image-amd64": package, "packages": list(PACKAGES),
+            "python": pythons[-1] if pythons else None,
             "mirror": mirror, "key": folder.name, "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.monotonic() - t0), "rootfs_mb": size_mb}, indent=1))
         shutil.rmtree(folder, ignore_errors=True)
