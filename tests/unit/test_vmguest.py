@@ -108,8 +108,8 @@ def test_ping_reader():
 def test_expected_figures():
     p = LinkParams(bw="10mbit", delay="50ms", jitter="5ms", loss="5%")
     assert job.expected_rtt_ms(p, 0.5) == 100.5
-    assert math.isclose(job.rtt_tolerance_ms(p), 4.0)
-    assert job.expected_rtt_ms(p, 0.5, links=2) == 200.5 and math.isclose(job.rtt_tolerance_ms(p, links=2), 8.0)
+    assert math.isclose(job.rtt_tolerance_ms(p), 4.5)
+    assert job.expected_rtt_ms(p, 0.5, links=2) == 200.5 and math.isclose(job.rtt_tolerance_ms(p, links=2), 9.0)
     assert math.isclose(job.round_trip_loss(p), 0.0975)
     lo, hi = job.loss_bounds_pct(p, 400)
     assert math.isclose(hi - 9.75, 9.75 - lo) and math.isclose(hi - lo, 8 * math.sqrt(0.0975 * 0.9025 / 400) * 100)
