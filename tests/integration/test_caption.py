@@ -4,27 +4,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+from tiny_flickr8k import WORDS, write_flickr8k  # noqa: E402
 pytestmark = pytest.mark.integration
 EPOCHS = 2
 METRICS = ["bleu1", "bleu2", "bleu3", "bleu4"]
-
-
-def write_flickr8k(folder: Path, images: int = 10, dim: int = 32) -> None:
-    """Flickr8k layout: Flickr8k.token.txt (image.jpg#k<TAB>caption) and features.npz."""
-    folder.mkdir()
-    words = "dog cat runs sleeps grass sofa red car road birds fly over sea".split()
-    rng = np.random.default_rng(3)
-    lines, feats = [], {}
-    for i in range(images):
-        feats[f"{1000 + i}_img"] = rng.random(dim, dtype=np.float32)
-        lines += [f"{1000 + i}_img.jpg#{k}\tA {' '.join(rng.choice(words, 4))} ." for k in range(3)]
-    (folder / "Flickr8k.token.txt").write_text("\n".join(lines) + "\n")
-    np.savez(folder / "features.npz", **feats)
 
 
 def test_thesis_caption_topology_bleu_per_epoch(tmp_path, root, no_leftovers):
@@ -53,7 +41,7 @@ def test_thesis_caption_topology_bleu_per_epoch(tmp_path, root, no_leftovers):
     assert "the best BLEU-1 on the held-out images" in html
 
     # figure 20: the trained model captions images by greedy decoding, from its run folder
-    vocabulary = set("dog cat runs sleeps grass sofa red car road birds fly over sea".split())
+    vocabulary = set(WORDS)
     for run_id in runs["run_id"]:
         run_dir = out / "runs" / run_id
         assert {p.name for p in (run_dir / "model").iterdir()} == {"weights.npz", "tokenizer.json", "params.json"}
