@@ -20,7 +20,7 @@ THESIS = {
               "same compute (figures 15-18).",
     "15, 18": "Training time grew with every node added and fell as bandwidth rose (figure 15, home and office "
               "rates); at much higher rates the same trend with a much smaller gap between one node and "
-              "several (figure 18): the network dominates.",
+              "several (figure 18), from which the thesis concluded that the network decided the training time.",
     "17": f"iperf (version 2) measured {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s through the "
           "OVS QoS limit.",
     "19": f"On two PCs on a 1 Gbit/s LAN, one node trained about {THESIS_ONE_FASTER:.0%} faster than two; CPU and "
