@@ -20,7 +20,7 @@ def test_thesis_caption_topology_bleu_per_epoch(tmp_path, root, no_leftovers):
     write_flickr8k(data)
     sets = [f"workload.data.path={data}", f"workload.epochs={EPOCHS}", "workload.steps_per_epoch=3",
             "workload.model_params={embed_dim: 16, units: 16}", "workload.timeout=8m",
-            "checks.iperf=false"]
+            "checks.iperf=false", "sweep.repeats=1"]
     proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run",
                            "topologies/thesis_caption.yaml", "--out", str(out), "--quiet",
                            *[a for s in sets for a in ("--set", s)]],
