@@ -107,10 +107,9 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
     return out
 
 
-def figure(reference: tables.Experiment, yours: tables.Experiment, outdir) -> tuple:
-    """Training time against nodes: the reference dashed over the band of its repeats, yours solid
-    with bars from its fastest to its slowest repeat; one colour per bandwidth."""
-    table = against(reference, yours)
+def figure(table: pd.DataFrame, yours: tables.Experiment, outdir) -> tuple:
+    """Training time against nodes from `against`'s table: the reference dashed over the band of its
+    repeats, yours solid with bars from its fastest to its slowest repeat; one colour per bandwidth."""
     t = table[(table["metric"] == "training_time_s") & (table["strategy"] != "single")]
     if t.empty:
         raise FigureSkipped("no successful runs on either side")

@@ -266,7 +266,7 @@ def _against_reference(ref_dir, exp: tables.Experiment, figdir: Path, e) -> tupl
              "when those ranges do not overlap.</p><ul>"
              + "".join(f"<li>{e(x)}</li>" for x in reference.sentences(table, ref, exp)) + "</ul>"]
     try:
-        path, _ = reference.figure(ref, exp, figdir)
+        path, _ = reference.figure(table, exp, figdir)
         parts.append(f"<figure><img src='{e(path.relative_to(exp.path).as_posix())}' alt='against_reference'>"
                      "<figcaption>Training time against nodes: the reference dashed over the band of its "
                      "repeats, yours solid from your fastest to your slowest repeat.</figcaption></figure>")
