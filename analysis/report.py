@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, faithful, figures, reference, stability, tables, thesis
+from analysis import advisor, costmodel, faithful, figures, reference, stability, tables, thesis, trends
 from analysis.health import HEALTHY_MAX_MS
+from analysis.plotstyle import THESIS_FIG14, THESIS_FIG17
 
 MISSING_MEANS = {
     "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",
@@ -58,21 +59,15 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
 
 def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
     """Sentences on time vs nodes per bandwidth; returns also {(strat, bw): T(max)/T(1)}."""
+    how = {"grows": "grows with every node added", "falls": "falls with every node added",
+           "mixed": "does not change monotonically with the number of nodes"}
     out, gaps = [], {}
-    for (strat, bw), rows in summary.groupby(["strategy", "bw_bps"]):
-        rows = rows.sort_values("hosts")
-        if len(rows) < 2:
-            continue
-        t = rows["time_mean_s"].to_numpy()
-        d = np.diff(t)
-        how = ("grows with every node added" if (d > 0).all() else
-               "falls with every node added" if (d < 0).all() else
-               "does not change monotonically with the number of nodes")
-        seq = " → ".join(f"{v:.3g} s ({int(h)})" for h, v in zip(rows["hosts"], t))
-        out.append(f"At {figures.mbit(bw)} ({strat}) training time {how}: {seq} "
+    for n in trends.node_trends(summary):
+        seq = " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
+        out.append(f"At {figures.mbit(n.bw_bps)} ({n.strategy}) training time {how[n.shape]}: {seq} "
                    f"[mean over repeats, (nodes)].")
-        if rows["hosts"].iloc[0] == 1:
-            gaps[(strat, bw)] = t[-1] / t[0]
+        if n.gap is not None:
+            gaps[(n.strategy, n.bw_bps)] = n.gap
     return out, gaps
 
 
@@ -92,21 +87,11 @@ def _trend_stability(t: dict[str, pd.DataFrame]) -> list[str]:
 
 def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
     """Sentences on time vs bandwidth at each node count > 1; also 'falls everywhere?'."""
-    out, falls_all = [], None
-    multi = summary[summary["hosts"] > 1]
-    for (strat, h), rows in multi.groupby(["strategy", "hosts"]):
-        rows = rows.sort_values("bw_bps")
-        if len(rows) < 2:
-            continue
-        d = np.diff(rows["time_mean_s"].to_numpy())
-        falls = bool((d < 0).all())
-        falls_all = falls if falls_all is None else (falls_all and falls)
-        word = "falls" if falls else "does not fall steadily"
-        out.append(f"With {int(h)} nodes ({strat}) training time {word} as bandwidth rises "
-                   f"({figures.mbit(rows['bw_bps'].iloc[0])}: "
-                   f"{rows['time_mean_s'].iloc[0]:.3g} s, {figures.mbit(rows['bw_bps'].iloc[-1])}: "
-                   f"{rows['time_mean_s'].iloc[-1]:.3g} s).")
-    return out, falls_all
+    found = trends.bandwidth_trends(summary)
+    out = [f"With {b.hosts} nodes ({b.strategy}) training time {'falls' if b.falls else 'does not fall steadily'} "
+           f"as bandwidth rises ({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
+           f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s)." for b in found]
+    return out, (all(b.falls for b in found) if found else None)
 
 
 def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
@@ -135,12 +120,11 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                    "node and falls as bandwidth rises); see the sentences above for where.")
     out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
     out += thesis.one_against_two(tables.counted_runs(exp), t["resources"])
-    ch = t["iperf_checks"]
-    if len(ch):
-        r = ch["measured_bps"] / ch["configured_bps"]
+    r = trends.iperf_ratios(t["iperf_checks"])
+    if len(r):
         out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
-                   f"(median {r.median():.3f}); TCP over HTB cannot exceed "
-                   f"{figures.HTB_TCP_CEILING:.3f} (thesis fig. 17: 9.75 of 10 Mbit/s).")
+                   f"(median {r.median():.3f}); TCP over HTB cannot exceed {figures.HTB_TCP_CEILING:.3f} "
+                   f"(thesis fig. 17: {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s).")
         out += _timer_sentence(exp.runs)
     out += _cost_model_sentences(t) + advisor.switch_sentences(exp.runs, exp.steps)   # strategy switch
     net = t["network"]
@@ -220,15 +204,9 @@ def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
 
 def _trend_bleu(t: dict[str, pd.DataFrame]) -> list[str]:
     """Best BLEU-1 per node count, against the thesis's figure 14."""
-    b = t.get("bleu", pd.DataFrame())
-    out = []
-    for h, rows in b[b["metric"] == "bleu1"].groupby("hosts") if len(b) else ():
-        best = rows.loc[rows["value_mean"].idxmax()]
-        out.append(f"With {figures.plural(h, 'node')} the best BLEU-1 on the held-out images is "
-                   f"{best['value_mean']:.3f}, after epoch {int(best['epoch'])} of "
-                   f"{int(rows['epoch'].max())} (thesis fig. 14: 0.578 after epoch 2 of 20, "
-                   "on the full Flickr8k).")
-    return out
+    return [f"With {figures.plural(b.hosts, 'node')} the best BLEU-1 on the held-out images is {b.value:.3f}, "
+            f"after epoch {b.epoch} of {b.last_epoch} (thesis fig. 14: {THESIS_FIG14[1]:g} after epoch "
+            f"{THESIS_FIG14[0]} of 20, on the full Flickr8k)." for b in trends.best_bleu(t.get("bleu", pd.DataFrame()))]
 
 
 def _timer_sentence(runs: pd.DataFrame) -> list[str]:

@@ -7,10 +7,9 @@ experiment's tables, never copied from a run.
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from analysis import faithful, stability, tables
+from analysis import faithful, stability, tables, trends
 from analysis.plotstyle import HTB_TCP_CEILING, THESIS_FIG14, THESIS_FIG17, mbit, plural
 
 COLUMNS = ["figure", "thesis", "measured"]
@@ -74,42 +73,31 @@ def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
     it grew with every node, and whether it fell as bandwidth rose at every node count above one."""
     s = summary[summary["strategy"] != "single"]
     parts = []
-    for (strat, bw), rows in s.groupby(["strategy", "bw_bps"]):
-        rows = rows.sort_values("hosts")
-        if len(rows) < 2:
-            continue
-        t = rows["time_mean_s"].to_numpy(float)
-        grows = "grew with every node" if (np.diff(t) > 0).all() else "did not grow with every node"
-        span = (f"×{t[-1] / t[0]:.3g} from 1 to {int(rows['hosts'].iloc[-1])} nodes" if rows["hosts"].iloc[0] == 1
-                else f"{t[0]:.3g} s to {t[-1]:.3g} s from {int(rows['hosts'].iloc[0])} to {int(rows['hosts'].iloc[-1])} nodes")
-        parts.append(f"{mbit(bw)} ({strat}): {span}, {grows}")
+    for n in trends.node_trends(s):
+        grows = "grew with every node" if n.shape == "grows" else "did not grow with every node"
+        span = (f"×{n.gap:.3g} from 1 to {n.hosts[-1]} nodes" if n.gap is not None
+                else f"{n.times_s[0]:.3g} s to {n.times_s[-1]:.3g} s from {n.hosts[0]} to {n.hosts[-1]} nodes")
+        parts.append(f"{mbit(n.bw_bps)} ({n.strategy}): {span}, {grows}")
     if not parts:
         return ""
-    falls = []
-    for (strat, hosts), rows in s[s["hosts"] > 1].groupby(["strategy", "hosts"]):
-        if len(rows) >= 2:
-            falls.append(bool((np.diff(rows.sort_values("bw_bps")["time_mean_s"].to_numpy(float)) < 0).all()))
+    falls = [b.falls for b in trends.bandwidth_trends(s)]
     tail = ("" if not falls else "; time fell as bandwidth rose at every node count above one" if all(falls)
             else "; time did not fall as bandwidth rose at every node count above one")
     return "Training time " + "; ".join(parts) + tail + " (mean over repeats)."
 
 
 def iperf_measured(checks: pd.DataFrame) -> str:
-    if checks.empty:
+    r = trends.iperf_ratios(checks)
+    if r.empty:
         return ""
-    r = checks["measured_bps"] / checks["configured_bps"]
     return (f"iperf3 receivers measured {r.median():.3f} of the configured rate (median; {r.min():.3f} to "
             f"{r.max():.3f} over {len(r)} checks); TCP over an HTB limit carries at most {HTB_TCP_CEILING:.3f} "
             "of it. The thesis's figure is above that ceiling: it matches a sender's count of a short test.")
 
 
 def bleu_measured(bleu: pd.DataFrame) -> str:
-    b = bleu[bleu["metric"] == "bleu1"] if len(bleu) else bleu
-    parts = []
-    for hosts, rows in b.groupby("hosts") if len(b) else ():
-        best = rows.loc[rows["value_mean"].idxmax()]
-        parts.append(f"{plural(hosts, 'node')}: best BLEU-1 {best['value_mean']:.3f} after epoch "
-                     f"{int(best['epoch'])} of {int(rows['epoch'].max())}")
+    parts = [f"{plural(b.hosts, 'node')}: best BLEU-1 {b.value:.3f} after epoch {b.epoch} of {b.last_epoch}"
+             for b in trends.best_bleu(bleu)]
     return "; ".join(parts) + "." if parts else ""
 
 
