@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The two commands of the README:
 #   ./testbed.sh run    install what is missing, run the default sweep, write the report
-#   ./testbed.sh test   install what is missing, run every test (unit + integration)
-# Anything after the verb is passed on (to run_experiment.py run, or to pytest).
+#   ./testbed.sh test   install what is missing, run every test (unit tests on all cores, then
+#                       integration tests one at a time)
+# Anything after the verb is passed on (to run_experiment.py run, or to pytest, which then runs
+# just that, in one process).
 set -euo pipefail
 cd "$(dirname "$0")"
 verb=${1:-}
@@ -14,7 +16,17 @@ case "$verb" in
     ;;
   test)
     bash scripts/bootstrap.sh
-    exec .venv/bin/python -m pytest "$@"
+    if [ $# -gt 0 ]; then
+      exec .venv/bin/python -m pytest "$@"
+    fi
+    # Every test: the unit tests on all cores at once (pytest-xdist), then the integration tests one
+    # after another, since they share the machine's network, its CPU budgets and its timers.
+    unit=0 integration=0
+    .venv/bin/python -m pytest -n auto tests/unit || unit=$?
+    [ "$unit" -eq 2 ] && exit 2          # interrupted (Ctrl-C): stop here
+    .venv/bin/python -m pytest tests/integration || integration=$?
+    [ "$unit" -ne 0 ] && exit "$unit"
+    exit "$integration"
     ;;
   *)
     echo "usage: $0 run [run options] | test [pytest options]" >&2
