@@ -57,18 +57,13 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     return {**derived, "thesis_vs_measured": thesis.side_by_side(exp, derived)}
 
 
-def _trend_nodes(summary: pd.DataFrame) -> tuple[list[str], dict]:
-    """Sentences on time vs nodes per bandwidth; returns also {(strat, bw): T(max)/T(1)}."""
+def _trend_nodes(found: list[trends.NodeTrend]) -> list[str]:
+    """Sentences on time vs nodes per strategy and bandwidth."""
     how = {"grows": "grows with every node added", "falls": "falls with every node added",
            "mixed": "does not change monotonically with the number of nodes"}
-    out, gaps = [], {}
-    for n in trends.node_trends(summary):
-        seq = " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
-        out.append(f"At {figures.mbit(n.bw_bps)} ({n.strategy}) training time {how[n.shape]}: {seq} "
-                   f"[mean over repeats, (nodes)].")
-        if n.gap is not None:
-            gaps[(n.strategy, n.bw_bps)] = n.gap
-    return out, gaps
+    return [f"At {figures.mbit(n.bw_bps)} ({n.strategy}) training time {how[n.shape]}: "
+            + " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
+            + " [mean over repeats, (nodes)]." for n in found]
 
 
 def _stability_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -100,12 +95,13 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     s = s[s["strategy"] != "single"]
     if s.empty:
         return _trend_bleu(t) + _trend_faults(t) or ["No successful runs, so no trend can be stated."]
-    nodes, gaps = _trend_nodes(s)
+    found = trends.node_trends(s)
     bws, falls_all = _trend_bw(s)
-    out = nodes + bws
-    grows_all = bool(nodes) and all("grows with every" in x for x in nodes)
-    for strat in sorted({k[0] for k in gaps}):
-        g = sorted((bw, r) for (st, bw), r in gaps.items() if st == strat)
+    out = _trend_nodes(found) + bws
+    grows_all = bool(found) and all(n.shape == "grows" for n in found)
+    with_one_node = [n for n in found if n.gap is not None]
+    for strat in sorted({n.strategy for n in with_one_node}):
+        g = sorted((n.bw_bps, n.gap) for n in with_one_node if n.strategy == strat)
         if len(g) >= 2:
             narrows = all(b[1] < a[1] for a, b in zip(g, g[1:]))
             out.append(f"The gap between one node and the most nodes ({strat}) is "
@@ -115,7 +111,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     if grows_all and falls_all:
         out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
                    "bandwidth is faster.")
-    elif nodes:
+    elif found:
         out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
                    "node and falls as bandwidth rises); see the sentences above for where.")
     out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
