@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from testbed.nodes import cgroups
 from testbed.owner import OVS_OWNER_KEY, ProcessLock, alive, identity, process_owner
+from workloads.events import TASK_TMP_PREFIX
 
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
 OVS_TAG = ("external_ids", "dltestbed", "1")
@@ -94,6 +97,7 @@ class Registry:
         """Remove everything recorded, then the state file itself."""
         mine = self.state.owner
         actions = remove_state(self.state) + destroy_tagged_ovs_rows(spare=(live_owners() - {mine}).__contains__)
+        actions += remove_task_folders({mine}.__contains__)
         settle(self.path, self.state)
         return actions
 
@@ -310,7 +314,22 @@ def cleanup(force: bool = False) -> list[str]:
     actions += kill_processes(stray_processes(owners))
     actions += destroy_leftovers(owners)
     actions += destroy_tagged_ovs_rows(spare=owners.__contains__)
+    actions += remove_task_folders(lambda owner: owner not in owners and not alive(owner))
     return actions
+
+
+def remove_task_folders(run_over) -> list[str]:
+    """The temporary folders on this machine of training tasks (workloads/events.py, private_tmp:
+    dltb-task-<run identity>-<random>) of the runs `run_over` names: a task killed before it could
+    remove its own leaves one; a folder of no run's is left alone."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{TASK_TMP_PREFIX}*"):
+        pid, _, rest = folder.name[len(TASK_TMP_PREFIX):].partition("-")
+        start = rest.partition("-")[0]
+        if pid.isdigit() and start.isdigit() and run_over(f"{pid}-{start}"):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return [f"removed {len(removed)} training task temporary folder(s) in {tempfile.gettempdir()}"] if removed else []
 
 
 def stray_processes(live_owners: set[str]) -> list[str]:

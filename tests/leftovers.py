@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent", "dltb-netem-vm")  # the last: QEMU (tests/vmguest.py)
+TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's temporary folder; TensorFlow's generated code
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
@@ -42,6 +44,7 @@ def snapshot() -> dict[str, set[str]]:
         "processes": procs,
         "cgroups": {str(d) for sub in CGROUP_SUBTREES if sub.exists() for d in sub.iterdir() if d.is_dir()},
         "containers": containers(),
+        "temporary files": {p.name for pattern in TEMP_FILES for p in Path(tempfile.gettempdir()).glob(pattern)},
     }
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 
 HOST_ENV = "DLTESTBED_HOST"  # the emulated host's name (Mininet hosts share one hostname)
+TASK_TMP_PREFIX = "dltb-task-"   # + the run's identity (DLTESTBED_OWNER): `cleanup` removes a dead run's
 
 
 def _tf_config() -> dict:
@@ -82,21 +85,39 @@ def holding_done(emit: Emitter, held: list):
     return hold
 
 
+def private_tmp() -> str:
+    """Point this task's temporary files (tempfile, and TMPDIR for its children) at a folder of its
+    own, which exit_task removes: TensorFlow's autograph writes its generated code there and
+    deletes it only in an atexit hook, which os._exit skips."""
+    owner = os.environ.get("DLTESTBED_OWNER", "none")
+    path = tempfile.mkdtemp(prefix=f"{TASK_TMP_PREFIX}{owner}-")
+    tempfile.tempdir = os.environ["TMPDIR"] = path
+    return path
+
+
+def exit_task(code: int) -> None:
+    """Leave now, without the engine's teardown (gRPC, the coordination service, a process group),
+    which can hang waiting for peers; the task's temporary folder goes first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    folder = tempfile.tempdir or ""
+    if os.path.basename(folder).startswith(TASK_TMP_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
+    os._exit(code)
+
+
 def run_task(emit: Emitter, body) -> None:
-    """Run a training task's body(): any failure becomes an `error` event (its traceback on stderr)
-    and exit code 1. The process exits either way without the engine's teardown (gRPC, the
-    coordination service, a process group), which can hang waiting for peers."""
+    """Run a training task's body() in its own temporary folder: any failure becomes an `error`
+    event (its traceback on stderr) and exit code 1; the process exits either way (exit_task)."""
+    private_tmp()
     try:
         body()
     except BaseException as exc:  # noqa: BLE001 - every failure becomes an event
         import traceback
         traceback.print_exc(file=sys.stderr)
         emit("error", message="interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
-        sys.stderr.flush()
-        os._exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        exit_task(1)
+    exit_task(0)
 
 
 class StepClock:

@@ -17,7 +17,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from workloads.events import Emitter  # noqa: E402  (standard library only)
+from workloads.events import Emitter, exit_task, private_tmp  # noqa: E402  (standard library only)
 
 
 def main(argv=None) -> None:
@@ -30,6 +30,7 @@ def main(argv=None) -> None:
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     emit = Emitter(args.task_type, args.task_index, args.host)
+    private_tmp()
     t0 = time.time()
     if args.engine == "pytorch":
         import torch  # noqa: F401  - timed apart from the script's own work
@@ -53,9 +54,7 @@ def main(argv=None) -> None:
         code = 1
     if code == 0:
         emit("script_done", run_s=round(time.time() - started, 3))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip gRPC/collective teardown, which can hang (as workloads/train.py does)
+    exit_task(code)  # without gRPC's and the collectives' teardown, which can hang
 
 
 if __name__ == "__main__":

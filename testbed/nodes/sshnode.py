@@ -105,7 +105,14 @@ class SshNode(Node):
         return self.workdir
 
     def env(self, extra):
-        return {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **extra}
+        """A plain environment; once the run has staged files there, TMPDIR in its stage folder, so the
+        tasks' temporary files go with it (stop, and `cleanup` after a crash)."""
+        root = self._stage_root()
+        tmp = {"TMPDIR": root} if any(r.get("stage") == root for r in self._records) else {}
+        return {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **tmp, **extra}
+
+    def _stage_root(self) -> str:
+        return posixpath.join(self.workdir, "stage", self.token)
 
     def stage(self, path: Path) -> str:
         """Copy a local file (e.g. job.json) into the workdir's stage/ (removed at stop); its path there."""
@@ -114,7 +121,7 @@ class SshNode(Node):
 
     def stage_files(self, folder: Path, files: list[Path]) -> str:
         """Below workdir/stage/<token>/, which the node removes at stop (and `cleanup` after a crash)."""
-        root = posixpath.join(self.workdir, "stage", self.token)
+        root = self._stage_root()
         if not any(r.get("stage") == root for r in self._records):
             self._record(stage=root)
         there = posixpath.join(root, Path(folder).name)

@@ -47,9 +47,12 @@ def job(tmp_path, **kw):
 
 
 def run(tmp_path, job_path, tasks, servers=()):
-    """Start servers then tasks; wait for tasks; kill everything; return events by role."""
-    procs, outs = [], {}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    """Start servers then tasks; wait for tasks; kill everything; return events by role. Every task
+    that ended has removed its temporary folder; only the killed servers' are left."""
+    procs, outs, killed = [], {}, 0
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
     try:
         for ttype, idx in list(servers) + list(tasks):
             out = tmp_path / f"{ttype}{idx}.out"
@@ -69,7 +72,9 @@ def run(tmp_path, job_path, tasks, servers=()):
         for _, p in procs:
             if p.poll() is None:
                 p.kill()
+                killed += 1
             p.wait(timeout=30)
+    assert len(list(temp.iterdir())) == killed, list(temp.iterdir())
     return {k: [json.loads(line) for line in v.read_text().splitlines()] for k, v in outs.items()}
 
 
