@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.run.checks import IPERF_PORT  # noqa: E402
+from testbed.run.checks import iperf3_json  # noqa: E402
 from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
 from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
@@ -49,20 +48,8 @@ def jain(xs: list[float]) -> float:
 
 def iperf(client, server, duration: float) -> tuple[float, int]:
     """(received bits/s, retransmissions) of one iperf3 TCP test from client to server."""
-    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], env=server.env({}),
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(50):
-            if f":{IPERF_PORT}" in server.run(["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=10):
-                break
-            time.sleep(0.1)
-        out = client.run(["iperf3", "-c", server.address, "-p", str(IPERF_PORT), "-t", f"{duration:g}", "-J"],
-                         timeout=duration + 60)
-        end = json.loads(out[out.find("{"):])["end"]
-        return float(end["sum_received"]["bits_per_second"]), int(end["sum_sent"].get("retransmits", 0))
-    finally:
-        srv.kill()
-        srv.wait()
+    end = json.loads(iperf3_json(client, server, duration, spare_s=60))["end"]
+    return float(end["sum_received"]["bits_per_second"]), int(end["sum_sent"].get("retransmits", 0))
 
 
 def network(folder: Path, topology: str):

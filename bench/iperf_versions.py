@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import machine_state  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
-from testbed.run.checks import IPERF_PORT  # noqa: E402
+from testbed.run.checks import IPERF_PORT, iperf3_json, wait_listening  # noqa: E402
 from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 from testbed.units import parse_bandwidth  # noqa: E402
@@ -36,28 +36,11 @@ from testbed.units import parse_bandwidth  # noqa: E402
 SHAPINGS = ("ovs", "tc")
 
 
-def _listening(node, port: int) -> None:
-    for _ in range(50):
-        if f":{port}" in node.run(["ss", "-Hltn", f"sport = :{port}"], timeout=10):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"no server listening on port {port} in {node.name}")
-
-
 def iperf3(client, server, duration: float) -> dict:
     """iperf3's sender and receiver bits/s of one TCP test."""
-    srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], env=server.env({}),
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _listening(server, IPERF_PORT)
-        out = client.run(["iperf3", "-c", server.address, "-p", str(IPERF_PORT), "-t", f"{duration:g}", "-J"],
-                         timeout=duration + 60)
-        end = json.loads(out[out.find("{"):])["end"]
-        return {"iperf3 sender": end["sum_sent"]["bits_per_second"],
-                "iperf3 receiver": end["sum_received"]["bits_per_second"]}
-    finally:
-        srv.kill()
-        srv.wait()
+    end = json.loads(iperf3_json(client, server, duration, spare_s=60))["end"]
+    return {"iperf3 sender": end["sum_sent"]["bits_per_second"],
+            "iperf3 receiver": end["sum_received"]["bits_per_second"]}
 
 
 def _csv_rate(line: str) -> float:
@@ -71,7 +54,8 @@ def iperf2(client, server, duration: float) -> dict:
     srv = server.popen(["iperf", "-s", "-p", str(port), "-y", "C"], env=server.env({}),
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        _listening(server, port)
+        if not wait_listening(server, port):
+            raise RuntimeError(f"no server listening on port {port} in {server.name}")
         out = client.run(["iperf", "-c", server.address, "-p", str(port), "-t", f"{duration:g}", "-y", "C"],
                          timeout=duration + 60)
         time.sleep(1)       # the server reports when the connection has closed

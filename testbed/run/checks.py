@@ -1,9 +1,7 @@
 """iperf3 and ping checks between host pairs -> one row per check. Runs through the node interface."""
 from __future__ import annotations
 
-import json
 import math
-import re
 import subprocess
 import time
 from collections import deque
@@ -53,21 +51,33 @@ def judge(configured: int | None, measured: float, tolerance: float) -> tuple[fl
     return ratio, (1 - tolerance) <= ratio <= (1 + tolerance)
 
 
-def run_iperf(client, server, duration: float) -> float:
-    """TCP goodput (bits/s) from node `client` to node `server`, measured by iperf3 -J."""
+def wait_listening(node, port: int, tries: int = 50) -> bool:
+    """Whether a TCP server listens on `port` in the node, asked every 0.1 s up to `tries` times."""
+    for _ in range(tries):
+        if f":{port}" in node.run(["ss", "-Hltn", f"sport = :{port}"], timeout=10):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def iperf3_json(client, server, duration: float, spare_s: float = 30) -> str:
+    """The JSON report (iperf3 -J) of one TCP test from node `client` to a one-off iperf3 server in
+    node `server`; the client is given `duration` + `spare_s` seconds."""
     srv = server.popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], env=server.env({}),
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(50):   # wait until the server listens
-            if f":{IPERF_PORT}" in server.run(["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=10):
-                break
-            time.sleep(0.1)
+        wait_listening(server, IPERF_PORT)     # if it never does, the client says so
         out = client.run(["iperf3", "-c", server.address, "-p", str(IPERF_PORT), "-t", f"{duration:g}", "-J"],
-                         timeout=duration + 30)
-        return parse_iperf3(out[out.find("{"):])
+                         timeout=duration + spare_s)
+        return out[out.find("{"):]
     finally:
         srv.kill()
         srv.wait()
+
+
+def run_iperf(client, server, duration: float) -> float:
+    """TCP goodput (bits/s) from node `client` to node `server`, measured by iperf3 -J."""
+    return parse_iperf3(iperf3_json(client, server, duration))
 
 
 # Pings the address given as $1 (never pasted into the line) every 0.2 s until it answers or $0 s
