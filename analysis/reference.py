@@ -18,6 +18,8 @@ METRICS = {"training_time_s": "training time (s)", "final_loss": "final loss"}
 SIDES = ("reference", "yours")
 COLUMNS = [*tables.CONFIG_KEYS, "metric", *(f"{side}_{k}" for side in SIDES for k in ("runs", "mean", "min", "max")),
            "ratio", "verdict"]
+# what, beside the configuration, makes two runs' times incomparable
+SET_UP = {"compute": "compute", "steps": "steps per run", "global_batch": "global batch"}
 WITHIN, NO_SPREAD, ONLY = "within the spread", "one run each: no spread to judge", "measured on one side only"
 
 
@@ -65,6 +67,12 @@ def against(reference: tables.Experiment, yours: tables.Experiment) -> pd.DataFr
     return table.sort_values(["metric", "model", "engine", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
 
 
+def _values(runs: pd.DataFrame, column: str) -> list[str]:
+    """The values a column took over the runs, as text (numbers without a trailing .0)."""
+    found = runs[column].dropna().unique() if column in runs else []
+    return sorted(f"{v:g}" if isinstance(v, (int, float, np.number)) else str(v) for v in found)
+
+
 def _point(row) -> str:
     return f"{mbit(row.bw_bps)}, {row.strategy}, {int(row.hosts)} node{'s' * (int(row.hosts) != 1)}"
 
@@ -75,10 +83,11 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
     if reference.name != yours.name:
         out.append(f"The reference is experiment {reference.name!r} and yours is {yours.name!r}: compare them only "
                    "if they ran the same set-up.")
-    modes = {side: set(_counted_ok(exp)["compute"].dropna()) for side, exp in zip(SIDES, (reference, yours))}
-    if modes["reference"] and modes["yours"] and modes["reference"] != modes["yours"]:
-        out.append(f"The reference ran with compute {', '.join(sorted(modes['reference']))} and yours with "
-                   f"{', '.join(sorted(modes['yours']))}: their times differ for that reason alone.")
+    for column, what in SET_UP.items():
+        ran = {side: _values(_counted_ok(exp), column) for side, exp in zip(SIDES, (reference, yours))}
+        if ran["reference"] and ran["yours"] and ran["reference"] != ran["yours"]:
+            out.append(f"The reference ran with {what} {', '.join(ran['reference'])} and yours with "
+                       f"{', '.join(ran['yours'])}: their times differ for that reason alone.")
     both = table[~table["verdict"].isin([ONLY])]
     for metric, label in METRICS.items():
         rows = both[both["metric"] == metric]

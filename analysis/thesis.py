@@ -92,7 +92,8 @@ def iperf_measured(checks: pd.DataFrame) -> str:
         return ""
     return (f"iperf3 receivers measured {r.median():.3f} of the configured rate (median; {r.min():.3f} to "
             f"{r.max():.3f} over {len(r)} checks); TCP over an HTB limit carries at most {HTB_TCP_CEILING:.3f} "
-            "of it. The thesis's figure is above that ceiling: it matches a sender's count of a short test.")
+            "of it. The thesis's figure is above that ceiling, so it is most likely a sender's count of a short test, "
+            "which includes bytes still in the socket's buffers at the end (docs/checks-and-shaping.md).")
 
 
 def bleu_measured(bleu: pd.DataFrame) -> str:

@@ -124,3 +124,15 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
     html = unescape((out / "report.html").read_text())
     assert (out / "figures" / "convergence.png").stat().st_size > 10_000 and "convergence.png" in html
     assert '"PS is faster"' in html and '"all-reduce is more stable"' in html and "asynchronous" in html
+
+    # drawn over the stored reference results of the same file: both bandwidths there, one here
+    reference = REPO / "results" / "reference" / "thesis_strategies"
+    compared = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare", str(reference),
+                               str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    html = unescape((out / "report.html").read_text())
+    assert "Against the reference results" in html and (out / "figures" / "against_reference.png").stat().st_size > 10_000
+    table = pd.read_csv(out / "tables" / "against_reference.csv")
+    here = table[table["bw_bps"] == 1e8]
+    assert sorted(here["strategy"].unique()) == ["allreduce", "ps"] and (here["verdict"] != "only in the reference").all()
+    assert "Measured in the reference only" in html and "10 Mbit/s" in html

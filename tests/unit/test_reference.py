@@ -70,6 +70,16 @@ def test_points_measured_on_one_side_only_are_named(tmp_path):
     assert "Measured in the reference only (no ok run in yours): " in said and "4 nodes" in said
 
 
+def test_a_different_number_of_steps_is_said_to_explain_the_times(tmp_path):
+    ref = tables.load_experiment(_copy(tmp_path, "ref"))
+    fewer = tables.load_experiment(_copy(tmp_path, "mine", lambda runs: runs.assign(steps=runs["steps"] // 2)))
+    said = " ".join(reference.sentences(reference.against(ref, fewer), ref, fewer))
+    steps = sorted({f"{v:g}" for v in ref.runs["steps"].dropna()})
+    assert f"The reference ran with steps per run {', '.join(steps)} and yours with" in said
+    same = tables.load_experiment(_copy(tmp_path, "same"))
+    assert "steps per run" not in " ".join(reference.sentences(reference.against(ref, same), ref, same))
+
+
 def test_report_compare_on_two_folders_writes_the_section_figure_and_table(tmp_path):
     ref, mine = _copy(tmp_path, "ref"), _copy(tmp_path, "mine", _slower_two_nodes)
     done = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare", str(ref), str(mine)],
