@@ -87,7 +87,7 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
         ran = {side: _values(_counted_ok(exp), column) for side, exp in zip(SIDES, (reference, yours))}
         if ran["reference"] and ran["yours"] and ran["reference"] != ran["yours"]:
             out.append(f"The reference ran with {what} {', '.join(ran['reference'])} and yours with "
-                       f"{', '.join(ran['yours'])}: their times differ for that reason alone.")
+                       f"{', '.join(ran['yours'])}: their times and losses differ for that reason alone.")
     both = table[~table["verdict"].isin([ONLY])]
     for metric, label in METRICS.items():
         rows = both[both["metric"] == metric]
