@@ -7,6 +7,9 @@ import pytest
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
 pytest.importorskip("tf_keras")
 
+from PIL import Image  # noqa: E402
+
+from testbed.cli import caption  # noqa: E402
 from workloads import caption_model, models  # noqa: E402
 from workloads.bleu import greedy_decode  # noqa: E402
 from workloads.data import END, START, Tokenizer  # noqa: E402
@@ -38,3 +41,30 @@ def test_wrong_features_are_refused_naming_what_is_wrong(tmp_path):
         caption_model.caption_images(folder, str(tmp_path / "f.npz"), ["nope"])
     with pytest.raises(ValueError, match="wide have 9 features; the model takes 6"):
         caption_model.caption_images(folder, str(tmp_path / "f.npz"))
+
+
+def test_a_photo_is_captioned_through_vgg16_features_and_bad_photos_or_weights_are_refused(tmp_path, capsys):
+    """Figure 20 from a photo: `caption RUN_DIR --photo FILE` makes its VGG16 features (here an
+    untrained VGG16, as no weights file can be downloaded) and decodes a caption from the vocabulary."""
+    words = ["dog", "cat", "runs", "grass", "red"]
+    p = models.resolve_params("caption", dict(PARAMS, feature_dim=4096))
+    run_dir = tmp_path / "run"
+    caption_model.save(run_dir / "model", models.build_model("caption", p), Tokenizer([START, END, *words],
+                                                                                      p["max_len"]), p)
+    photo = tmp_path / "new_photo.png"
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (50, 70, 3), np.uint8)).save(photo)
+    assert caption.main([str(run_dir), "--photo", str(photo), "--random-weights"]) == 0
+    [line] = capsys.readouterr().out.strip().splitlines()
+    name, said = line.split(": ", 1)
+    assert name == str(photo) and set(said.split()) <= set(words)
+
+    assert caption.main([str(run_dir), "--photo", str(tmp_path / "weights.h5")]) == 2     # not an image
+    assert f"no .jpg/.jpeg/.png image file {tmp_path / 'weights.h5'}" in capsys.readouterr().err
+    assert caption.main([str(run_dir), "--photo", str(photo), "--weights", str(tmp_path / "vgg16.h5")]) == 2
+    err = capsys.readouterr().err
+    assert f"VGG16 weights file {tmp_path / 'vgg16.h5'} not found" in err and "Nothing is downloaded" in err
+    narrow = tmp_path / "narrow"
+    q = models.resolve_params("caption", PARAMS)
+    caption_model.save(narrow / "model", models.build_model("caption", q), Tokenizer([START, END, "dog"], 5), q)
+    assert caption.main([str(narrow), "--photo", str(photo), "--random-weights"]) == 2
+    assert "have 4096 features; the model takes 6" in capsys.readouterr().err

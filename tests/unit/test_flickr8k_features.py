@@ -10,7 +10,7 @@ import pytest
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
 from PIL import Image  # noqa: E402
 
-from workloads import data  # noqa: E402
+from workloads import data, image_features  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "flickr8k_features.py"
 spec = importlib.util.spec_from_file_location("flickr8k_features", SCRIPT)
@@ -32,7 +32,7 @@ def images(tmp_path):
 def test_images_loaded_and_preprocessed(images):
     paths = features.image_files(images)
     assert [p.name for p in paths] == ["1000_aa.jpg", "1001_bb.png"]
-    x = features.load_images(paths)
+    x = image_features.load_images(paths)
     assert x.shape == (2, 224, 224, 3) and x.dtype == np.float32
     assert x.min() < 0  # ImageNet means subtracted
 

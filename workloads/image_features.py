@@ -1,0 +1,67 @@
+"""Images -> the caption model's image features, as the thesis made them: each image resized to
+224x224 and passed through VGG16, whose penultimate layer (fc2, 4096 values) is the feature
+vector. Used by scripts/flickr8k_features.py (the data set's features.npz) and by the `caption`
+command (a new photo, thesis figure 20). Nothing is downloaded: the Keras VGG16 weights file with
+the top layers must be on disk."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+SIZE = (224, 224)
+SUFFIXES = (".jpg", ".jpeg", ".png")
+WEIGHTS_FILE = "vgg16_weights_tf_dim_ordering_tf_kernels.h5"
+
+
+def missing_weights(path: Path, option: str = "--weights PATH") -> str:
+    """What to say when the VGG16 weights file is not there."""
+    return (f"VGG16 weights file {path} not found. Nothing is downloaded: put the Keras file {WEIGHTS_FILE} "
+            f"(with the top layers, whose fc2 gives the 4096-long features) there, or pass {option}.")
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The images of a folder (not recursive), sorted by name."""
+    return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES)
+
+
+def load_images(paths: list[Path]) -> np.ndarray:
+    """(n, 224, 224, 3) float32 RGB, VGG16-preprocessed (BGR, ImageNet means subtracted)."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    from PIL import Image
+    from tf_keras.applications.vgg16 import preprocess_input
+
+    arrays = []
+    for p in paths:
+        with Image.open(p) as img:
+            arrays.append(np.asarray(img.convert("RGB").resize(SIZE, Image.NEAREST), np.float32))
+    return preprocess_input(np.stack(arrays))
+
+
+def feature_model(weights: str | None):
+    """VGG16 up to fc2 (4096 outputs); weights: a local .h5 path, or None for random weights."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tf_keras as keras
+
+    vgg = keras.applications.VGG16(weights=weights, include_top=True)
+    return keras.Model(vgg.inputs, vgg.get_layer("fc2").output)
+
+
+def extract(model, paths: list[Path], batch: int = 16) -> dict[str, np.ndarray]:
+    """Image id (the file name without its extension) -> float32 feature vector."""
+    out = {}
+    for lo in range(0, len(paths), batch):
+        chunk = paths[lo:lo + batch]
+        feats = model.predict(load_images(chunk), verbose=0)
+        out.update({p.stem: f.astype(np.float32) for p, f in zip(chunk, feats)})
+    return out
+
+
+def save(features: dict[str, np.ndarray], out: Path) -> Path:
+    """Write features.npz (keys = image ids) via a temporary file, so a crash leaves no half file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp.npz")
+    np.savez(tmp, **features)
+    os.replace(tmp, out)
+    return out
