@@ -58,6 +58,7 @@ class Follow:
     wall: Trace
     mode: str
     start: Trigger
+    own: object = None          # the link's parameters on the wall with its own delay and loss (an empty cell's)
     t0: float | None = None
     at: tuple[int, int] | None = None
 
@@ -76,8 +77,17 @@ class Tracer:
         self.experiment, self.run_id = experiment, run_id
         self.ctx = faults.link_context(net, [(lt.a, lt.b) for lt in followed])
         self.follows = [Follow(lt, lt.trace.scaled(dilation), lt.params.trace_mode or "hold",
-                               parse_start(lt.params.trace_start or "start")) for lt in followed]
+                               parse_start(lt.params.trace_start or "start"), self._own(lt, dilation))
+                        for lt in followed]
         self.rows: list[dict] = []
+
+    def _own(self, lt: LinkTrace, dilation: float):
+        """The link's parameters on the wall clock with the delay and loss the experiment file gave it:
+        the network's are the trace's first row's (bring-up shaped it so), which a later row's empty
+        cell must not keep."""
+        own = lt.params
+        return self.ctx.params[frozenset((lt.a, lt.b))].model_copy(update={
+            "delay": None if own.delay is None else own.delay * dilation, "loss": own.loss})
 
     def tick(self, training, lead_events: list[dict]) -> str | None:
         """Start the traces whose start is reached, re-shape the links whose trace reached a new row;
@@ -118,8 +128,7 @@ class Tracer:
         row.update(bw_bps=emulated.bw, delay_ms=None if emulated.delay is None else round(emulated.delay * 1e3, 6),
                    loss_pct=emulated.loss, outcome="ok")
         try:
-            faults.run_ops(self.net, training, faults.shape_ops(self.ctx, key, changed(self.ctx.params[key],
-                                                                                      f.wall.rows[index])))
+            faults.run_ops(self.net, training, faults.shape_ops(self.ctx, key, changed(f.own, f.wall.rows[index])))
         except Exception as err:  # noqa: BLE001 - recorded, and the run fails with it
             row["outcome"] = f"failed: {err}"
             return f"link {f.name} could not follow its trace ({f.link.key}.trace, row {index + 1}): {err}"

@@ -20,8 +20,9 @@ Two formats (`trace_format`):
   packet, at the end of that millisecond since the start (lines repeat for several packets in the
   same ms). It is turned
   into rate steps of `trace_granularity` (packets in each step x 1500 bytes x 8 / its width); a
-  step without any opportunity gets the slowest rate tc paces (8 kbit/s). It ends, and loops, at
-  its last timestamp, as in Mahimahi.
+  step without any opportunity gets the slowest rate tc paces (8 kbit/s on this machine's clock,
+  so K x 8 kbit/s in emulated time under dilation K). It ends, and loops, at its last timestamp, as
+  in Mahimahi.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from testbed.spec import limits
 COLUMNS = {"t": "time", "bw": "bandwidth", "delay": "time", "loss": "percent"}
 MAHIMAHI_PACKET_BYTES = 1500
 DEFAULT_GRANULARITY = 1.0
+EPSILON_S = 1e-9         # times are kept to the microsecond: less than this apart is the same time
 _HEADER = re.compile(r"^\s*([a-z]+)\s*\[\s*([a-z%]+)\s*\]\s*$", re.I)
 
 
@@ -83,10 +85,11 @@ class Trace:
         """(loop, row index) in force `elapsed` s after the trace started. hold: the last row from its
         time on (loop 0); loop: row i of the n-th pass, the last row only closing the period."""
         times = [r.t for r in self.rows]
+        elapsed = max(elapsed, 0.0) + EPSILON_S     # a row due at exactly this time is in force
         if mode != "loop" or len(self.rows) < 2:
-            return 0, max(0, bisect.bisect_right(times, max(elapsed, 0.0)) - 1)
-        n = math.floor(max(elapsed, 0.0) / self.period)
-        into = max(elapsed, 0.0) - n * self.period
+            return 0, max(0, bisect.bisect_right(times, elapsed) - 1)
+        n = math.floor(elapsed / self.period)
+        into = elapsed - n * self.period
         return n, min(len(times) - 2, max(0, bisect.bisect_right(times, into) - 1))
 
     def planned(self, loop: int, index: int) -> float:
@@ -175,14 +178,17 @@ def _cell(cell: str, name: str, unit: str, path: str, number: int):
         raise TraceError(path, number, f"{name}: {err}") from None
 
 
-def parse_mahimahi(text: str, granularity: float = DEFAULT_GRANULARITY, path: str = "<trace>") -> Trace:
-    """A Mahimahi packet-delivery trace as rate steps `granularity` s wide (module docstring)."""
+def parse_mahimahi(text: str, granularity: float = DEFAULT_GRANULARITY, path: str = "<trace>",
+                   floor_bps: int = limits.MIN_BANDWIDTH) -> Trace:
+    """A Mahimahi packet-delivery trace as rate steps `granularity` s wide (module docstring); a step
+    without any delivery gets `floor_bps`. Counted in whole microseconds, so that a granularity such
+    as 0.3 s / 3 makes steps of exactly 100 ms."""
     stamps, last = [], 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             continue
-        if not line.isdigit() or len(line) > 12:
+        if not (line.isascii() and line.isdigit()) or len(line) > 12:
             raise TraceError(path, number, f"{line[:40]!r} is not a delivery time: Mahimahi traces have one "
                              "whole number of milliseconds per line")
         ms = int(line)
@@ -192,46 +198,48 @@ def parse_mahimahi(text: str, granularity: float = DEFAULT_GRANULARITY, path: st
         last = ms
     if not stamps or last == 0:
         raise TraceError(path, 0, "no delivery after 0 ms: a Mahimahi trace ends, and loops, at its last line")
-    width = granularity * 1000
-    count = math.ceil(last / width)
+    width, end = max(1, round(granularity * 1e6)), last * 1000         # microseconds
+    count = -(-end // width)
     if count > limits.MAX_TRACE_ROWS:
         raise TraceError(path, 0, f"{count:,} steps of {units.format_time(granularity)}; at most "
                          f"{limits.MAX_TRACE_ROWS:,}: use a larger trace_granularity")
     packets = [0] * count
-    for ms in stamps:       # a delivery at m ms falls in the millisecond (m - 1, m]
-        packets[min(max(0, math.ceil(ms / width) - 1), count - 1)] += 1
+    for ms in stamps:       # a delivery at m ms falls in the millisecond (m - 1, m], so in step ceil(m / width) - 1
+        packets[min(max(0, -(-ms * 1000 // width) - 1), count - 1)] += 1
     rows: list[Row] = []
     for i, n in enumerate(packets):
-        span = min(width, last - i * width) / 1000
-        bw = max(limits.MIN_BANDWIDTH, min(limits.MAX_BANDWIDTH, round(n * MAHIMAHI_PACKET_BYTES * 8 / span)))
+        span = min(width, end - i * width) / 1e6
+        bw = max(floor_bps, min(limits.MAX_BANDWIDTH, round(n * MAHIMAHI_PACKET_BYTES * 8 / span)))
         if not rows or rows[-1].bw != bw:
-            rows.append(Row(round(i * granularity, 6), bw))
-    rows.append(Row(last / 1000, rows[-1].bw))
+            rows.append(Row(i * width / 1e6, bw))
+    rows.append(Row(end / 1e6, rows[-1].bw))
     return Trace(tuple(rows), path)
 
 
 @functools.lru_cache(maxsize=64)
-def _load(path: str, fmt: str, granularity: float, stamp: tuple) -> Trace:
+def _load(path: str, fmt: str, granularity: float, floor_bps: int, stamp: tuple) -> Trace:
     size = stamp[1]
     if size > limits.MAX_TRACE_BYTES:
         raise TraceError(path, 0, f"{size:,} bytes; a trace file may have at most {limits.MAX_TRACE_BYTES:,}")
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:     # -sig: a spreadsheet's byte-order mark is not a column
             text = fh.read()
     except UnicodeDecodeError:
         raise TraceError(path, 0, "not UTF-8 text") from None
-    return parse_mahimahi(text, granularity, path) if fmt == "mahimahi" else parse_csv(text, path)
+    return parse_mahimahi(text, granularity, path, floor_bps) if fmt == "mahimahi" else parse_csv(text, path)
 
 
-def load(path: str, fmt: str | None = None, granularity: float | None = None) -> Trace:
-    """The trace file at `path` (TraceError when it is missing or wrong); read once per change of the file."""
+def load(path: str, fmt: str | None = None, granularity: float | None = None,
+         floor_bps: int = limits.MIN_BANDWIDTH) -> Trace:
+    """The trace file at `path` (TraceError when it is missing or wrong); read once per change of the
+    file. `floor_bps`: a Mahimahi step without deliveries."""
     try:
         st = os.stat(path)
     except OSError as err:
         raise TraceError(path, 0, f"cannot be read: {err.strerror}") from None
     if not os.path.isfile(path):
         raise TraceError(path, 0, "is not a file")
-    return _load(path, fmt or "csv", granularity or DEFAULT_GRANULARITY, (st.st_mtime_ns, st.st_size))
+    return _load(path, fmt or "csv", granularity or DEFAULT_GRANULARITY, floor_bps, (st.st_mtime_ns, st.st_size))
 
 
 # ---- which links follow which trace --------------------------------------------------------------
@@ -294,7 +302,11 @@ def link_traces(exp, scale: float = 1.0) -> list[LinkTrace]:
         how = (key, params.trace_format, params.trace_granularity)
         if how not in loaded:     # the granularity is in the spec's time, the file's is the trace's own
             g = DEFAULT_GRANULARITY if params.trace_granularity is None else params.trace_granularity / scale
-            loaded[how] = load(trace_file(exp, key), params.trace_format, g).scaled(scale)
+            # a step without deliveries: the slowest rate tc paces on this machine's clock (K x it emulated,
+            # whichever clock the trace is asked on)
+            k = exp.emulation.dilation
+            floor = math.ceil(limits.MIN_BANDWIDTH * (1.0 if k == "auto" else float(k)))
+            loaded[how] = load(trace_file(exp, key), params.trace_format, g, floor).scaled(scale)
         out.append(LinkTrace(edge.a, edge.b, key, params, loaded[how]))
     return out
 

@@ -77,6 +77,27 @@ def test_mahimahi_errors_name_the_line(text, line, words):
     assert err.value.line == line and words in str(err.value)
 
 
+def test_mahimahi_steps_are_exact_at_any_granularity():
+    # 1 packet a millisecond for 2002 ms: 12 Mbit/s throughout; 1.001 s is not exact in binary
+    trace = parse_mahimahi("\n".join(str(ms) for ms in range(1, 2003)), 1.001)
+    assert trace.rows == (Row(0.0, 12_000_000), Row(2.002, 12_000_000))
+    times = [r.t for r in trace.rows]
+    assert times == sorted(set(times))
+    assert parse_mahimahi("\n".join(["1"] * 10 + ["900"]), 0.3 / 3).rows == parse_mahimahi(
+        "\n".join(["1"] * 10 + ["900"]), 0.1).rows
+
+
+def test_mahimahi_refuses_digits_that_are_not_ascii():
+    with pytest.raises(TraceError) as err:
+        parse_mahimahi("1\n2\n\u00b2\n", 1.0, "m.trace")
+    assert err.value.line == 3 and "not a delivery time" in str(err.value)
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads(tmp_path):
+    (tmp_path / "excel.csv").write_text("\ufefft[s],bw[mbit]\n0,50\n6,5\n", encoding="utf-8")
+    assert traces.load(str(tmp_path / "excel.csv")).rows == parse_csv(STEPS.replace("12,50\n", "")).rows
+
+
 # ---- where a trace is -----------------------------------------------------------------------------
 
 def test_hold_keeps_the_last_row_and_loop_starts_over_at_the_end():
@@ -89,6 +110,9 @@ def test_hold_keeps_the_last_row_and_loop_starts_over_at_the_end():
     assert trace.planned(2, 1) == 30.0
     one = parse_csv("t[s],bw[mbit]\n0,50\n")
     assert one.position(99, "loop") == (0, 0)
+    # a row due exactly now is in force, even where the sum in binary falls short (0.6 + 0.1)
+    fine = parse_csv("t[ms],bw[mbit]\n0,50\n100,5\n200,50\n300,50\n")
+    assert fine.position(0.7, "loop") == (2, 1) and fine.position(0.2, "hold") == (0, 2)
 
 
 def test_scaled_trace_runs_k_times_slower_at_a_kth_of_the_rate():
@@ -257,6 +281,33 @@ def test_the_tracer_starts_at_a_step_and_loops_on_a_dilated_clock(tmp_path, monk
     assert [(r["row"], r["loop"], r["trace_t"], r["step"]) for r in tracer.rows] == [
         (1, 0, 0.0, 5), (2, 0, 6.0, 9), (1, 1, 12.0, 20), (2, 1, 18.0, 30)]
     assert [r["late_s"] for r in tracer.rows] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_an_empty_cell_gives_the_links_own_delay_not_the_first_rows(tmp_path, monkeypatch):
+    trace = "t[s],bw[mbit],delay[ms]\n0,50,100\n5,10,\n10,50,100\n"
+    exp = load_spec(spec_file(tmp_path, "{trace: steps.csv}", "workload: {steps_per_epoch: 20}\n", trace=trace))
+    net, clock = Net(exp, monkeypatch), [0.0]
+    monkeypatch.setattr(run_traces.time, "time", lambda: clock[0])
+    tracer = run_traces.Tracer([lt for lt in traces.link_traces(exp) if lt.a == "h1"], net, 20)
+    start = [{"event": "start", "t": 0.0}]
+    netem = []
+    for now in (0.0, 5.0, 10.0):
+        clock[0], before = now, len(net.ran)
+        assert tracer.tick(None, start) is None
+        netem.append([argv for h, argv in net.ran[before:] if h == "h1" and "netem" in argv and "del" not in argv])
+    assert [r["delay_ms"] for r in tracer.rows] == [100.0, None, 100.0]
+    assert netem[0] and not netem[1] and netem[2], "row 2 leaves no delay, as the file (no delay of its own) says"
+
+
+def test_a_mahimahi_gap_is_paced_on_this_machines_clock_under_dilation(tmp_path):
+    from testbed.run.emulate import wall_spec
+    (tmp_path / "m.trace").write_text("\n".join(["1"] * 100 + ["2500"]))
+    exp = load_spec(spec_file(tmp_path, "{trace: m.trace, trace_format: mahimahi}", "emulation: {dilation: 4}\n"))
+    emulated = traces.link_traces(exp)[0].trace
+    # the gap, and the last half second's one packet (24 kbit/s), at 4 x 8 kbit/s: 8 kbit/s on the wall
+    assert [(r.t, r.bw) for r in emulated.rows] == [(0.0, 1_200_000), (1.0, 32_000), (2.5, 32_000)]
+    assert traces.link_traces(wall_spec(exp), 4.0)[0].trace == emulated.scaled(4)
+    assert min(r.bw for r in emulated.scaled(4).rows) == 8_000 and run_traces.capability_problems(wall_spec(exp)) == []
 
 
 def test_a_failed_change_fails_the_run_and_is_recorded(tmp_path, monkeypatch):
