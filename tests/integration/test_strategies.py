@@ -134,5 +134,7 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
     assert "Against the reference results" in html and (out / "figures" / "against_reference.png").stat().st_size > 10_000
     table = pd.read_csv(out / "tables" / "against_reference.csv")
     here = table[table["bw_bps"] == 1e8]
-    assert sorted(here["strategy"].unique()) == ["allreduce", "ps"] and (here["verdict"] != "only in the reference").all()
+    assert sorted(here["strategy"].unique()) == ["allreduce", "ps"] and (here["yours_runs"] == 1).all()
+    assert (here["reference_runs"] == 3).all() and (here["verdict"] != "measured on one side only").all()
+    assert set(table.loc[table["bw_bps"] == 1e7, "verdict"]) == {"measured on one side only"}
     assert "Measured in the reference only" in html and "10 Mbit/s" in html
