@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testbed.spec.graphfile import read_graph
+from testbed.spec.models import LinkParams
 
-if TYPE_CHECKING:   # the graph is built from a spec, but needs none of its code
-    from testbed.spec.models import LinkParams, SshConf, Topology
+if TYPE_CHECKING:
+    from testbed.spec.models import SshConf, Topology
 
 DEFAULT_NETWORK = "10.0.0.0"
 DEFAULT_PREFIX = 24      # the default subnet is a /24 unless more hosts need a larger one
@@ -93,9 +94,15 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     if topology.template == "graph":
         return _graph(topology, hosts)
     switch_names, links = _LAYOUTS[topology.template](topology, names)
-    labels = {p.name: p.label for p in read_graph(topology.graph).pops} if topology.graph else {}  # written out
+    labels, dropped = {}, ()
+    if topology.graph:        # a template graph written out (written_out): its labels, its dropped links apart
+        wan = read_graph(topology.graph)
+        labels = {p.name: p.label for p in wan.pops}
+        loops = {frozenset((w.a, w.b)) for w in wan.dropped}
+        dropped = tuple(e for e in links if frozenset((e.a, e.b)) in loops)
+        links = [e for e in links if frozenset((e.a, e.b)) not in loops]
     switches = [SwitchNode(name, dpid, labels.get(name, "")) for dpid, name in enumerate(switch_names, 1)]
-    return Graph(hosts, switches, links)
+    return Graph(hosts, switches, links, dropped)
 
 
 def host_count(topology: Topology) -> int:
@@ -207,15 +214,16 @@ def _custom(topo: Topology, hosts: list[str]):
 def _graph(topo: Topology, hosts: list[HostNode]) -> Graph:
     """template graph: one switch per node of the file, hosts spread round-robin over the sites (every
     node, or graph_hosts), their links topology.link; the file's links (its spanning tree) with the
-    file's bandwidth and, with graph_delay distance, the distance's delay over topology.link."""
+    file's bandwidth and, with graph_delay distance, the distance's delay over topology.link (a link with
+    a bandwidth from the file does not follow topology.link's trace, as LinkParams.merged has it)."""
     wan = read_graph(topo.graph)
     sites = wan.sites(topo.graph_hosts)
     switches = [SwitchNode(p.name, dpid, p.label) for dpid, p in enumerate(wan.pops, 1)]
     links = [LinkEdge(h.name, sites[i % len(sites)], topo.link) for i, h in enumerate(hosts)]
 
     def edge(wire) -> LinkEdge:
-        own = {"bw": wire.bw, "delay": wire.delay if topo.graph_delay == "distance" else None}
-        return LinkEdge(wire.a, wire.b, topo.link.model_copy(update={k: v for k, v in own.items() if v is not None}))
+        own = LinkParams.model_construct(bw=wire.bw, delay=wire.delay if topo.graph_delay == "distance" else None)
+        return LinkEdge(wire.a, wire.b, topo.link.merged(own))
     return Graph(hosts, switches, links + [edge(w) for w in wan.wires], tuple(edge(w) for w in wan.dropped))
 
 
@@ -223,14 +231,17 @@ def written_out(topology: Topology) -> dict:
     """A template graph's topology in JSON form as template custom, the file's speeds and delays
     written on its links: the same graph (names, order, addresses, parameters), in the form whose every
     rate and time the spec holds, so that time dilation scales the file's too (run/emulate.wall_spec).
-    `graph` stays, naming the file the links came from (capability_problems names graph_delay by it)."""
+    `graph` stays, naming the file the links came from: the links it drops to keep a spanning tree are
+    written out too (dilated like the others) and build_graph sets them apart again by it, and
+    capability_problems names graph_delay by it."""
     graph = build_graph(topology)
     data = topology.model_dump(mode="json")
     hosts = [{"name": h.name, **topology.host_conf(h.name).model_dump(mode="json", exclude_none=True)}
              for h in graph.hosts]
     host_names = {h.name for h in graph.hosts}
     links = [{"a": e.a, "b": e.b} if e.a in host_names else
-             {"a": e.a, "b": e.b, **e.params.model_dump(mode="json", exclude_none=True)} for e in graph.links]
+             {"a": e.a, "b": e.b, **e.params.model_dump(mode="json", exclude_none=True)}
+             for e in graph.links + list(graph.dropped)]
     data.update(template="custom", hosts=hosts, switches=[{"name": s.name} for s in graph.switches], links=links,
                 host_overrides={}, graph_hosts=None)
     return data

@@ -6,7 +6,8 @@ Topology Zoo's, read into points of presence (PoPs) and the links between them. 
 - A link's bandwidth: the edge's `LinkSpeedRaw` (bits/s), else `LinkSpeed` x `LinkSpeedUnits`
   (K, M, G, T); else None (the experiment's topology.link.bw).
 - A link's delay: the great-circle (haversine) distance between its ends' `Latitude`/`Longitude`
-  over the speed of light in fibre, LIGHT_IN_FIBRE; None where an end has no coordinates.
+  over the speed of light in fibre, LIGHT_IN_FIBRE (0 for co-located PoPs); None where an end has no
+  coordinates.
 - Parallel edges (a multigraph, or a->b and b->a in a directed file) are one link at the largest of
   their speeds (a bundle is not modelled as a faster link); an edge from a node to itself is ignored.
 - Cycles: the switches run no spanning-tree protocol, so a loop would flood broadcasts forever. The
@@ -63,8 +64,8 @@ class Wire:
 
     @property
     def delay(self) -> float | None:
-        """Seconds: the distance over the speed of light in fibre (None without a distance or at 0 m)."""
-        return distance_delay(self.distance) if self.distance else None
+        """Seconds: the distance over the speed of light in fibre (None without a distance)."""
+        return distance_delay(self.distance) if self.distance is not None else None
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class WanGraph:
 
     def sites(self, wanted: list[str] | None) -> list[str]:
         """The switch names hosts are spread over: every PoP in file order, or the PoPs named in
-        `wanted` (each a label or an id of the file), in that order. ValueError names a bad one."""
+        `wanted` (each a label or an id of the file; an id wins over another node's label), in that
+        order. LookupError (index, message) names a bad one."""
         if wanted is None:
             return [p.name for p in self.pops]
         out = []
@@ -137,7 +139,7 @@ def _read(path: str) -> WanGraph:
     try:
         with open(path, "rb") as handle:
             data = handle.read(limits.MAX_GRAPH_BYTES + 1)
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")     # a byte-order mark is not part of the graph
     except OSError as exc:
         raise GraphFileError(path, None, f"cannot read the graph file: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -174,20 +176,47 @@ def _multigraph(text: str) -> str:
     return text if done else re.sub(r"^(\s*graph\s*\[)", r"\1 multigraph 1", text, count=1, flags=re.M)
 
 
-def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, dict]:
-    """Line of each node (by id) and each edge (by its ends) of a GraphML file; syntax errors located."""
+def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, list]:
+    """Line of each node (by id) and each edge ((source, target, line) in file order) of a GraphML file;
+    syntax errors, a node id declared twice and a typed value networkx cannot convert located."""
     import xml.parsers.expat
     nodes: dict[str, int] = {}
-    edges: dict[frozenset, int] = {}
+    edges: list[tuple] = []
+    keys: dict[str, tuple] = {}      # key id -> (attr.name, attr.type)
+    owners: list[str] = []           # the open node or edge, for messages
+    value: list | None = None        # [key, line, text] of the open data element
     parser = xml.parsers.expat.ParserCreate(namespace_separator=" ")
 
     def start(name, attrs):
-        tag = name.rsplit(" ", 1)[-1]
-        if tag == "node" and "id" in attrs:
-            nodes.setdefault(attrs["id"], parser.CurrentLineNumber)
+        nonlocal value
+        tag, line = name.rsplit(" ", 1)[-1], parser.CurrentLineNumber
+        value = [attrs.get("key"), line, ""] if tag == "data" else None   # data holding elements: not converted
+        if tag == "key":
+            keys[attrs.get("id")] = (attrs.get("attr.name"), None if "yfiles.type" in attrs else attrs.get("attr.type"))
+        elif tag == "node":
+            node = attrs.get("id")
+            if node in nodes:
+                raise GraphFileError(path, line, f"node id {node!r} is declared twice (first on line {nodes[node]})")
+            if node is not None:
+                nodes[node] = line
+            owners.append(f"node {node!r}")
         elif tag == "edge":
-            edges.setdefault(frozenset((attrs.get("source"), attrs.get("target"))), parser.CurrentLineNumber)
-    parser.StartElementHandler = start
+            edges.append((attrs.get("source"), attrs.get("target"), line))
+            owners.append(f"edge {attrs.get('source')}-{attrs.get('target')}")
+
+    def chars(chunk):
+        if value is not None:
+            value[2] += chunk
+
+    def end(name):
+        nonlocal value
+        tag = name.rsplit(" ", 1)[-1]
+        if tag in ("node", "edge"):
+            owners.pop()
+        elif tag == "data" and value is not None and value[2]:
+            _typed_value(path, keys, *value, owners[-1] if owners else "the graph")
+        value = None
+    parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
     try:
         parser.Parse(data, True)
     except xml.parsers.expat.ExpatError as exc:
@@ -195,13 +224,31 @@ def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, dict]:
     return nodes, edges
 
 
+_NUMBER_TYPES = {"int": int, "integer": int, "long": int, "float": float, "double": float}
+
+
+def _typed_value(path: str, keys: dict, key: str, line: int, text: str, what: str) -> None:
+    """A data element whose key declares a number type must hold one (networkx's own error has no line)."""
+    name, kind = keys.get(key, (key, None))
+    convert = _NUMBER_TYPES.get(kind)
+    if convert is None:
+        return
+    try:
+        convert(text)
+    except ValueError:
+        noun = "an integer" if convert is int else "a number"
+        raise GraphFileError(path, line, f'{what}: {name} {text!r} is not {noun} (its key {key!r} has '
+                             f'attr.type="{kind}")') from None
+
+
 _GML_TOKEN = re.compile(r'"[^"]*"|\[|\]|#.*$|[^\s\[\]"]+')
 
 
-def _gml_lines(path: str, data: bytes, text: str) -> tuple[dict, dict]:
-    """Line of each node (by id) and each edge (by its ends) of a GML file (a bracket scan)."""
+def _gml_lines(path: str, data: bytes, text: str) -> tuple[dict, list]:
+    """Line of each node (by id) and each edge ((source, target, line) in file order) of a GML file
+    (a bracket scan)."""
     nodes: dict[str, int] = {}
-    edges: dict[frozenset, int] = {}
+    edges: list[tuple] = []
     stack: list[list] = []           # [key, line, {field: value}] per open list
     pending = None
     for number, line in enumerate(text.splitlines(), 1):
@@ -218,7 +265,7 @@ def _gml_lines(path: str, data: bytes, text: str) -> tuple[dict, dict]:
                 if key == "node" and "id" in fields:
                     nodes.setdefault(fields["id"], start)
                 elif key == "edge":
-                    edges.setdefault(frozenset((fields.get("source"), fields.get("target"))), start)
+                    edges.append((fields.get("source"), fields.get("target"), start))
             elif pending is None:
                 pending = token
             else:
@@ -274,7 +321,7 @@ def _speed(data: dict, file: str, line: int | None, what: str) -> int | None:
     return int(round(bps))
 
 
-def _build(file: str, graph, node_lines: dict, edge_lines: dict) -> WanGraph:
+def _build(file: str, graph, node_lines: dict, edge_lines: list) -> WanGraph:
     if graph.number_of_nodes() == 0:
         raise GraphFileError(file, None, "the graph has no nodes")
     if graph.number_of_nodes() > limits.MAX_SWITCHES:
@@ -290,14 +337,21 @@ def _build(file: str, graph, node_lines: dict, edge_lines: dict) -> WanGraph:
         lat, lon = _coordinates(data, file, line, f"node {label!r}")
         pops.append(Pop(f"s{index}", str(node), label, lat, lon, line))
         names[node] = pops[-1]
+    # each edge's line: networkx yields the edges between two nodes in file order, though not all
+    # edges in file order, so the lines of the edges between the same ends are taken in turn
+    pair = (lambda a, b: (a, b)) if graph.is_directed() else (lambda a, b: frozenset((a, b)))
+    lines: dict = {}
+    for source, target, line in edge_lines:
+        lines.setdefault(pair(source, target), []).append(line)
     bundles: dict[frozenset, Wire] = {}
     for a, b, *rest in graph.edges(data=True):
-        data = rest[-1]
-        line = edge_lines.get(frozenset((str(a), str(b))))
-        what = f"edge {names[a].label}-{names[b].label}"
-        bw = _speed(data, file, line, what)
         if a == b:
             continue                 # a node's link to itself carries nothing between PoPs
+        data = rest[-1]
+        turn = lines.get(pair(str(a), str(b)))
+        line = turn.pop(0) if turn else None
+        what = f"edge {names[a].label}-{names[b].label}"
+        bw = _speed(data, file, line, what)
         pa, pb = names[a], names[b]
         far = haversine(pa.lat, pa.lon, pb.lat, pb.lon) if None not in (pa.lat, pb.lat) else None
         ends = frozenset((pa.name, pb.name))

@@ -262,3 +262,92 @@ def test_reads_are_cached_per_version_of_the_file(tmp_path):
     assert read_graph(str(path)) is first
     shutil.copy(EXAMPLES / "wan_graph.graphml", path)
     assert len(read_graph(str(path)).pops) == 6
+
+
+def test_dilation_keeps_the_dropped_links_in_the_wall_graph(tmp_path):
+    """The wall graph (topology.json under dilation) lists the links the file drops, dilated as the others."""
+    from testbed.run.emulate import wall_spec
+    from testbed.run.record import topology_document
+    _graph_file(tmp_path, TRIANGLE)
+    exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
+    wall = build_graph(wall_spec(exp).topology)
+    assert [(e.a, e.b, e.params.bw, e.params.delay) for e in wall.dropped] == [("s1", "s3", 5 * 10**8, 0.02)]
+    assert [(e.a, e.b) for e in wall.links] == [(e.a, e.b) for e in build_graph(exp.topology).links]
+    assert topology_document(wall, [])["dropped"] == [{"a": "s1", "b": "s3", "bw": "500mbit", "delay": "20ms"}]
+    shipped = load_spec(EXAMPLES / "wan.yaml", ["emulation.dilation=2"])
+    assert len(build_graph(wall_spec(shipped).topology).dropped) == 2
+    ok, text = validate_file(EXAMPLES / "wan.yaml", ["emulation.dilation=2"])
+    assert ok and "2 dropped to keep a spanning tree" in text, text
+
+
+def test_co_located_pops_have_no_delay_and_an_end_without_coordinates_the_link_delay(tmp_path):
+    _graph_file(tmp_path, TRIANGLE.replace(f'<data key="lon">{DEG_1000KM}</data>', '<data key="lon">0</data>')
+                .replace(f'<data key="lat">0</data><data key="lon">{2 * DEG_1000KM}</data>', ""))
+    exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=2).replace("{bw: 100mbit}", "{bw: 100mbit, delay: 7ms}"))
+    wan = {(e.a, e.b): e.params.delay for e in build_graph(exp.topology).links if e.a.startswith("s")}
+    assert wan[("s1", "s2")] == 0.0                 # 0 m apart: no delay, not topology.link.delay
+    assert wan[("s2", "s3")] == pytest.approx(0.007)    # East has no coordinates: topology.link.delay
+    from testbed.run.emulate import wall_spec
+    dilated = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
+    assert {(e.a, e.b): e.params.delay for e in build_graph(wall_spec(dilated).topology).links}[("s1", "s2")] == 0.0
+
+
+@pytest.mark.parametrize("header", ["", "directed 1"])
+def test_an_error_in_a_parallel_edge_names_its_own_line(tmp_path, header):
+    """In a directed file networkx yields 0->1 before 1->0 whatever the file's order."""
+    (tmp_path / "p.gml").write_text(f'graph [\n  {header}\n  node [ id 0 label "A" ]\n  node [ id 1 label "B" ]\n'
+                                    '  edge [ source 1 target 0 LinkSpeedRaw 1000000.0 ]\n'
+                                    '  edge [ source 0 target 1 LinkSpeed 5 LinkSpeedUnits "X" ]\n]\n')
+    with pytest.raises(graphfile.GraphFileError) as err:
+        read_graph(str(tmp_path / "p.gml"))
+    assert err.value.line == 6 and "LinkSpeedUnits 'X'" in err.value.message
+
+
+def test_duplicate_graphml_node_ids_are_refused_at_the_second(tmp_path):
+    _graph_file(tmp_path, TRIANGLE.replace(
+        '    <edge source="a" target="b">', '    <node id="b"><data key="l">Other</data></node>\n'
+        '    <edge source="a" target="b">'))
+    issue = one(tmp_path, WAN.format(graph="g.graphml", hosts=2))
+    assert "g.graphml:13: node id 'b' is declared twice (first on line 11)" in issue.message, issue
+
+
+def test_a_self_loop_is_ignored_whatever_its_speed(tmp_path):
+    (tmp_path / "s.gml").write_text('graph [\n  node [ id 0 label "A" ]\n  node [ id 1 label "B" ]\n'
+                                    '  edge [ source 0 target 1 ]\n  edge [ source 1 target 1 LinkSpeedRaw 1.0 ]\n]\n')
+    assert [(w.a, w.b) for w in read_graph(str(tmp_path / "s.gml")).wires] == [("s1", "s2")]
+
+
+def test_links_with_a_file_speed_do_not_follow_the_link_trace(tmp_path):
+    from testbed.spec.traces import link_traces
+    _graph_file(tmp_path, TRIANGLE.replace('<data key="r">20000000.0</data><data key="s">999</data>'
+                                           '<data key="u">G</data>', ""))
+    (tmp_path / "t.csv").write_text("t[s],bw[mbit]\n0,50\n6,5\n12,50\n")
+    exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=2).replace("{bw: 100mbit}", "{trace: t.csv}"))
+    assert [(t.a, t.b) for t in link_traces(exp)] == [("h1", "s1"), ("h2", "s2"), ("s2", "s3")]
+    file_speed = next(e for e in build_graph(exp.topology).links if (e.a, e.b) == ("s1", "s2"))
+    assert file_speed.params.bw == 10_000_000 and file_speed.params.trace is None
+
+
+def test_an_id_wins_over_another_nodes_label(tmp_path):
+    _graph_file(tmp_path, TRIANGLE.replace("<data key=\"l\">East</data>", "<data key=\"l\">a</data>"))
+    picked = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "  graph_hosts: [a, c]\n")
+    assert [e.b for e in build_graph(picked.topology).links[:2]] == ["s1", "s3"]
+
+
+@pytest.mark.parametrize("name,text", [("g.graphml", TRIANGLE), ("p.gml", 'graph [\n  node [ id 0 ]\n]\n')])
+def test_a_byte_order_mark_is_ignored(tmp_path, name, text):
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert len(read_graph(str(tmp_path / name)).pops) == text.count("<node") + text.count("node [")
+
+
+@pytest.mark.parametrize("edit,line,words", [
+    (('<data key="lat">0</data><data key="lon">0</data>', '<data key="lat">north</data><data key="lon">0</data>'),
+     10, '''node 'a': Latitude 'north' is not a number (its key 'lat' has attr.type="double")'''),
+    (('<data key="r">20000000.0</data>', '<data key="r">fast</data>'), 14, "edge b-c: LinkSpeedRaw 'fast' is not"),
+    (('attr.type="double" for="edge"', 'attr.type="long" for="edge"'), 14,
+     "LinkSpeedRaw '20000000.0' is not an integer"),
+])
+def test_typed_graphml_values_that_do_not_convert_name_the_line_and_key(tmp_path, edit, line, words):
+    _graph_file(tmp_path, TRIANGLE.replace(*edit))
+    issue = one(tmp_path, WAN.format(graph="g.graphml", hosts=2))
+    assert f"{tmp_path / 'g.graphml'}:{line}: " in issue.message and words in issue.message, issue
