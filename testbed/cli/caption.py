@@ -71,7 +71,7 @@ def run(args) -> int:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
     for image, words in captions.items():
-        print(f"{image}: {words}")
+        print(f"{image}: {words or '(no words: the model ended the caption at once)'}")
     return 0
 
 

@@ -55,8 +55,9 @@ def test_a_photo_is_captioned_through_vgg16_features_and_bad_photos_or_weights_a
     Image.fromarray(np.random.default_rng(1).integers(0, 255, (50, 70, 3), np.uint8)).save(photo)
     assert caption.main([str(run_dir), "--photo", str(photo), "--random-weights"]) == 0
     [line] = capsys.readouterr().out.strip().splitlines()
-    name, said = line.split(": ", 1)
-    assert name == str(photo) and set(said.split()) <= set(words)
+    name, said = line.split(": ", 1)     # an untrained VGG16's features may end the caption at once
+    assert name == str(photo)
+    assert set(said.split()) <= set(words) or said == "(no words: the model ended the caption at once)"
 
     assert caption.main([str(run_dir), "--photo", str(tmp_path / "weights.h5")]) == 2     # not an image
     assert f"no .jpg/.jpeg/.png image file {tmp_path / 'weights.h5'}" in capsys.readouterr().err
