@@ -159,9 +159,9 @@ def link_plan(ends, params, mode: str = "tc", qdisc: str = "htb", replace: bool 
     """The plan that shapes one link's ends as `params` say: with mode tc, tc on every end; with mode
     ovs, an OVS QoS queue on each switch port, then the root classes' burst (OVS QoS shapes
     bandwidth only). replace: the link is shaped already (a fault, a trace): where `in_force` (the
-    parameters shaping it now) builds the same tc tree, its values are changed in place; otherwise
-    what is there is removed first (then packets queued on it are dropped and, until the new tree
-    is in, the link is unshaped).
+    parameters shaping it now) builds the same tc tree, its values are changed in place; otherwise,
+    or when in_force is None (not known, e.g. after a failed change), what is there is removed
+    first (then packets queued on it are dropped and, until the new tree is in, the link is unshaped).
 
     qos_rates (port -> rate), for a running network: its OVS QoS ports in force, updated here with
     this link's. OVS rewrites every port's root class whenever it reconfigures its bridges, so after a

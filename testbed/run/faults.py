@@ -37,6 +37,31 @@ class Op(NamedTuple):
 
 
 @dataclass
+class LinkState:
+    """A link of the running network as its trace and the faults on it leave it, shared by the fault
+    applier and the tracer (Network.reshaped). In force: its base (the configured parameters, or its
+    trace's row) with each active fault's own change on top, a later fault's over an earlier's."""
+    base: object                                    # LinkParams
+    changes: list = field(default_factory=list)     # [(fault, {key: value})], the active faults' in the order applied
+    shaped: object = None                           # the LinkParams its tc tree was built for; None: unknown
+
+    def _merged(self) -> dict:
+        out = {}
+        for _, change in self.changes:
+            out.update(change)
+        return out
+
+    @property
+    def params(self):
+        """The base with the active faults' bw, delay and loss."""
+        return self.base.model_copy(update={k: v for k, v in self._merged().items() if k != "up"})
+
+    @property
+    def up(self) -> bool:
+        return self._merged().get("up", True)
+
+
+@dataclass
 class Context:
     """What planning needs of the running network: each faulted link's ends (interface, host holding
     it or None for the root namespace) and configured parameters, the shaping, tasks, hosts' CPU."""
@@ -47,29 +72,30 @@ class Context:
     tasks: list = field(default_factory=list)       # roles.Task
     cpu: dict = field(default_factory=dict)         # host -> configured CPU fraction or None
     qos_rates: dict = field(default_factory=dict)   # shaping ovs: switch port -> rate in force
-    in_force: dict = field(default_factory=dict)    # frozenset({a, b}) -> LinkParams since a re-shape
+    links: dict = field(default_factory=dict)       # frozenset({a, b}) -> LinkState (Network.reshaped)
+    planned: dict = field(default_factory=dict)     # frozenset({a, b}) -> (LinkParams, {QoS port: rate | None}) to run
 
 
 def link_key(fault) -> frozenset:
     return frozenset(fault.link)
 
 
-def _ip_link(ctx: Context, fault, state: str) -> list[Op]:
-    return [Op("cmd", holder, ("ip", "link", "set", "dev", intf, state)) for intf, holder in ctx.ends[link_key(fault)]]
-
-
-def _shape(ctx: Context, fault, params) -> list[Op]:
-    return shape_ops(ctx, link_key(fault), params)
+def link_state(ctx: Context, link: frozenset) -> LinkState:
+    """The link's state, shared by every Context of the network (at first: as bring-up shaped it)."""
+    if link not in ctx.links:
+        ctx.links[link] = LinkState(base=ctx.params[link], shaped=ctx.params[link])
+    return ctx.links[link]
 
 
 def shape_ops(ctx: Context, link: frozenset, params) -> list[Op]:
     """Shape both ends of a link (its key: frozenset of its ends) as `params` say, by the plan bring-up
     uses (shaping.link_plan), replacing what is there: under shaping ovs that includes the QoS root
-    class's burst step. set_bw and the other link faults, and a link's trace (run/traces.py), use it."""
+    class's burst step. What it shapes is recorded once the operations have run (settle)."""
     ends = [shaping.End(intf, holder, holder is None) for intf, holder in ctx.ends[link]]
-    plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=ctx.qos_rates,
-                             in_force=ctx.in_force.get(link, ctx.params[link]))
-    ctx.in_force[link] = params
+    rates = dict(ctx.qos_rates)     # link_plan updates it with this link's ports
+    plan = shaping.link_plan(ends, params, ctx.shaping, ctx.qdisc, replace=True, qos_rates=rates,
+                             in_force=link_state(ctx, link).shaped)
+    ctx.planned[link] = (params, {end.intf: rates.get(end.intf) for end in ends if end.switch_port})
     ops = []
     for holder in {**plan.reset, **plan.tc}:
         ops += [Op("cmd", holder, ("tc", *args), check=False) for args in plan.reset.get(holder, [])]
@@ -78,15 +104,49 @@ def shape_ops(ctx: Context, link: frozenset, params) -> list[Op]:
     return ops + [Op("cmd", None, ("tc", *args)) for args in plan.root_classes]
 
 
-def _set_link(key: str):
+def settle(ctx: Context, ok: bool) -> None:
+    """After the planned operations ran: what they shaped is in force (ok), or (one failed) those links'
+    trees are unknown, so that their next change removes the root and builds it in full."""
+    for link, (params, ports) in ctx.planned.items():
+        ctx.links[link].shaped = params if ok else None
+        if not ok:
+            continue
+        for port, rate in ports.items():
+            ctx.qos_rates.pop(port, None)
+            if rate is not None:
+                ctx.qos_rates[port] = rate
+    ctx.planned.clear()
+
+
+def base_ops(ctx: Context, link: frozenset, base) -> list[Op]:
+    """The link's base moves to `base` (its trace's new row); the active faults' changes stay on top."""
+    state = link_state(ctx, link)
+    state.base = base
+    return shape_ops(ctx, link, state.params)
+
+
+def _link_ops(ctx: Context, fault, key: str) -> list[Op]:
+    """The link made as its state says: up or down (key "up"), else shaped."""
+    state = link_state(ctx, link_key(fault))
+    if key == "up":
+        return [Op("cmd", holder, ("ip", "link", "set", "dev", intf, "up" if state.up else "down"))
+                for intf, holder in ctx.ends[link_key(fault)]]
+    return shape_ops(ctx, link_key(fault), state.params)
+
+
+def _on_link(key: str, value=None) -> tuple:
+    """(apply, undo) of an action that sets a link's `key` (up, bw, delay, loss) to `value` or to the
+    fault's own value: apply puts the fault's change on top, undo takes off that change alone."""
     def apply(ctx, fault):
-        params = ctx.params[link_key(fault)]
-        return _shape(ctx, fault, params.model_copy(update={key: getattr(fault, key)}))
-    return apply
+        change = {key: getattr(fault, key) if value is None else value}
+        link_state(ctx, link_key(fault)).changes.append((fault, change))
+        return _link_ops(ctx, fault, key)
 
-
-def _restore_link(ctx, fault):
-    return _shape(ctx, fault, ctx.params[link_key(fault)])
+    def undo(ctx, fault):
+        state = link_state(ctx, link_key(fault))
+        state.changes = [(f, c) for f, c in state.changes if f is not fault]
+        return _link_ops(ctx, fault, key)
+    return apply, undo
 
 
 def target_tasks(ctx: Context, fault) -> list[Task]:
@@ -109,11 +169,11 @@ class Action(grammar.ActionSyntax):
 
 
 _OPERATIONS: dict[str, tuple] = {       # action -> (apply, undo or None); the names of grammar.ACTIONS
-    "link_down": (lambda c, f: _ip_link(c, f, "down"), lambda c, f: _ip_link(c, f, "up")),
-    "link_up": (lambda c, f: _ip_link(c, f, "up"), None),
-    "set_bw": (_set_link("bw"), _restore_link),
-    "set_delay": (_set_link("delay"), _restore_link),
-    "set_loss": (_set_link("loss"), _restore_link),
+    "link_down": _on_link("up", False),
+    "link_up": (_on_link("up", True)[0], None),     # no undo: its change stays on top of earlier ones
+    "set_bw": _on_link("bw"),
+    "set_delay": _on_link("delay"),
+    "set_loss": _on_link("loss"),
     "kill": (_signal("SIGKILL"), None),
     "pause": (_signal("SIGSTOP"), _signal("SIGCONT")),
     "set_cpu": (lambda c, f: [Op("cpu", f.host, f.cpu)], lambda c, f: [Op("cpu", f.host, c.cpu.get(f.host))]),
@@ -247,7 +307,7 @@ class Applier:
         self._write()
 
     def _run(self, training, ops: list[Op]) -> None:
-        run_ops(self.net, training, ops)
+        carry_out(self.ctx, self.net, training, ops)
 
     def _write(self) -> None:
         """The journal (runs/<id>/faults.json): readable even after an interrupted run."""
@@ -274,11 +334,21 @@ def run_ops(net, training, ops: list[Op]) -> None:
                 raise RuntimeError(f"{' '.join(op.arg)} failed: {(proc.stderr or proc.stdout).strip()[:300]}")
 
 
+def carry_out(ctx: Context, net, training, ops: list[Op]) -> None:
+    """run_ops, then settle what they shaped: in force when all succeeded, else unknown."""
+    try:
+        run_ops(net, training, ops)
+    except BaseException:
+        settle(ctx, ok=False)
+        raise
+    settle(ctx, ok=True)
+
+
 def link_context(net, links) -> Context:
     """A Context for re-shaping `links` (pairs of ends) of a running network; it shares the network's
-    OVS QoS rates and links' parameters in force, so that faults and traces see each other's changes."""
+    OVS QoS rates and links' states (LinkState), so that faults and traces see each other's changes."""
     ctx = Context(shaping=net.topology.shaping, qdisc=net.topology.qdisc, qos_rates=net.qos_rates,
-                  in_force=net.reshaped)
+                  links=net.reshaped)
     for a, b in links:
         edge = next(e for e in net.graph.links if {e.a, e.b} == {a, b})
         ctx.params[frozenset((a, b))] = edge.params

@@ -2,6 +2,7 @@
 testbed/spec/traces.py) start from its first values at bring-up, and the training loop ticks a
 Tracer next to the fault applier, which re-shapes each link when its trace reaches a new row, by the
 same operations as a set_bw fault (faults.shape_ops: shaping.link_plan with replace, OVS QoS too).
+A row is the link's base: the faults active on the link stay on top of it (faults.LinkState).
 Each change is a link_changes.csv row, with the lead's step at which it landed. Changes stop when
 training ends (the Tracer is ticked only while it runs); teardown removes the links.
 
@@ -128,7 +129,8 @@ class Tracer:
         row.update(bw_bps=emulated.bw, delay_ms=None if emulated.delay is None else round(emulated.delay * 1e3, 6),
                    loss_pct=emulated.loss, outcome="ok")
         try:
-            faults.run_ops(self.net, training, faults.shape_ops(self.ctx, key, changed(f.own, f.wall.rows[index])))
+            ops = faults.base_ops(self.ctx, key, changed(f.own, f.wall.rows[index]))
+            faults.carry_out(self.ctx, self.net, training, ops)
         except Exception as err:  # noqa: BLE001 - recorded, and the run fails with it
             row["outcome"] = f"failed: {err}"
             return f"link {f.name} could not follow its trace ({f.link.key}.trace, row {index + 1}): {err}"

@@ -1,4 +1,6 @@
 """Faults: triggers, validation with lines, the operations each action issues, costs, restarts."""
+from types import SimpleNamespace
+
 import pytest
 
 from spec_helpers import issues, load
@@ -129,6 +131,45 @@ def plan(fault, context=None):
     return action.apply(context, fault), action.undo(context, fault) if action.undo else None
 
 
+class Net:
+    """The parts of a running network the applier uses: a link h2-s1 of `params`; commands are
+    collected, not run (the switch's end too); those of a host in `broken` fail."""
+    def __init__(self, monkeypatch, params=LinkParams(bw="10mbit"), shaping="tc"):
+        monkeypatch.setattr(faults.subprocess, "run", lambda argv, **kw: SimpleNamespace(
+            returncode=self.ran.append((None, argv)) or int(None in self.broken), stdout="", stderr="broken"))
+        self.topology = SimpleNamespace(shaping=shaping, qdisc="htb")
+        self.graph = SimpleNamespace(links=[SimpleNamespace(a="h2", b="s1", params=params)])
+        self.qos_rates, self.reshaped, self.ran, self.broken = {}, {}, [], set()
+        self.nodes = {h: SimpleNamespace(name=h, limits={"cpu": None},
+                                         run=lambda argv, timeout, check, h=h: self._run(h, argv, check))
+                      for h in ("h1", "h2")}
+
+    def _run(self, host, argv, check):
+        self.ran.append((host, argv))
+        if check and host in self.broken:
+            raise RuntimeError(f"{argv[0]}: broken")
+
+    def link_ends(self, a, b):
+        return [("h2-eth0", self.nodes["h2"]), ("s1-eth2", None)]
+
+
+def shaped(ops, intf="h2-eth0"):
+    """The rate and netem arguments that operations give an interface (None: none)."""
+    cmds = [op.arg for op in ops if intf in op.arg and "del" not in op.arg]
+    rate = next((a[a.index("rate") + 1] for a in cmds if "class" in a), None)
+    netem = next((a[a.index("netem") + 1:] for a in cmds if "netem" in a), None)
+    return rate, netem
+
+
+def up_or_down(ops) -> set:
+    return {op.arg[-1] for op in ops}
+
+
+def lead(step: int) -> list[dict]:
+    """The lead task's events once it has ended `step`."""
+    return [{"event": "start", "t": 0.0}, {"event": "step", "step": step}]
+
+
 def test_link_down_and_up_commands():
     down, up = plan(F("link_down", link=["h2", "s1"]))
     assert down == [Op("cmd", "h2", ("ip", "link", "set", "dev", "h2-eth0", "down")),
@@ -147,21 +188,26 @@ def test_set_bw_reshapes_both_ends_and_restores_the_configured_rate():
     assert not any("del" in op.arg for op in apply + undo) and all(op.check for op in undo)
 
 
-def test_a_change_of_tree_removes_the_old_one_first_and_faults_see_each_others_changes():
-    context = ctx()
-    plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), context)
+def test_a_change_of_tree_removes_the_old_one_first_and_faults_see_each_others_changes(monkeypatch):
+    context, net, slow = ctx(), Net(monkeypatch), F("set_bw", link=["h2", "s1"], bw=2_000_000)
+    faults.carry_out(context, net, None, faults.ACTIONS["set_bw"].apply(context, slow))
     delay = faults.ACTIONS["set_delay"]
     fault = F("set_delay", link=["h2", "s1"], delay=0.05)
     apply = delay.apply(context, fault)      # netem joins the tree: HTB's root goes first (absent is fine)
     assert apply[0] == Op("cmd", "h2", ("tc", "qdisc", "del", "dev", "h2-eth0", "root"), check=False)
     assert any("netem" in op.arg for op in apply)
-    undo = delay.undo(context, fault)        # back to the configured tree without netem: removed again
+    faults.carry_out(context, net, None, apply)
+    undo = delay.undo(context, fault)        # back to set_bw's tree without netem: removed again
     assert undo[0].arg[1:3] == ("qdisc", "del") and not any("netem" in op.arg for op in undo)
+    assert shaped(undo) == ("2000000bit", None)
 
 
-def test_set_bw_on_an_unshaped_link_removes_the_shaping_again():
-    apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(params=LinkParams()))
+def test_set_bw_on_an_unshaped_link_removes_the_shaping_again(monkeypatch):
+    context, fault = ctx(params=LinkParams()), F("set_bw", link=["h2", "s1"], bw=2_000_000)
+    apply = faults.ACTIONS["set_bw"].apply(context, fault)
     assert len(apply) == 6
+    faults.carry_out(context, Net(monkeypatch, params=LinkParams()), None, apply)
+    undo = faults.ACTIONS["set_bw"].undo(context, fault)
     assert [op.arg for op in undo] == [("tc", "qdisc", "del", "dev", "h2-eth0", "root"),
                                        ("tc", "qdisc", "del", "dev", "s1-eth2", "root")]
 
@@ -176,6 +222,72 @@ def test_set_bw_with_ovs_shaping_sets_the_switch_port_qos():
     assert undo[1] == Op("cmd", None, ("tc", *ovs_root_class_command("s1-eth2", 10_000_000)))
     unshaped = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(shaping="ovs", params=LinkParams()))[1]
     assert unshaped == [Op("cmd", None, ("ovs-vsctl", "clear", "Port", "s1-eth2", "qos"))]
+
+
+def test_overlapping_faults_on_a_link_each_put_on_and_take_off_only_their_own_change():
+    context = ctx()
+    slow, late = F("set_bw", link=["h2", "s1"], bw=1_000_000), F("set_delay", link=["h2", "s1"], delay=0.05)
+    faults.ACTIONS["set_bw"].apply(context, slow)
+    assert shaped(faults.ACTIONS["set_delay"].apply(context, late)) == ("1000000bit", ("delay", "50000us"))
+    assert shaped(faults.ACTIONS["set_bw"].undo(context, slow)) == ("10000000bit", ("delay", "50000us"))
+    assert shaped(faults.ACTIONS["set_delay"].undo(context, late)) == ("10000000bit", None)
+
+
+def test_of_two_faults_on_one_key_the_later_wins_and_each_undo_leaves_the_others():
+    set_bw = faults.ACTIONS["set_bw"]
+    context, a, b = ctx(), F("set_bw", link=["h2", "s1"], bw=1_000_000), F("set_bw", link=["h2", "s1"], bw=2_000_000)
+    set_bw.apply(context, a)
+    assert shaped(set_bw.apply(context, b)) == ("2000000bit", None)
+    assert shaped(set_bw.undo(context, b)) == ("1000000bit", None)        # a is still on
+    assert shaped(set_bw.undo(context, a)) == ("10000000bit", None)
+    set_bw.apply(context, a), set_bw.apply(context, b)
+    assert shaped(set_bw.undo(context, a)) == ("2000000bit", None)        # b, the later, still on
+
+
+def test_a_link_stays_down_while_any_link_down_on_it_is_active_and_link_up_is_a_later_change():
+    down, up = faults.ACTIONS["link_down"], faults.ACTIONS["link_up"]
+    context, a, b = ctx(), F("link_down", link=["h2", "s1"]), F("link_down", link=["h2", "s1"])
+    down.apply(context, a), down.apply(context, b)
+    assert up_or_down(down.undo(context, a)) == {"down"} and up_or_down(down.undo(context, b)) == {"up"}
+    down.apply(context, a)
+    assert up_or_down(up.apply(context, F("link_up", link=["h2", "s1"]))) == {"up"}
+    assert up_or_down(down.undo(context, a)) == {"up"}             # link_up, the later change, stays
+    assert up_or_down(down.apply(context, b)) == {"down"} and up_or_down(down.undo(context, b)) == {"up"}
+
+
+def test_after_a_failed_change_the_next_one_rebuilds_the_tree(tmp_path, monkeypatch):
+    net, clock = Net(monkeypatch), [0.0]
+    monkeypatch.setattr(faults.time, "time", lambda: clock[0])
+    delay = F("set_delay", at="step 1", link=["h2", "s1"], delay=0.05, duration=1)
+    slow = F("set_bw", at="step 3", link=["h2", "s1"], bw=2_000_000, duration=1)
+    applier = faults.Applier([delay, slow], net, TASKS, 10, tmp_path / "faults.json")
+    assert applier.tick(None, lead(1)) is None
+    net.broken, clock[0] = {"h2"}, 2.0       # the undo removes h2's root, then cannot build it again
+    assert applier.tick(None, lead(2)) is None and "undo failed: tc: broken" in applier.records[0].outcome
+    net.broken, before = set(), len(net.ran)
+    assert applier.tick(None, lead(3)) is None
+    h2 = [argv for host, argv in net.ran[before:] if host == "h2"]
+    # not the class changed in place under a root that is not there: the root removed and built again
+    assert h2[0] == ["tc", "qdisc", "del", "dev", "h2-eth0", "root"] and "htb" in h2[1] and "2000000bit" in h2[2]
+    before, clock[0] = len(net.ran), 4.0
+    assert applier.tick(None, lead(4)) is None          # that one succeeded: the undo changes it in place
+    assert [argv[1:3] for host, argv in net.ran[before:]] == [["class", "replace"]] * 2
+
+
+def test_what_a_change_shapes_is_recorded_only_once_it_succeeded(monkeypatch):
+    context, net = ctx(shaping="ovs"), Net(monkeypatch, shaping="ovs")
+    context.qos_rates.update({"s1-eth1": 10_000_000, "s1-eth2": 10_000_000})
+    fault = F("set_bw", link=["h2", "s1"], bw=2_000_000)
+    ops = faults.ACTIONS["set_bw"].apply(context, fault)
+    assert context.qos_rates == {"s1-eth1": 10_000_000, "s1-eth2": 10_000_000}, "not while planning"
+    net.broken = {None}
+    with pytest.raises(RuntimeError):
+        faults.carry_out(context, net, None, ops)
+    assert context.qos_rates["s1-eth2"] == 10_000_000 and context.links[LINK].shaped is None
+    net.broken, faster = set(), F("set_bw", link=["h2", "s1"], bw=3_000_000)
+    faults.carry_out(context, net, None, faults.ACTIONS["set_bw"].apply(context, faster))
+    assert context.qos_rates == {"s1-eth1": 10_000_000, "s1-eth2": 3_000_000}
+    assert context.links[LINK].shaped.bw == 3_000_000
 
 
 def test_set_delay_and_loss_add_netem_under_the_rate():

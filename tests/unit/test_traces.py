@@ -235,7 +235,8 @@ class Net:
                             lambda argv, **kw: self.ran.append((None, argv)) or SimpleNamespace(returncode=0))
         self.topology, self.qos_rates, self.reshaped, self.ran = exp.topology, {}, {}, []
         self.graph = run_traces.first_values(build_graph(exp.topology), exp)
-        self.nodes = {h: SimpleNamespace(name=h, run=lambda argv, timeout, check, h=h: self.ran.append((h, argv)))
+        self.nodes = {h: SimpleNamespace(name=h, limits={"cpu": None},
+                                         run=lambda argv, timeout, check, h=h: self.ran.append((h, argv)))
                       for h in ("h1", "h2")}
 
     def link_ends(self, a, b):
@@ -297,6 +298,32 @@ def test_an_empty_cell_gives_the_links_own_delay_not_the_first_rows(tmp_path, mo
         netem.append([argv for h, argv in net.ran[before:] if h == "h1" and "netem" in argv and "del" not in argv])
     assert [r["delay_ms"] for r in tracer.rows] == [100.0, None, 100.0]
     assert netem[0] and not netem[1] and netem[2], "row 2 leaves no delay, as the file (no delay of its own) says"
+
+
+def test_faults_on_a_traced_link_stay_on_top_of_its_rows_until_undone(tmp_path, monkeypatch):
+    extra = ("workload: {steps_per_epoch: 20}\nfaults:\n"
+             "  - {at: 7s, action: set_loss, link: [h1, s1], loss: 1%, duration: 10s}\n"
+             "  - {at: 8s, action: set_bw, link: [h1, s1], bw: 1mbit, duration: 6s}\n")
+    exp = load_spec(spec_file(tmp_path, "{trace: steps.csv}", extra))
+    net, clock = Net(exp, monkeypatch), [0.0]
+    monkeypatch.setattr(run_traces.time, "time", lambda: clock[0])
+    tracer = run_traces.Tracer([lt for lt in traces.link_traces(exp) if lt.a == "h1"], net, 20)
+    applier = run_traces.faults.Applier(exp.faults, net, [], 20, tmp_path / "faults.json")
+    shaped = []
+    for now in (0.0, 6.1, 7.0, 8.0, 12.2, 14.1, 17.1):
+        clock[0], before = now, len(net.ran)
+        assert applier.tick(None, [{"event": "start", "t": 0.0}]) is None
+        assert tracer.tick(None, [{"event": "start", "t": 0.0}]) is None
+        h1 = [argv for h, argv in net.ran[before:] if h == "h1" and "del" not in argv]
+        shaped.append((next(a[a.index("rate") + 1] for a in h1 if "class" in a),
+                       next((a[-1] for a in h1 if "netem" in a), None)))
+    assert shaped == [("50000000bit", None), ("5000000bit", None),
+                      ("5000000bit", "1.0%"),          # the loss on top of the trace's row in force
+                      ("1000000bit", "1.0%"),
+                      ("1000000bit", "1.0%"),          # the trace's next row: set_bw's rate holds, the loss stays
+                      ("50000000bit", "1.0%"),         # set_bw undone: the trace's row in force
+                      ("50000000bit", None)]
+    assert [r["bw_bps"] for r in tracer.rows] == [50_000_000, 5_000_000, 50_000_000]
 
 
 def test_a_mahimahi_gap_is_paced_on_this_machines_clock_under_dilation(tmp_path):
