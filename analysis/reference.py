@@ -2,8 +2,9 @@
 
 Both experiments' ok runs (degraded ones left out unless asked) are grouped by configuration
 (tables.CONFIG_KEYS). Per configuration and metric, each side's spread is the range of its
-repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap; with one
-run on each side there is no spread, and the table says so instead of judging.
+repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap and so few
+orders of the runs would put them apart by chance (analysis/spread.py); with one run on each side
+there is no spread, and with too few repeats the table says so instead of judging.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import tables
+from analysis import spread, tables
 from analysis.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
 
 METRICS = {"training_time_s": "training time (s)", "final_loss": "final loss"}
@@ -21,6 +22,7 @@ COLUMNS = [*tables.CONFIG_KEYS, "metric", *(f"{side}_{k}" for side in SIDES for 
 # what, beside the configuration, makes two runs' times incomparable
 SET_UP = {"compute": "compute", "steps": "steps per run", "global_batch": "global batch"}
 WITHIN, NO_SPREAD, ONLY = "within the spread", "one run each: no spread to judge", "measured on one side only"
+TOO_FEW = "apart, but too few repeats to judge"
 
 
 def _counted_ok(exp: tables.Experiment) -> pd.DataFrame:
@@ -32,13 +34,10 @@ def verdict(ref: pd.Series, yours: pd.Series) -> str:
     """Where `yours` lies against `ref` (each a side's runs, mean, min, max)."""
     if not (ref["runs"] and yours["runs"]):
         return ONLY
-    if ref["runs"] == 1 and yours["runs"] == 1:
-        return NO_SPREAD
-    if yours["min"] > ref["max"]:
-        return "higher beyond the spread"
-    if yours["max"] < ref["min"]:
-        return "lower beyond the spread"
-    return WITHIN
+    judged = spread.judge((int(ref["runs"]), ref["min"], ref["max"]), (int(yours["runs"]), yours["min"], yours["max"]))
+    if judged.verdict == spread.APART:
+        return "higher beyond the spread" if judged.sign > 0 else "lower beyond the spread"
+    return {spread.WITHIN: WITHIN, spread.NO_SPREAD: NO_SPREAD, spread.TOO_FEW: TOO_FEW}[judged.verdict]
 
 
 def against(reference: tables.Experiment, yours: tables.Experiment) -> pd.DataFrame:
@@ -94,18 +93,29 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
         if rows.empty:
             continue
         beyond = rows[rows["verdict"].str.endswith("beyond the spread")]
-        judged = rows[rows["verdict"] != NO_SPREAD]
+        judged = rows[~rows["verdict"].isin([NO_SPREAD, TOO_FEW])]
+        sizes = ", ".join(sorted({f"{r.yours_runs} of yours against {r.reference_runs}" for r in rows.itertuples()}))
         head = (f"{label.capitalize()}: {len(judged)} of {len(rows)} configurations measured on both sides could be "
-                f"judged (the others had one run each)" if len(judged) < len(rows) else
-                f"{label.capitalize()}: {len(rows)} configurations measured on both sides")
+                f"judged (runs: {sizes}; the others had one run each, or too few repeats for ranges apart to "
+                f"mean more than chance)" if len(judged) < len(rows) else
+                f"{label.capitalize()}: {len(rows)} configurations measured on both sides (runs: {sizes})")
         if beyond.empty:
-            out.append(f"{head}; none differs from the reference beyond the spread of the repeats"
+            out.append(f"{head}; none differs from the reference beyond the spread of the repeats where it could be "
+                       "judged"
                        + (f" (yours / reference: {rows['ratio'].min():.2f} to {rows['ratio'].max():.2f})."
                           if rows["ratio"].notna().any() else "."))
         else:
             each = "; ".join(f"{_point(r)}: {r.yours_mean:.3g} against {r.reference_mean:.3g} "
                              f"(×{r.ratio:.2f}, {r.verdict.split(' beyond')[0]})" for r in beyond.itertuples())
             out.append(f"{head}; {len(beyond)} differ{'s' * (len(beyond) == 1)} beyond the spread of the repeats: {each}.")
+        few = rows[rows["verdict"] == TOO_FEW]
+        if len(few):
+            r = next(few.itertuples())
+            judged_few = spread.judge((r.reference_runs, r.reference_min, r.reference_max),
+                                      (r.yours_runs, r.yours_min, r.yours_max))
+            out.append(f"{label.capitalize()}: the ranges lie apart at {len(few)} configuration"
+                       f"{'s' * (len(few) != 1)} ({'; '.join(_point(q) for q in few.itertuples())}), but at "
+                       f"{spread.too_few_text(judged_few, r.yours_runs, r.reference_runs)}.")
     only = table[(table["verdict"] == ONLY) & (table["metric"] == "training_time_s")]
     for side in SIDES:
         missing = only[only[f"{side}_runs"] == 0]

@@ -63,7 +63,14 @@ def _trend_nodes(found: list[trends.NodeTrend]) -> list[str]:
            "mixed": "does not change monotonically with the number of nodes"}
     return [f"At {figures.mbit(n.bw_bps)} ({n.strategy}) training time {how[n.shape]}: "
             + " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
-            + " [mean over repeats, (nodes)]." for n in found]
+            + " [mean over repeats, (nodes)]"
+            + _overlap_note([f"{a} and {b} nodes" for a, b in n.overlaps]) + "." for n in found]
+
+
+def _overlap_note(pairs: list[str]) -> str:
+    """Where neighbouring points' repeats overlap, so that the step between their means is within the noise."""
+    return (f"; the repeats' ranges overlap between {', '.join(pairs)}, so that step is within the noise"
+            if pairs else "")
 
 
 def _stability_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -85,7 +92,9 @@ def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
     found = trends.bandwidth_trends(summary)
     out = [f"With {b.hosts} nodes ({b.strategy}) training time {'falls' if b.falls else 'does not fall steadily'} "
            f"as bandwidth rises ({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
-           f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s)." for b in found]
+           f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
+           + _overlap_note([f"{figures.mbit(x)} and {figures.mbit(y)}" for x, y in b.overlaps]) + "."
+           for b in found]
     return out, (all(b.falls for b in found) if found else None)
 
 
@@ -108,9 +117,11 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                        + ", ".join(f"×{r:.3g} at {figures.mbit(bw)}" for bw, r in g)
                        + (": it narrows as bandwidth rises (as in thesis fig. 18)." if narrows
                           else ": it does not narrow steadily as bandwidth rises."))
+    noisy = any(n.overlaps for n in found) or any(b.overlaps for b in trends.bandwidth_trends(s))
     if grows_all and falls_all:
         out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
-                   "bandwidth is faster.")
+                   "bandwidth is faster" + (" on the means; where the repeats' ranges overlap (above) the step "
+                                            "is within the noise." if noisy else "."))
     elif grows_all and falls_all is None:
         out.append("Time grows with every node added, as in the thesis (figs. 15/18); no node count was "
                    "measured at two bandwidths, so whether more bandwidth is faster is not tested here.")
@@ -122,7 +133,8 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     r = trends.iperf_ratios(t["iperf_checks"])
     if len(r):
         out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
-                   f"(median {r.median():.3f}); TCP over HTB cannot exceed {figures.HTB_TCP_CEILING:.3f} "
+                   f"(median {r.median():.3f}); TCP over HTB carries about {figures.HTB_TCP_CEILING:.3f} of it at "
+                   "most (a receiver's count over a few seconds can read slightly above) "
                    f"(thesis fig. 17: {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s).")
         out += _timer_sentence(exp.runs)
     out += _cost_model_sentences(t) + advisor.switch_sentences(exp.runs, exp.steps)   # strategy switch

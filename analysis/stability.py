@@ -3,24 +3,30 @@ all-reduce converges more stably" (the thesis's companion abstract).
 
 From steps.csv, the lead task's loss after every step (the ps coordinator, or all-reduce's worker 0),
 against its training time so far (the sum of its step times, emulated). Per run:
-- time to the target loss: the training time at the first step whose loss is at or below it
-  (report.target_loss in the experiment file; by default the highest final loss of the runs
-  compared, so that every run reaches it);
-- final loss: the mean loss of the last tenth of the steps;
+- time to the target loss: the training time at the first step where the mean of the last
+  SMOOTH_STEPS losses is at or below it (one noisy dip below it does not count; report.target_loss
+  in the experiment file, by default the highest final loss of the runs compared);
+- final loss: the mean loss of the last tenth of the steps, and the samples seen (steps x the
+  samples per step: under ps each step is one worker's batch, under all-reduce every worker's);
 - noise: the standard deviation of the step-to-step change of the loss over the second half of
-  training (how much the loss jumps from one step to the next once past the first descent).
-Per strategy and bandwidth: their means over repeats, the final loss's spread (standard deviation
-across repeats), and how many runs reached the target."""
+  training, and that noise x sqrt(samples per step), which takes out the part that comes from
+  averaging a smaller batch (a ps step's loss is one worker's batch, all-reduce's the whole global
+  batch's: sampling alone makes ps's sqrt(workers) times noisier).
+Per strategy and bandwidth: their means and ranges over repeats, the final loss's spread (standard
+deviation across repeats), and how many runs reached the target. A claim is supported or not only
+where every run reached the target and the two strategies' ranges of repeats lie apart beyond
+chance (analysis/spread.py); otherwise the sentence says why there is no verdict."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import tables
+from analysis import spread, tables
 
 STRATEGIES = ("ps", "allreduce")
-CURVE_COLUMNS = ["run_id", "strategy", "bw_bps", "repeat", "step", "elapsed_s", "loss"]
+CURVE_COLUMNS = ["run_id", "strategy", "bw_bps", "repeat", "samples_per_step", "step", "elapsed_s", "loss"]
+SMOOTH_STEPS = 5
 
 
 def lead_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -40,8 +46,17 @@ def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     if lead.empty:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     lead["elapsed_s"] = lead.groupby("run_id")["time_s"].cumsum()
-    lead = lead.drop(columns=["strategy"], errors="ignore").merge(ok[["run_id", "strategy", "bw_bps", "repeat"]], on="run_id")
+    ok = ok.assign(samples_per_step=samples_per_step(ok))
+    lead = lead.drop(columns=["strategy"], errors="ignore").merge(
+        ok[["run_id", "strategy", "bw_bps", "repeat", "samples_per_step"]], on="run_id")
     return lead[CURVE_COLUMNS].reset_index(drop=True)
+
+
+def samples_per_step(runs: pd.DataFrame) -> pd.Series:
+    """The samples behind one logged loss: one worker's batch under ps, the global batch otherwise."""
+    batch = pd.to_numeric(runs["global_batch"], errors="coerce")
+    workers = pd.to_numeric(runs["workers"], errors="coerce").where(lambda w: w > 0)
+    return batch.where(runs["strategy"] != "ps", batch / workers)
 
 
 def stated_target(exp: tables.Experiment) -> float | None:
@@ -74,26 +89,55 @@ def per_run(curves: pd.DataFrame, target: float) -> pd.DataFrame:
     rows = []
     for run_id, c in curves.groupby("run_id", sort=False):
         loss = c["loss"].to_numpy(float)
-        reached = np.flatnonzero(loss <= target)
+        smooth = pd.Series(loss).rolling(min(SMOOTH_STEPS, len(loss))).mean().to_numpy()
+        reached = np.flatnonzero(smooth <= target)
         second_half = loss[len(loss) // 2:]
+        noise = float(np.diff(second_half).std()) if len(second_half) > 2 else np.nan
+        per_step = float(c["samples_per_step"].iloc[0])
         rows.append({"run_id": run_id, "strategy": c["strategy"].iloc[0], "bw_bps": c["bw_bps"].iloc[0],
-                     "repeat": c["repeat"].iloc[0], "steps": len(loss),
+                     "repeat": c["repeat"].iloc[0], "steps": len(loss), "samples_per_step": per_step,
+                     "samples": len(loss) * per_step,
                      "training_time_s": float(c["elapsed_s"].iloc[-1]),
                      "time_to_target_s": float(c["elapsed_s"].iloc[reached[0]]) if len(reached) else np.nan,
                      "final_loss": float(loss[-max(1, len(loss) // 10):].mean()),
-                     "noise": float(np.diff(second_half).std()) if len(second_half) > 2 else np.nan})
+                     "noise": noise, "noise_per_sample": noise * np.sqrt(per_step)})
     return pd.DataFrame(rows)
 
 
 def per_strategy(runs_table: pd.DataFrame) -> pd.DataFrame:
-    """Means over repeats per strategy and bandwidth, with the final loss's spread."""
+    """Means and ranges over repeats per strategy and bandwidth, with the final loss's spread."""
+    columns = ["strategy", "bw_bps", "runs", "reached", "time_to_target_s", "time_to_target_min_s",
+               "time_to_target_max_s", "samples_per_step", "samples", "final_loss", "final_loss_spread", "noise",
+               "noise_per_sample", "noise_per_sample_min", "noise_per_sample_max"]
     if runs_table.empty:
-        return pd.DataFrame(columns=["strategy", "bw_bps", "runs", "reached", "time_to_target_s", "final_loss",
-                                     "final_loss_spread", "noise"])
+        return pd.DataFrame(columns=columns)
     g = runs_table.groupby(["strategy", "bw_bps"])
     return g.agg(runs=("run_id", "size"), reached=("time_to_target_s", "count"),
-                 time_to_target_s=("time_to_target_s", "mean"), final_loss=("final_loss", "mean"),
-                 final_loss_spread=("final_loss", "std"), noise=("noise", "mean")).reset_index()
+                 time_to_target_s=("time_to_target_s", "mean"), time_to_target_min_s=("time_to_target_s", "min"),
+                 time_to_target_max_s=("time_to_target_s", "max"), samples_per_step=("samples_per_step", "mean"),
+                 samples=("samples", "mean"), final_loss=("final_loss", "mean"),
+                 final_loss_spread=("final_loss", "std"), noise=("noise", "mean"),
+                 noise_per_sample=("noise_per_sample", "mean"), noise_per_sample_min=("noise_per_sample", "min"),
+                 noise_per_sample_max=("noise_per_sample", "max")).reset_index()[columns]
+
+
+def _judge(ps: pd.Series, ar: pd.Series, low: str, high: str) -> spread.Judged:
+    """All-reduce's repeats against ps's on one figure's range (sign +1: all-reduce's higher)."""
+    return spread.judge((int(ps["runs"]), ps[low], ps[high]), (int(ar["runs"]), ar[low], ar[high]))
+
+
+def _verdict(judged: spread.Judged, supporting_sign: int, claim: str, n: int, m: int) -> str:
+    if judged.verdict == spread.APART:
+        return f"the ranges lie apart, which {'supports' if judged.sign == supporting_sign else 'does not support'} {claim}"
+    if judged.verdict == spread.TOO_FEW:
+        return f"the ranges lie apart, but at {spread.too_few_text(judged, n, m)}"
+    if judged.verdict == spread.NO_SPREAD:
+        return f"one run each: no verdict on {claim}"
+    return f"the ranges of the repeats overlap: no verdict on {claim}"
+
+
+def _range(row: pd.Series, low: str, high: str, fmt: str) -> str:
+    return f"{row[low]:{fmt}}-{row[high]:{fmt}}" if row[low] != row[high] else f"{row[low]:{fmt}}"
 
 
 def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
@@ -105,24 +149,32 @@ def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
         if not set(STRATEGIES) <= set(by.index):
             continue
         ps, ar = by.loc["ps"], by.loc["allreduce"]
-        where = f"At {mbit(bw)}"
-        if ps["reached"] and ar["reached"]:
-            ratio = ar["time_to_target_s"] / ps["time_to_target_s"]
-            verdict = ("supports" if ratio > 1 else "does not support")
-            out.append(f"{where}, PS reached the target loss {target:.3g} in {ps['time_to_target_s']:.3g} s and "
-                       f"all-reduce in {ar['time_to_target_s']:.3g} s (mean over repeats): all-reduce took "
-                       f"{ratio:.2f}× PS's time, which {verdict} \"PS is faster\".")
+        n, m = int(ps["runs"]), int(ar["runs"])
+        where, faster = f"At {mbit(bw)}", '"PS is faster"'
+        if ps["reached"] == n and ar["reached"] == m:
+            span = ("time_to_target_min_s", "time_to_target_max_s")
+            out.append(f"{where}, PS reached the target loss {target:.3g} (the mean of {SMOOTH_STEPS} steps' losses) in "
+                       f"{ps['time_to_target_s']:.3g} s ({_range(ps, *span, '.3g')} s over {n} runs) and all-reduce in "
+                       f"{ar['time_to_target_s']:.3g} s ({_range(ar, *span, '.3g')} s over {m}): all-reduce took "
+                       f"{ar['time_to_target_s'] / ps['time_to_target_s']:.2f}× PS's time on average; "
+                       f"{_verdict(_judge(ps, ar, *span), 1, faster, n, m)}.")
         else:
-            out.append(f"{where}, PS reached the target loss {target:.3g} in {int(ps['reached'])} of {int(ps['runs'])} "
-                       f"runs and all-reduce in {int(ar['reached'])} of {int(ar['runs'])}: no time to compare.")
-        noisier = ps["noise"] / ar["noise"] if ar["noise"] > 0 else np.nan
-        spread = (f"final loss {ps['final_loss']:.3g} ± {ps['final_loss_spread']:.2g} (PS) against "
-                  f"{ar['final_loss']:.3g} ± {ar['final_loss_spread']:.2g} (all-reduce) across repeats"
-                  if pd.notna(ps["final_loss_spread"]) and pd.notna(ar["final_loss_spread"]) else
-                  f"final loss {ps['final_loss']:.3g} (PS) against {ar['final_loss']:.3g} (all-reduce), one run each")
-        stable = ("supports" if noisier > 1 else "does not support") if pd.notna(noisier) else "cannot test"
-        out.append(f"{where}, PS's step-to-step loss noise was {noisier:.2f}× all-reduce's ({ps['noise']:.3g} "
-                   f"against {ar['noise']:.3g}), {spread}: this {stable} \"all-reduce is more stable\".")
+            out.append(f"{where}, PS reached the target loss {target:.3g} (the mean of {SMOOTH_STEPS} steps' losses) in "
+                       f"{int(ps['reached'])} of {n} runs and all-reduce in {int(ar['reached'])} of {m}: no verdict "
+                       f"on {faster}.")
+        if pd.notna(ps["noise_per_sample_min"]) and pd.notna(ar["noise_per_sample_min"]) and ar["noise"] > 0:
+            span = ("noise_per_sample_min", "noise_per_sample_max")
+            out.append(f"{where}, PS's step-to-step loss noise was {ps['noise'] / ar['noise']:.2f}× all-reduce's "
+                       f"({ps['noise']:.3g} against {ar['noise']:.3g}); a PS loss is one worker's batch of "
+                       f"{ps['samples_per_step']:g} samples and an all-reduce loss the mean over "
+                       f"{ar['samples_per_step']:g}, so scaled by the square root of the samples per step PS's noise "
+                       f"was {ps['noise_per_sample'] / ar['noise_per_sample']:.2f}× all-reduce's "
+                       f"({_range(ps, *span, '.3g')} against {_range(ar, *span, '.3g')} over {n} and {m} runs): "
+                       f"{_verdict(_judge(ps, ar, *span), -1, chr(34) + 'all-reduce is more stable' + chr(34), n, m)}.")
+        spread_of = (lambda r: f" ± {r['final_loss_spread']:.2g}" if pd.notna(r["final_loss_spread"]) else "")
+        out.append(f"{where}, the final loss was {ps['final_loss']:.3g}{spread_of(ps)} (PS, after {ps['samples']:,.0f} "
+                   f"samples) against {ar['final_loss']:.3g}{spread_of(ar)} (all-reduce, after {ar['samples']:,.0f}), "
+                   "± the standard deviation over repeats.")
     if out:
         out.append("TensorFlow 2's parameter-server training is asynchronous: each worker applies its "
                    "gradients without waiting for the others, so PS's loss comes from parameters that other "

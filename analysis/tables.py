@@ -198,14 +198,15 @@ def time_summary(runs: pd.DataFrame) -> pd.DataFrame:
     (then 'allreduce') at the same bandwidth is the baseline; ``baseline_strategy`` says which.
     """
     ok = ok_runs(runs)
-    cols = CONFIG_KEYS + ["bw", "n_runs", "time_mean_s", "time_std_s", "time_per_step_mean_s",
-                          "baseline_time_s", "baseline_strategy", "speedup", "efficiency"]
+    cols = CONFIG_KEYS + ["bw", "n_runs", "time_mean_s", "time_std_s", "time_min_s", "time_max_s",
+                          "time_per_step_mean_s", "baseline_time_s", "baseline_strategy", "speedup", "efficiency"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     g = ok.groupby(CONFIG_KEYS, dropna=False)
     summary = g.agg(bw=("bw", "first"), n_runs=("training_time_s", "size"),
                     time_mean_s=("training_time_s", "mean"),
-                    time_std_s=("training_time_s", "std"),
+                    time_std_s=("training_time_s", "std"), time_min_s=("training_time_s", "min"),
+                    time_max_s=("training_time_s", "max"),
                     time_per_step_mean_s=("time_per_step_s", "mean")).reset_index()
     base = [baseline_time(summary, r) for _, r in summary.iterrows()]
     summary["baseline_time_s"] = [b[0] for b in base]

@@ -14,7 +14,8 @@ class NodeTrend(NamedTuple):
     bw_bps: float
     hosts: tuple[int, ...]
     times_s: tuple[float, ...]
-    shape: str              # "grows" or "falls" with every node added, else "mixed"
+    shape: str              # "grows" or "falls" with every node added, else "mixed" (of the means)
+    overlaps: tuple = ()    # (nodes, nodes) of neighbouring points whose repeats' ranges of time overlap
 
     @property
     def gap(self) -> float | None:
@@ -28,7 +29,8 @@ class BandwidthTrend(NamedTuple):
     hosts: int
     bws_bps: tuple[float, ...]
     times_s: tuple[float, ...]
-    falls: bool             # fell at every bandwidth step up
+    falls: bool             # the mean fell at every bandwidth step up
+    overlaps: tuple = ()    # (bw, bw) of neighbouring points whose repeats' ranges of time overlap
 
 
 class BestBleu(NamedTuple):
@@ -43,6 +45,16 @@ def _shape(times: np.ndarray) -> str:
     return "grows" if (d > 0).all() else "falls" if (d < 0).all() else "mixed"
 
 
+def _overlaps(rows: pd.DataFrame, key: str) -> tuple:
+    """(a, b) of neighbouring rows (by `key`) whose ranges of training time overlap; none where the
+    summary has no ranges."""
+    if not {"time_min_s", "time_max_s"} <= set(rows):
+        return ()
+    pairs = zip(rows.iloc[:-1].itertuples(), rows.iloc[1:].itertuples())
+    return tuple((getattr(a, key), getattr(b, key)) for a, b in pairs
+                 if a.time_min_s <= b.time_max_s and b.time_min_s <= a.time_max_s)
+
+
 def node_trends(summary: pd.DataFrame) -> list[NodeTrend]:
     """One trend per (strategy, bandwidth) measured at two node counts or more."""
     out = []
@@ -50,7 +62,8 @@ def node_trends(summary: pd.DataFrame) -> list[NodeTrend]:
         rows = rows.sort_values("hosts")
         if len(rows) >= 2:
             t = rows["time_mean_s"].to_numpy(float)
-            out.append(NodeTrend(strategy, bw, tuple(int(h) for h in rows["hosts"]), tuple(t), _shape(t)))
+            out.append(NodeTrend(strategy, bw, tuple(int(h) for h in rows["hosts"]), tuple(t), _shape(t),
+                                 tuple((int(a), int(b)) for a, b in _overlaps(rows, "hosts"))))
     return out
 
 
@@ -62,7 +75,7 @@ def bandwidth_trends(summary: pd.DataFrame) -> list[BandwidthTrend]:
         if len(rows) >= 2:
             t = rows["time_mean_s"].to_numpy(float)
             out.append(BandwidthTrend(strategy, int(hosts), tuple(rows["bw_bps"]), tuple(t),
-                                      bool((np.diff(t) < 0).all())))
+                                      bool((np.diff(t) < 0).all()), _overlaps(rows, "bw_bps")))
     return out
 
 

@@ -27,6 +27,16 @@ def _slower_two_nodes(runs):
     return runs
 
 
+def _five_slower_repeats(runs):
+    """The 2-node point at 10 Mbit/s run 5 times, 1.8 x slower: enough repeats to judge against 2."""
+    point = (runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000)
+    extra = pd.concat([runs[point].iloc[[0]].assign(run_id=f"extra-{i}", repeat=9 + i) for i in range(3)])
+    runs = pd.concat([runs, extra], ignore_index=True)
+    runs.loc[runs["run_id"].str.startswith("extra-") | point.reindex(runs.index, fill_value=False),
+             "training_time_s"] *= 1.8
+    return runs
+
+
 def _without_four(runs):
     return runs[runs["hosts"] != 4]
 
@@ -39,24 +49,38 @@ def _row(table, metric, hosts, bw, strategy="allreduce"):
 
 def test_a_point_outside_the_reference_range_differs_beyond_the_spread(tmp_path):
     ref = tables.load_experiment(_copy(tmp_path, "ref"))
-    mine = tables.load_experiment(_copy(tmp_path, "mine", _slower_two_nodes))
+    mine = tables.load_experiment(_copy(tmp_path, "mine", _five_slower_repeats))
     table = reference.against(ref, mine)
     moved = _row(table, "training_time_s", 2, 10_000_000)
     runs = pd.read_csv(SMALL / "runs.csv")
     base = runs[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000) & (runs["status"] == "ok")]["training_time_s"]
     assert (moved.reference_runs, moved.reference_min, moved.reference_max) == (len(base), base.min(), base.max())
-    assert moved.ratio == pytest.approx(1.8) and moved.verdict == "higher beyond the spread"
+    assert moved.yours_runs == 5 and moved.verdict == "higher beyond the spread"
+    assert moved.ratio == pytest.approx(1.8 * (2 * base.mean() + 3 * base.iloc[0]) / 5 / base.mean())
     others = table[(table["metric"] == "training_time_s") & ~((table["hosts"] == 2) & (table["bw_bps"] == 10_000_000))]
     assert set(others["verdict"]) == {reference.WITHIN}
     said = " ".join(reference.sentences(table, ref, mine))
-    assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and "×1.80, higher" in said
+    assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and ", higher)" in said
+
+
+def test_ranges_apart_with_two_repeats_a_side_are_too_few_to_judge(tmp_path):
+    ref = tables.load_experiment(_copy(tmp_path, "ref"))
+    mine = tables.load_experiment(_copy(tmp_path, "mine", _slower_two_nodes))
+    table = reference.against(ref, mine)
+    assert _row(table, "training_time_s", 2, 10_000_000).verdict == reference.TOO_FEW
+    said = " ".join(reference.sentences(table, ref, mine))
+    assert "none differs from the reference beyond the spread of the repeats where it could be judged" in said
+    assert "the ranges lie apart at 1 configuration (10 Mbit/s, allreduce, 2 nodes)" in said
+    assert "by chance alone 33% of the time, so no verdict" in said
 
 
 def test_within_the_spread_only_where_the_ranges_overlap():
     side = lambda n, lo, hi: pd.Series({"runs": n, "mean": (lo + hi) / 2, "min": lo, "max": hi})
     assert reference.verdict(side(2, 1.0, 2.0), side(2, 1.9, 3.0)) == reference.WITHIN
-    assert reference.verdict(side(2, 1.0, 2.0), side(2, 2.1, 3.0)) == "higher beyond the spread"
-    assert reference.verdict(side(2, 1.0, 2.0), side(1, 0.5, 0.5)) == "lower beyond the spread"
+    assert reference.verdict(side(3, 1.0, 2.0), side(3, 2.1, 3.0)) == "higher beyond the spread"
+    assert reference.verdict(side(2, 1.0, 2.0), side(5, 0.5, 0.6)) == "lower beyond the spread"
+    assert reference.verdict(side(2, 1.0, 2.0), side(2, 2.1, 3.0)) == reference.TOO_FEW     # apart 1 time in 3
+    assert reference.verdict(side(2, 1.0, 2.0), side(1, 0.5, 0.5)) == reference.TOO_FEW
     assert reference.verdict(side(1, 1.0, 1.0), side(1, 5.0, 5.0)) == reference.NO_SPREAD
     assert reference.verdict(side(0, float("nan"), float("nan")), side(1, 5.0, 5.0)) == reference.ONLY
 
@@ -81,7 +105,7 @@ def test_a_different_number_of_steps_is_said_to_explain_the_times(tmp_path):
 
 
 def test_report_compare_on_two_folders_writes_the_section_figure_and_table(tmp_path):
-    ref, mine = _copy(tmp_path, "ref"), _copy(tmp_path, "mine", _slower_two_nodes)
+    ref, mine = _copy(tmp_path, "ref"), _copy(tmp_path, "mine", _five_slower_repeats)
     done = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare", str(ref), str(mine)],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr

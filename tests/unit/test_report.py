@@ -398,11 +398,19 @@ def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
                               "mem_peak_bytes": [600 * 2**20, 650 * 2**20],
                               "net_throughput_mean_bps": [0.0, 120e6]})
     [said] = thesis.one_against_two(runs, resources)
-    assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow): on the same data one node "
-                           "trained 50% faster than two (300 against 200 samples/s, mean over repeats); "
-                           "thesis fig. 19: one PC about 55% faster than two on a 1 Gbit/s LAN.")
+    assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow): one node trained 50% more "
+                           "samples per second than two (300 against 200, means of 2 and 2 runs; 290-310 and 190-210): "
+                           "the two ranges lie apart, but at 2 runs against 2: ranges that far apart come about by "
+                           "chance alone 33% of the time, so no verdict (run more repeats, sweep.repeats). "
+                           "Thesis fig. 19: one PC about 55% faster than two on a 1 Gbit/s LAN.")
     assert said.endswith("Per node, 1 → 2 nodes: CPU 95 % → 60 %; peak memory 600 MiB → 650 MiB; "
                          "network 0 Mbit/s → 120 Mbit/s.")
+    three = pd.concat([runs, runs.iloc[[0, 2]]])
+    assert "means of 3 and 3 runs; 290-310 and 190-210): the two ranges lie apart. Thesis" in \
+        thesis.one_against_two(three, resources)[0]
+    close = runs.assign(samples_per_s=[290.0, 310.0, 280.0, 300.0])
+    assert "the two ranges overlap, so the difference is within the spread of the repeats" in \
+        thesis.one_against_two(close, resources)[0]
     four = pd.concat([runs, runs.assign(hosts=4)])
     assert thesis.one_against_two(four, resources) == []
 
