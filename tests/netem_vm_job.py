@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from testbed import shaping
 from testbed.net.network import batch_lines
 from testbed.net.probes import parse_iperf3, parse_ping
-from testbed.run.faults import ACTIONS, Context, link_key
+from testbed.run.faults import ACTIONS, Context, link_key, settle
 from testbed.spec.models import Fault, LinkParams
 
 HOSTS = ("h1", "h2")
@@ -81,9 +81,11 @@ def context() -> Context:
 
 def fault_lines(action: str, ctx: Context, undo: bool = False) -> list[str]:
     """A fault's operations (apply or undo) as the applier runs them: each command in its host. `ctx`
-    is the run's one Context, as the applier keeps it (it knows what shaping is in force)."""
+    is the run's one Context, as the applier keeps it (it knows what shaping is in force): the
+    operations are taken to succeed, as the applier records them once they did (faults.settle)."""
     fault = FAULTS[action]
     op_list = (ACTIONS[action].undo if undo else ACTIONS[action].apply)(ctx, fault)
+    settle(ctx, ok=True)
     lines = []
     for op in op_list:
         assert op.kind == "cmd" and op.where in HOSTS, op

@@ -112,7 +112,7 @@ class Network:
         self.notes: list[str] = []
         self.nodes = {}
         self.qos_rates: dict[str, int] = {}        # shaping ovs: switch port -> rate (faults re-shape them)
-        self.reshaped: dict = {}                   # link (frozenset of its ends) -> LinkParams since a fault or trace
+        self.reshaped: dict = {}                   # link (frozenset of its ends) -> faults.LinkState once changed
         self._net = None
         self._links = []
         self._link_index = None

@@ -90,11 +90,15 @@ class ActionSyntax:
 
 
 ACTIONS: dict[str, ActionSyntax] = {
-    "link_down": ActionSyntax(("link",), None, "optional", doc="both ends of the link down (undo: up)"),
+    "link_down": ActionSyntax(("link",), None, "optional",
+                              doc="both ends of the link down (undo: up, unless a later link_down is active)"),
     "link_up": ActionSyntax(("link",), None, "no", doc="both ends of the link up"),
-    "set_bw": ActionSyntax(("link",), "bw", "optional", doc="the link's rate (undo: the configured shaping)"),
-    "set_delay": ActionSyntax(("link",), "delay", "optional", netem=True, doc="netem delay on the link"),
-    "set_loss": ActionSyntax(("link",), "loss", "optional", netem=True, doc="netem loss on the link"),
+    "set_bw": ActionSyntax(("link",), "bw", "optional",
+                           doc="the link's rate (undo: this fault's rate taken off, the faults still active kept)"),
+    "set_delay": ActionSyntax(("link",), "delay", "optional", netem=True,
+                              doc="netem delay on the link (undo: this fault's delay taken off)"),
+    "set_loss": ActionSyntax(("link",), "loss", "optional", netem=True,
+                             doc="netem loss on the link (undo: this fault's loss taken off)"),
     "kill": ActionSyntax(("task",), None, "no", doc="SIGKILL to the task's processes"),
     "pause": ActionSyntax(("task", "host"), None, "required",
                           doc="SIGSTOP to the task (or every task on the host), SIGCONT after the duration"),
