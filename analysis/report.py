@@ -141,6 +141,8 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     net = t["network"]
     net = net[(net["hosts"] > 1) & net["ratio_to_theory"].notna()]
     for strat, rows in net.groupby("strategy"):
+        if strat == "ps":       # its steps are the coordinator's, shared unevenly by the workers, and a
+            continue            # worker on a parameter server's host sends nothing over the network
         out.append(f"{strat}: bytes sent per worker per step are {rows['ratio_to_theory'].median():.3g}"
                    f"× the theoretical minimum (median over {len(rows)} runs).")
     return out + _trend_stability(t) + _trend_bleu(t) + _trend_faults(t)

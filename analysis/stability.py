@@ -5,7 +5,8 @@ From steps.csv, the lead task's loss after every step (the ps coordinator, or al
 against its training time so far (the sum of its step times, emulated). Per run:
 - time to the target loss: the training time at the first step where the mean of the last
   SMOOTH_STEPS losses is at or below it (one noisy dip below it does not count; report.target_loss
-  in the experiment file, by default the highest final loss of the runs compared);
+  in the experiment file, by default the highest of the runs' lowest such means, which every run
+  reached);
 - final loss: the mean loss of the last tenth of the steps, and the samples seen (steps x the
   samples per step: under ps each step is one worker's batch, under all-reduce every worker's);
 - noise: the standard deviation of the step-to-step change of the loss over the second half of
@@ -81,16 +82,20 @@ def analyse(exp: tables.Experiment) -> tuple[pd.DataFrame, pd.DataFrame, float] 
 
 
 def default_target(curves: pd.DataFrame) -> float:
-    """The highest final loss of the runs: a loss every run reached."""
-    return float(per_run(curves, np.inf)["final_loss"].max())
+    """A loss every run reached: the highest of the runs' lowest means of SMOOTH_STEPS losses."""
+    return float(max(np.nanmin(_smoothed(c["loss"].to_numpy(float))) for _, c in curves.groupby("run_id")))
+
+
+def _smoothed(loss: np.ndarray) -> np.ndarray:
+    """The mean of each step's and the SMOOTH_STEPS - 1 before it's losses (NaN before that many)."""
+    return pd.Series(loss).rolling(min(SMOOTH_STEPS, len(loss))).mean().to_numpy()
 
 
 def per_run(curves: pd.DataFrame, target: float) -> pd.DataFrame:
     rows = []
     for run_id, c in curves.groupby("run_id", sort=False):
         loss = c["loss"].to_numpy(float)
-        smooth = pd.Series(loss).rolling(min(SMOOTH_STEPS, len(loss))).mean().to_numpy()
-        reached = np.flatnonzero(smooth <= target)
+        reached = np.flatnonzero(_smoothed(loss) <= target)
         second_half = loss[len(loss) // 2:]
         noise = float(np.diff(second_half).std()) if len(second_half) > 2 else np.nan
         per_step = float(c["samples_per_step"].iloc[0])

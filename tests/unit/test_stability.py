@@ -56,6 +56,18 @@ def test_time_to_target_final_loss_and_noise_per_run():
     assert np.isnan(stability.per_run(curves, target=0.1)["time_to_target_s"]).all()
 
 
+def test_the_default_target_is_reached_by_every_run():
+    # a run that drops only in its last 3 steps (its final loss 1.0, but no 5 steps' mean below 1.4)
+    # and one that stays at 0.5: the target is 1.4, which both reach
+    late = [2.0] * 27 + [1.0] * 3
+    curves = pd.DataFrame([dict(run_id=r, strategy=r, bw_bps=1e7, repeat=0, samples_per_step=32, step=k + 1,
+                                elapsed_s=0.1 * (k + 1), loss=loss)
+                           for r, losses in (("ps", late), ("allreduce", [0.5] * 30)) for k, loss in enumerate(losses)])
+    assert stability.default_target(curves) == pytest.approx(1.4)
+    per = stability.per_run(curves, stability.default_target(curves))
+    assert per["time_to_target_s"].notna().all()
+
+
 def test_one_dip_below_the_target_is_not_reaching_it():
     runs, steps = _tables(ps_noise=0.0, ar_noise=0.0, repeats=1)
     lead = (steps["run_id"] == "ps-10000000-r0") & (steps["role"] == "chief")
