@@ -85,7 +85,7 @@ def selective_tc_commands(intf: str, params, peers: list[str], spared_port: int)
     cmds = tc_commands(intf, shaped, "htb")
     cmds[0] = [*cmds[0][:-1], "2"]           # root htb: unclassified traffic to 1:2
     cmds.insert(2, ["class", "replace", "dev", intf, "parent", "1:", "classid", "1:2", "htb", "rate",
-                    f"{UNSHAPED_BPS}bit"])
+                    f"{UNSHAPED_BPS}bit", "quantum", str(htb_quantum(UNSHAPED_BPS))])
     filters = [["filter", "add", "dev", intf, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
                 "match", "ip", way, str(spared_port), "0xffff", "flowid", "1:2"] for way in ("sport", "dport")]
     filters += [["filter", "add", "dev", intf, "parent", "1:", "protocol", "ip", "prio", "2", "u32",

@@ -218,3 +218,19 @@ def test_teardown_and_cleanup_end_in_time_when_ovs_vswitchd_died_but_its_databas
     cleanup()
     with Network(build_graph(spec.topology), spec.topology) as net:
         assert "1 received" in net.nodes["h2"].run(["ping", "-c", "1", "-W", "2", net.nodes["h1"].address])
+
+
+@pytest.mark.parametrize("params", [{"bw": "10mbit"}, {"bw": "2gbit", "max_queue": 100}])
+def test_remote_selective_shaping_is_accepted_by_the_kernel_without_a_warning(root, no_leftovers, params):
+    """The tc commands a remote machine's `shape: true` runs (shaping.selective_tc_commands), on a
+    veth of this machine: each accepted, none warned about (an HTB class without a quantum makes the
+    kernel say 'quantum of class ... is big')."""
+    from testbed.shaping import selective_tc_commands
+    from testbed.spec.models import LinkParams
+    subprocess.run(["ip", "link", "add", "dltb-sel0", "type", "veth", "peer", "name", "dltb-sel1"], check=True)
+    try:
+        for args in selective_tc_commands("dltb-sel0", LinkParams(**params), ["10.9.0.2"], 22):
+            done = subprocess.run(["tc", *args], capture_output=True, text=True)
+            assert done.returncode == 0 and not done.stderr.strip(), (args, done.stderr)
+    finally:
+        subprocess.run(["ip", "link", "del", "dltb-sel0"], capture_output=True)

@@ -178,7 +178,7 @@ def test_selective_shaping_sends_ssh_and_unlisted_traffic_to_an_unshaped_class()
                                                       ["10.1.1.2", "10.1.1.3"], 2200)]
     assert cmds[0] == "qdisc replace dev eth0 root handle 1: htb default 2"
     assert cmds[1].startswith("class replace dev eth0 parent 1: classid 1:1 htb rate 10000000bit")
-    assert cmds[2] == f"class replace dev eth0 parent 1: classid 1:2 htb rate {UNSHAPED_BPS}bit"
+    assert cmds[2] == f"class replace dev eth0 parent 1: classid 1:2 htb rate {UNSHAPED_BPS}bit quantum 200000"
     assert "qdisc replace dev eth0 parent 1:1 handle 10: pfifo limit 50" in cmds
     ssh = [c for c in cmds if "prio 1" in c]
     assert [c.split(" match ")[1] for c in ssh] == ["ip sport 2200 0xffff flowid 1:2", "ip dport 2200 0xffff flowid 1:2"]
