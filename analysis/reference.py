@@ -111,11 +111,9 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
         few = rows[rows["verdict"] == TOO_FEW]
         if len(few):
             r = next(few.itertuples())
-            judged_few = spread.judge((r.reference_runs, r.reference_min, r.reference_max),
-                                      (r.yours_runs, r.yours_min, r.yours_max))
             out.append(f"{label.capitalize()}: the ranges lie apart at {len(few)} configuration"
                        f"{'s' * (len(few) != 1)} ({'; '.join(_point(q) for q in few.itertuples())}), but at "
-                       f"{spread.too_few_text(judged_few, r.yours_runs, r.reference_runs)}.")
+                       f"{spread.too_few_text(r.yours_runs, r.reference_runs)}.")
     only = table[(table["verdict"] == ONLY) & (table["metric"] == "training_time_s")]
     for side in SIDES:
         missing = only[only[f"{side}_runs"] == 0]

@@ -87,15 +87,13 @@ def _trend_stability(t: dict[str, pd.DataFrame]) -> list[str]:
     return stability.sentences(t["stability"], float(t["stability_runs"]["target_loss"].iloc[0]), figures.mbit)
 
 
-def _trend_bw(summary: pd.DataFrame) -> tuple[list[str], bool | None]:
-    """Sentences on time vs bandwidth at each node count > 1; also 'falls everywhere?'."""
-    found = trends.bandwidth_trends(summary)
-    out = [f"With {b.hosts} nodes ({b.strategy}) training time {'falls' if b.falls else 'does not fall steadily'} "
+def _trend_bw(found: list[trends.BandwidthTrend]) -> list[str]:
+    """Sentences on time vs bandwidth at each node count > 1."""
+    return [f"With {b.hosts} nodes ({b.strategy}) training time {'falls' if b.falls else 'does not fall steadily'} "
            f"as bandwidth rises ({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
            f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
            + _overlap_note([f"{figures.mbit(x)} and {figures.mbit(y)}" for x, y in b.overlaps]) + "."
            for b in found]
-    return out, (all(b.falls for b in found) if found else None)
 
 
 def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
@@ -104,9 +102,9 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     s = s[s["strategy"] != "single"]
     if s.empty:
         return _trend_bleu(t) + _trend_faults(t) or ["No successful runs, so no trend can be stated."]
-    found = trends.node_trends(s)
-    bws, falls_all = _trend_bw(s)
-    out = _trend_nodes(found) + bws
+    found, bandwidth = trends.node_trends(s), trends.bandwidth_trends(s)
+    falls_all = all(b.falls for b in bandwidth) if bandwidth else None
+    out = _trend_nodes(found) + _trend_bw(bandwidth)
     grows_all = bool(found) and all(n.shape == "grows" for n in found)
     with_one_node = [n for n in found if n.gap is not None]
     for strat in sorted({n.strategy for n in with_one_node}):
@@ -117,7 +115,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                        + ", ".join(f"×{r:.3g} at {figures.mbit(bw)}" for bw, r in g)
                        + (": it narrows as bandwidth rises (as in thesis fig. 18)." if narrows
                           else ": it does not narrow steadily as bandwidth rises."))
-    noisy = any(n.overlaps for n in found) or any(b.overlaps for b in trends.bandwidth_trends(s))
+    noisy = any(n.overlaps for n in found) or any(b.overlaps for b in bandwidth)
     if grows_all and falls_all:
         out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
                    "bandwidth is faster" + (" on the means; where the repeats' ranges overlap (above) the step "

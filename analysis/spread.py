@@ -32,11 +32,13 @@ def judge(first: tuple[int, float, float], second: tuple[int, float, float]) -> 
     (n, lo1, hi1), (m, lo2, hi2) = first, second
     chance = chance_apart(n, m)
     sign = 1 if lo2 > hi1 else -1 if hi2 < lo1 else 0
-    if sign == 0:
-        return Judged(NO_SPREAD if n == m == 1 else WITHIN, 0, chance)
     if n == m == 1:
         return Judged(NO_SPREAD, 0, chance)
-    return Judged(APART if chance <= CHANCE else TOO_FEW, sign if chance <= CHANCE else 0, chance)
+    if sign == 0:
+        return Judged(WITHIN, 0, chance)
+    if chance > CHANCE:
+        return Judged(TOO_FEW, 0, chance)
+    return Judged(APART, sign, chance)
 
 
 def of(values) -> tuple[int, float, float]:
@@ -45,7 +47,7 @@ def of(values) -> tuple[int, float, float]:
     return (len(values), min(values), max(values)) if values else (0, float("nan"), float("nan"))
 
 
-def too_few_text(judged: Judged, n: int, m: int) -> str:
-    """Why a pair of groups whose ranges are apart is not judged."""
+def too_few_text(n: int, m: int) -> str:
+    """Why groups of n and m runs whose ranges are apart are not judged."""
     return (f"{n} run{'s' * (n != 1)} against {m}: ranges that far apart come about by chance alone "
-            f"{judged.chance:.0%} of the time, so no verdict (run more repeats, sweep.repeats)")
+            f"{chance_apart(n, m):.0%} of the time, so no verdict (run more repeats, sweep.repeats)")

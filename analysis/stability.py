@@ -135,7 +135,7 @@ def _verdict(judged: spread.Judged, supporting_sign: int, claim: str, n: int, m:
     if judged.verdict == spread.APART:
         return f"the ranges lie apart, which {'supports' if judged.sign == supporting_sign else 'does not support'} {claim}"
     if judged.verdict == spread.TOO_FEW:
-        return f"the ranges lie apart, but at {spread.too_few_text(judged, n, m)}"
+        return f"the ranges lie apart, but at {spread.too_few_text(n, m)}"
     if judged.verdict == spread.NO_SPREAD:
         return f"one run each: no verdict on {claim}"
     return f"the ranges of the repeats overlap: no verdict on {claim}"
@@ -155,7 +155,7 @@ def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
             continue
         ps, ar = by.loc["ps"], by.loc["allreduce"]
         n, m = int(ps["runs"]), int(ar["runs"])
-        where, faster = f"At {mbit(bw)}", '"PS is faster"'
+        where, faster, stabler = f"At {mbit(bw)}", '"PS is faster"', '"all-reduce is more stable"'
         if ps["reached"] == n and ar["reached"] == m:
             span = ("time_to_target_min_s", "time_to_target_max_s")
             out.append(f"{where}, PS reached the target loss {target:.3g} (the mean of {SMOOTH_STEPS} steps' losses) in "
@@ -175,7 +175,7 @@ def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
                        f"{ar['samples_per_step']:g}, so scaled by the square root of the samples per step PS's noise "
                        f"was {ps['noise_per_sample'] / ar['noise_per_sample']:.2f}× all-reduce's "
                        f"({_range(ps, *span, '.3g')} against {_range(ar, *span, '.3g')} over {n} and {m} runs): "
-                       f"{_verdict(_judge(ps, ar, *span), -1, chr(34) + 'all-reduce is more stable' + chr(34), n, m)}.")
+                       f"{_verdict(_judge(ps, ar, *span), -1, stabler, n, m)}.")
         spread_of = (lambda r: f" ± {r['final_loss_spread']:.2g}" if pd.notna(r["final_loss_spread"]) else "")
         out.append(f"{where}, the final loss was {ps['final_loss']:.3g}{spread_of(ps)} (PS, after {ps['samples']:,.0f} "
                    f"samples) against {ar['final_loss']:.3g}{spread_of(ar)} (all-reduce, after {ar['samples']:,.0f}), "

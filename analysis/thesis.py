@@ -68,7 +68,7 @@ def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
     how = {spread.APART: "the two ranges lie apart",
            spread.WITHIN: "the two ranges overlap, so the difference is within the spread of the repeats",
            spread.NO_SPREAD: "one run each, so no spread to judge the difference by",
-           spread.TOO_FEW: f"the two ranges lie apart, but at {spread.too_few_text(judged, n, m)}"}[judged.verdict]
+           spread.TOO_FEW: f"the two ranges lie apart, but at {spread.too_few_text(n, m)}"}[judged.verdict]
     span = {k: f"{r.min():.4g}-{r.max():.4g}" if len(r) > 1 else f"{r.iloc[0]:.4g}" for k, r in rate.items()}
     return (f"One node against two at {mbit(bw)} ({strategy}, {engine}): one node trained "
             f"{abs(faster):.0%} {'more' if faster >= 0 else 'fewer'} samples per second than two ({mean[1]:.4g} "
@@ -80,8 +80,8 @@ def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
     """Figures 15/18 measured: per strategy and bandwidth, time from one node to the most, whether
     it grew with every node, and whether it fell as bandwidth rose at every node count above one."""
     s = summary[summary["strategy"] != "single"]
-    parts = []
-    for n in trends.node_trends(s):
+    parts, nodes = [], trends.node_trends(s)
+    for n in nodes:
         grows = "grew with every node" if n.shape == "grows" else "did not grow with every node"
         span = (f"×{n.gap:.3g} from 1 to {n.hosts[-1]} nodes" if n.gap is not None
                 else f"{n.times_s[0]:.3g} s to {n.times_s[-1]:.3g} s from {n.hosts[0]} to {n.hosts[-1]} nodes")
@@ -92,7 +92,7 @@ def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
     falls = [b.falls for b in bandwidth]
     tail = ("" if not falls else "; time fell as bandwidth rose at every node count above one" if all(falls)
             else "; time did not fall as bandwidth rose at every node count above one")
-    overlaps = sum(len(n.overlaps) for n in trends.node_trends(s)) + sum(len(b.overlaps) for b in bandwidth)
+    overlaps = sum(len(n.overlaps) for n in nodes) + sum(len(b.overlaps) for b in bandwidth)
     noise = (f"; at {overlaps} of these steps the repeats' ranges overlap, so those steps are within the noise"
              if overlaps else "")
     return "Training time " + "; ".join(parts) + tail + " (means over repeats" + noise + ")."
