@@ -47,8 +47,7 @@ def pinned(graph, reserve: float, progress=lambda msg: None):
 
 def dilation_of(spec) -> float:
     """The point's dilation as a number (auto, before a sweep resolves it, counts as 1)."""
-    k = spec.emulation.dilation
-    return 1.0 if k == "auto" else float(k)
+    return spec.emulation.factor
 
 
 def auto_factor(specs: list, machine: int, progress=lambda msg: None) -> float:

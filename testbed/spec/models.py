@@ -503,6 +503,11 @@ class Emulation(Strict):
     reserve: Annotated[float, Field(ge=0, le=limits.MAX_CORES)] = Field(
         0.5, description="cores kept for the switch, the orchestrator and the monitor (not given to nodes)")
 
+    @property
+    def factor(self) -> float:
+        """The dilation as a number (auto, before a sweep resolves it, counts as 1)."""
+        return 1.0 if self.dilation == "auto" else float(self.dilation)
+
 
 class ReportConf(Strict):
     """What the report measures against: settings of the analysis, not of the run."""

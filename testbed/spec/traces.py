@@ -304,8 +304,7 @@ def link_traces(exp, scale: float = 1.0) -> list[LinkTrace]:
             g = DEFAULT_GRANULARITY if params.trace_granularity is None else params.trace_granularity / scale
             # a step without deliveries: the slowest rate tc paces on this machine's clock (K x it emulated,
             # whichever clock the trace is asked on)
-            k = exp.emulation.dilation
-            floor = math.ceil(limits.MIN_BANDWIDTH * (1.0 if k == "auto" else float(k)))
+            floor = math.ceil(limits.MIN_BANDWIDTH * exp.emulation.factor)
             loaded[how] = load(trace_file(exp, key), params.trace_format, g, floor).scaled(scale)
         out.append(LinkTrace(edge.a, edge.b, key, params, loaded[how]))
     return out
