@@ -48,13 +48,13 @@ def feature_model(weights: str | None):
     return keras.Model(vgg.inputs, vgg.get_layer("fc2").output)
 
 
-def extract(model, paths: list[Path], batch: int = 16) -> dict[str, np.ndarray]:
-    """Image id (the file name without its extension) -> float32 feature vector."""
+def extract(model, paths: list[Path], batch: int = 16, key=lambda p: p.stem) -> dict[str, np.ndarray]:
+    """key(path) (by default the image id: the file name without its extension) -> float32 feature vector."""
     out = {}
     for lo in range(0, len(paths), batch):
         chunk = paths[lo:lo + batch]
         feats = model.predict(load_images(chunk), verbose=0)
-        out.update({p.stem: f.astype(np.float32) for p, f in zip(chunk, feats)})
+        out.update({key(p): f.astype(np.float32) for p, f in zip(chunk, feats)})
     return out
 
 

@@ -63,10 +63,9 @@ def run(args) -> int:
         else:
             from workloads import image_features
             model = image_features.feature_model(None if args.random_weights else str(args.weights))
-            feats = image_features.extract(model, args.photo)
-            names = {p.stem: str(p) for p in args.photo}
-            captions = {names[k]: v for k, v in caption_model.caption_features(
-                folder, feats, [p.stem for p in args.photo], "the photos' VGG16 features").items()}
+            feats = image_features.extract(model, args.photo, key=str)     # by path: two photos may share a name
+            captions = caption_model.caption_features(folder, feats, [str(p) for p in args.photo],
+                                                      "the photos' VGG16 features")
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2

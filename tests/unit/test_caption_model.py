@@ -53,11 +53,15 @@ def test_a_photo_is_captioned_through_vgg16_features_and_bad_photos_or_weights_a
                                                                                       p["max_len"]), p)
     photo = tmp_path / "new_photo.png"
     Image.fromarray(np.random.default_rng(1).integers(0, 255, (50, 70, 3), np.uint8)).save(photo)
-    assert caption.main([str(run_dir), "--photo", str(photo), "--random-weights"]) == 0
-    [line] = capsys.readouterr().out.strip().splitlines()
-    name, said = line.split(": ", 1)     # an untrained VGG16's features may end the caption at once
-    assert name == str(photo)
-    assert set(said.split()) <= set(words) or said == "(no words: the model ended the caption at once)"
+    other = tmp_path / "elsewhere" / "new_photo.png"          # the same name in another folder
+    other.parent.mkdir()
+    Image.fromarray(np.random.default_rng(2).integers(0, 255, (40, 40, 3), np.uint8)).save(other)
+    assert caption.main([str(run_dir), "--photo", str(photo), "--photo", str(other), "--random-weights"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [str(photo), str(other)]
+    for line in lines:     # an untrained VGG16's features may end the caption at once
+        said = line.split(": ", 1)[1]
+        assert set(said.split()) <= set(words) or said == "(no words: the model ended the caption at once)"
 
     assert caption.main([str(run_dir), "--photo", str(tmp_path / "weights.h5")]) == 2     # not an image
     assert f"no .jpg/.jpeg/.png image file {tmp_path / 'weights.h5'}" in capsys.readouterr().err
