@@ -18,8 +18,8 @@ from testbed.spec.graph import written_out
 from testbed.spec.models import Experiment
 
 RUN_TIMES = ("training_time_s", "time_per_step_s", "time_lost_s", "tf_import_s", "torch_import_s",
-             "compute_per_step_s")
-RUN_RATES = ("samples_per_s", "net_throughput_mean_bps")
+             "compute_per_step_s", "warmup_s", "steady_step_s", "steady_step_q1_s", "steady_step_q3_s")
+RUN_RATES = ("samples_per_s", "net_throughput_mean_bps", "steady_samples_per_s")
 
 
 def machine_cores() -> int:

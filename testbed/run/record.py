@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis import steady
 from testbed.roles import final_tasks
 from testbed.run import faults, results
 from testbed.units import format_bandwidth, format_time
@@ -58,10 +59,15 @@ def write_topology(folder: Path, graph, tasks, nodes=None) -> None:
 
 
 def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, tasks) -> None:
-    """What the training's events say: steps and evals rows, the run's figures, its restarts."""
+    """What the training's events say: steps and evals rows, the run's figures, the work it trained,
+    its warm-up and steady state, its restarts."""
     observed.steps = step_rows_from(outcome.events, spec.name, run_id, spec.workload.strategy)
     observed.evals = eval_rows_from(outcome.events, spec.name, run_id)
     row.update(summary_from(outcome.events, tasks))
+    row.update(work_columns(spec.workload, tasks, row))
+    lead = outcome.events.get(final_tasks(tasks)[0], [])
+    times = [e.get("time_s") for e in lead if e.get("event") == "step"]
+    row.update(steady.split(times, asynchronous=spec.workload.strategy == "ps").columns(row["samples_per_step"]))
     row.update(faults.recovery_columns(outcome.events.get(final_tasks(tasks)[0], []), len(outcome.restarts)))
 
 
@@ -80,6 +86,23 @@ def finish(exp_dir: Path, folder: Path, point, row: dict, observed: Observed, tu
         rows = [dict(experiment=spec.name, run_id=point.run_id, **r) for r in tunnel_rows or []]
         results.replace_run_rows(exp_dir, "tunnels", point.run_id, rows)
     results.replace_run_rows(exp_dir, "runs", point.run_id, [row], extra_columns=list(point.params))
+
+
+def work_columns(workload, tasks, row: dict) -> dict:
+    """What the point trained (workload.fixed): the mode (data, steps, or script: the script decides), its
+    steps per epoch, the samples per epoch (fixed data: the file's, which every point trains to the nearest
+    step), the samples per step and the samples trained (steps done x per step)."""
+    workers = sum(t.task_type == "worker" for t in tasks)
+    if workload.script:
+        per_step, mode, per_epoch, epoch_samples = row.get("global_batch"), "script", None, None
+    else:
+        per_step, mode = workload.samples_per_step(workers), workload.fixed
+        per_epoch = workload.steps_at(workers)
+        epoch_samples = workload.epoch_samples() if mode == "data" else per_epoch * per_step
+    steps = row.get("steps")
+    trained = steps * per_step if isinstance(steps, (int, float)) and isinstance(per_step, (int, float)) else None
+    return dict(fixed=mode, steps_per_epoch=per_epoch, samples_per_step=per_step, samples_per_epoch=epoch_samples,
+                samples_trained=trained)
 
 
 def topology_roles(tasks) -> dict[str, str]:

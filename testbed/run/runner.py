@@ -68,13 +68,14 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     if spec.workload.strategy == "switch":     # runs its start strategy; Training switches
         switcher = _switcher(spec, graph, net, observed.checks, progress)
         spec = spec.model_copy(update={"workload": advisor.provisional(spec.workload)})
+    per_epoch = spec.workload.steps_at(sum(t.task_type == "worker" for t in tasks))   # this point's steps
     with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity.Probe(net, graph) as probe:
-        applier = faults.Applier(spec.faults, net, tasks, spec.workload.steps_per_epoch,
+        applier = faults.Applier(spec.faults, net, tasks, per_epoch,
                                  folder / "faults.json", progress) if spec.faults else None
         workload = spec.workload if row["dilation"] == 1 else spec.workload.model_copy(
             update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{row['dilation']:g}"}})
         followed = link_traces(point.spec)      # in emulated time: the tracer puts them on the wall clock
-        tracer = traces.Tracer(followed, net, spec.workload.steps_per_epoch, row["dilation"], spec.name,
+        tracer = traces.Tracer(followed, net, per_epoch, row["dilation"], spec.name,
                                point.run_id, progress) if followed else None
         training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
                             spec.script_files(), tracer)

@@ -41,8 +41,8 @@ class Switcher:
             return None
         strategy = training.workload.strategy
         workers = sum(t.task_type == "worker" for t in training.tasks)
-        per_step = self.w.batch_per_worker * (workers if strategy == "allreduce" else 1)
-        left = (self.w.epochs - epoch) * self.w.steps_per_epoch
+        per_step = self.w.samples_per_step(workers, strategy)
+        left = (self.w.epochs - epoch) * self.w.steps_at(workers, strategy)
         now = {"bw_bps": self.bandwidth(training.faults), "cpu": self.cpu(training.faults)}
         advice = advisor.advise(**{**self.inputs, **now}, steps=left)
         verdict = advisor.switch_verdict(epoch, strategy, statistics.median(times), per_step, advice,

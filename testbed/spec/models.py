@@ -392,7 +392,16 @@ class Workload(Strict):
         "classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
     batch_per_worker: Count = 32
     epochs: Count = 1
-    steps_per_epoch: Count = 20
+    fixed: Literal["data", "steps"] = Field(
+        "data", description="what stays the same as nodes are added: data (samples_per_epoch split over the "
+        "workers, so each runs samples_per_epoch / global batch steps per epoch: every node count trains the same "
+        "samples) or steps (steps_per_epoch on every worker: weak scaling, more nodes train more samples)")
+    samples_per_epoch: Count | None = Field(
+        None, description="fixed data: samples per epoch over all workers (default: steps_per_epoch x "
+        "batch_per_worker, one worker's epoch)")
+    steps_per_epoch: Count = Field(
+        20, description="fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
+        "steps of one worker alone, when samples_per_epoch is not set")
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
@@ -425,6 +434,24 @@ class Workload(Strict):
         "crashes is started again (max_restarts) and training resumes from the last backup")
     backup_every_steps: Count = Field(5, description="recovery backup: steps between backups (ps: every epoch)")
     max_restarts: Whole = Field(1, description="recovery backup: restarts per run")
+
+    def epoch_samples(self) -> int:
+        """Samples per epoch over all workers under fixed data (samples_per_epoch, else one worker's
+        steps_per_epoch batches)."""
+        return self.samples_per_epoch or self.steps_per_epoch * self.batch_per_worker
+
+    def samples_per_step(self, workers: int, strategy: str | None = None) -> int:
+        """Samples one step trains: the global batch under all-reduce; one worker's batch under ps (a
+        step is one worker's closure) and single."""
+        return self.batch_per_worker * (max(1, workers) if (strategy or self.strategy) == "allreduce" else 1)
+
+    def steps_at(self, workers: int, strategy: str | None = None) -> int:
+        """Steps per epoch at a point with `workers` workers: steps_per_epoch under fixed steps; under
+        fixed data the epoch's samples over the samples per step, to the nearest whole step (at least 1),
+        so every node count trains the same samples within one step's."""
+        if self.fixed == "steps":
+            return self.steps_per_epoch
+        return max(1, int(self.epoch_samples() / self.samples_per_step(workers, strategy) + 0.5))
 
 
 def _text_of(parse, pattern: str, example: str):
@@ -509,12 +536,33 @@ class Emulation(Strict):
         return 1.0 if self.dilation == "auto" else float(self.dilation)
 
 
+class TrainingJob(Strict):
+    """A training job the report projects to: a number of samples, or epochs of a data set's size."""
+
+    samples: Annotated[int, Field(ge=1, le=10**15)] | None = Field(None, description="samples to train")
+    epochs: Count | None = Field(None, description="epochs over samples_per_epoch")
+    samples_per_epoch: Annotated[int, Field(ge=1, le=10**15)] | None = Field(
+        None, description="the data set's size (default: the workload's samples per epoch)")
+
+    @model_validator(mode="after")
+    def _one_way(self):
+        if self.samples is not None and (self.epochs is not None or self.samples_per_epoch is not None):
+            raise ValueError("give samples, or epochs (with samples_per_epoch), not both")
+        if self.samples is None and self.epochs is None:
+            raise ValueError("give samples: N, or epochs: E (with samples_per_epoch: the data set's size)")
+        return self
+
+
 class ReportConf(Strict):
     """What the report measures against: settings of the analysis, not of the run."""
 
     target_loss: Annotated[float, Field(gt=0)] | None = Field(
         None, description="the loss a run counts as trained at: the report's time to target, per strategy "
         "(null: the highest final loss of the runs compared, which every run reached)")
+    job: TrainingJob | None = Field(
+        None, description="the training you plan, which the report projects each point's time to train for: "
+        "{samples: N} or {epochs: E, samples_per_epoch: D} (null: the file's own workload, epochs x its samples "
+        "per epoch)")
 
 
 class SshConf(Strict):

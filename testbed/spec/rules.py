@@ -338,6 +338,7 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     if w.script is None and (w.args or w.files or w.script_roles != "coordinator"):
         key = "args" if w.args else "files" if w.files else "script_roles"
         out.append(Problem(("workload", key), f"{key} is for workload.script, which is not set"))
+    out += _work_problems(exp)
     if w.data.kind == "flickr8k":
         if w.model != "caption":
             out.append(Problem(("workload", "data", "kind"), "flickr8k data is for model caption "
@@ -345,6 +346,25 @@ def workload_problems(exp: Experiment) -> list[Problem]:
         if not w.data.path:
             out.append(Problem(("workload", "data", "path"), "data kind flickr8k needs a path"))
     return out
+
+
+def _work_problems(exp: Experiment) -> list[Problem]:
+    """workload.fixed: samples_per_epoch only under fixed data, instead of steps_per_epoch, and not for a
+    script (it decides its own steps)."""
+    w = exp.workload
+    if w.samples_per_epoch is None:
+        return []
+    at = ("workload", "samples_per_epoch")
+    if w.script is not None:
+        return [Problem(at, "your script decides how many steps it trains: samples_per_epoch is for the built-in "
+                        "models", ("workload.script",))]
+    if w.fixed == "steps":
+        return [Problem(at, "samples_per_epoch is for fixed: data; under fixed: steps every worker runs "
+                        "steps_per_epoch", ("workload.fixed",))]
+    if "steps_per_epoch" in w.model_fields_set:
+        return [Problem(at, "set samples_per_epoch or steps_per_epoch, not both: under fixed: data the steps "
+                        "follow from the samples (samples_per_epoch / global batch)", ("workload.steps_per_epoch",))]
+    return []
 
 
 def _pytorch_problems(exp: Experiment) -> list[Problem]:
@@ -518,7 +538,7 @@ def fault_problems(exp: Experiment) -> list[Problem]:
             out.append(Problem(at + ("duration",), f"{fault.action} has no duration: there is nothing to undo"))
         elif action.duration == "required" and fault.duration is None:
             out.append(Problem(at + ("action",), f"{fault.action} needs a duration (e.g. duration: 3s)"))
-        out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload)
+        out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload, hosts=len(hosts))
         out += _fault_support_problems(exp, at, fault, busy)
     return out
 
@@ -567,13 +587,22 @@ def _fault_target_problems(at: tuple, fault, graph, hosts: list[str], tasks: lis
     return []
 
 
-def _trigger_problems(at: tuple, fault, w, key: str = "at") -> list[Problem]:
+def point_steps(w, hosts: int) -> int:
+    """Steps per epoch at this point (workload.fixed): the fewest of the strategies it may run (auto and
+    switch run all-reduce or ps), so that a step trigger is checked against the shortest training."""
+    strategies = ("allreduce", "ps") if w.strategy in ("auto", "switch") else (w.strategy,)
+    return min(w.steps_at(hosts, s) for s in strategies)
+
+
+def _trigger_problems(at: tuple, fault, w, key: str = "at", hosts: int = 1) -> list[Problem]:
     text = getattr(fault, key)
-    trigger, total = parse_start(text), w.epochs * w.steps_per_epoch
-    related = ("workload.epochs", "workload.steps_per_epoch")
+    per_epoch = point_steps(w, hosts)
+    trigger, total = parse_start(text), w.epochs * per_epoch
+    related = ("workload.epochs", "workload.steps_per_epoch", "workload.samples_per_epoch", "workload.fixed",
+               "topology.hosts")
     if trigger.kind == "step" and trigger.value > total:
         return [Problem(at + (key,), f"step {trigger.value:g} is past the end of training ({total} steps: "
-                        f"{w.epochs} epoch(s) of {w.steps_per_epoch})", related)]
+                        f"{w.epochs} epoch(s) of {per_epoch})", related)]
     if trigger.kind == "epoch" and trigger.value > w.epochs:
         return [Problem(at + (key,), f"epoch {trigger.value:g} is past the end of training "
                         f"({w.epochs} epoch(s))", related)]
@@ -602,7 +631,8 @@ def trace_problems(exp: Experiment) -> list[Problem]:
             out.append(Problem(path + ("trace_granularity",), "trace_granularity is for trace_format mahimahi "
                                "(a csv trace has its own steps)"))
         if params.trace_start is not None:
-            out += _trigger_problems(path, params, exp.workload, "trace_start")
+            out += _trigger_problems(path, params, exp.workload, "trace_start",
+                                     len(exp.topology.host_names()))
         if not any(getattr(own, k) is not None for k in TRACE_KEYS):
             continue          # follows topology.link's trace, checked there
         at = key if own.trace is not None else "topology.link"

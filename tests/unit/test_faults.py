@@ -67,7 +67,7 @@ def test_faults_load_and_dump(tmp_path):
     ("{at: step 3, action: link_down, link: [h1, h2]}", "faults[0].link", "no link between h1 and h2"),
     ("{at: step 3, action: set_cpu, host: h9, cpu: 0.2}", "faults[0].host", "no host 'h9'"),
     ("{at: step 3, action: kill, task: worker 2}", "faults[0].task", "tasks: worker 0, worker 1"),
-    ("{at: step 21, action: kill, task: worker 1}", "faults[0].at", "past the end of training (20 steps"),
+    ("{at: step 11, action: kill, task: worker 1}", "faults[0].at", "past the end of training (10 steps: 2 epoch(s) of 5)"),  # fixed data: 10 x 32 samples over 2 workers
     ("{at: epoch 3, action: kill, task: worker 1}", "faults[0].at", "past the end of training (2 epoch"),
     ("{at: 11m, action: kill, task: worker 1}", "faults[0].at", "past workload.timeout"),
     ("{at: step 3, action: kill, task: worker 1, duration: 3s}", "faults[0].duration", "kill has no duration"),
