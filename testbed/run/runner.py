@@ -143,7 +143,9 @@ def _monitor(net, spec, tasks, run_id):
 
 def _compute_probe(row: dict, lead_host: str) -> ComputeProbe | None:
     """The lead task's compute probe (its figures in the row), where it measured what the quota's
-    slices cost."""
-    if not (row.get("compute_slicing") and row.get("compute_per_step_s") and row.get("time_per_step_s")):
+    slices cost, against the steady step (else, with too few steps to judge, the mean step)."""
+    step = row.get("steady_step_s")
+    step = step if isinstance(step, float) and step > 0 else row.get("time_per_step_s")
+    if not (row.get("compute_slicing") and row.get("compute_per_step_s") and step):
         return None
-    return ComputeProbe(lead_host, row["compute_per_step_s"], row["time_per_step_s"], row["compute_slicing"])
+    return ComputeProbe(lead_host, row["compute_per_step_s"], step, row["compute_slicing"])

@@ -26,7 +26,7 @@ NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
 EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),
-    "cnn": ("filters", "classes"),
+    "cnn": ("filters", "dense", "classes"),
     "caption": ("vocab_size", "max_len", "feature_dim", "embed_dim", "units"),
 }
 
@@ -389,7 +389,7 @@ class Workload(Strict):
     model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
                                                                       for k in ks})))] = Field(
         default_factory=dict, description="mlp: width, depth, input_dim, classes; cnn: filters, "
-        "classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
+        "dense, classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
     batch_per_worker: Count = 32
     epochs: Count = 1
     fixed: Literal["data", "steps"] = Field(

@@ -18,7 +18,7 @@ METRICS = ["bleu1", "bleu2", "bleu3", "bleu4"]
 def test_thesis_caption_topology_bleu_per_epoch(tmp_path, root, no_leftovers):
     data, out = tmp_path / "flickr8k", tmp_path / "out"
     write_flickr8k(data)
-    sets = [f"workload.data.path={data}", f"workload.epochs={EPOCHS}", "workload.steps_per_epoch=3",
+    sets = [f"workload.data.path={data}", f"workload.epochs={EPOCHS}", "workload.samples_per_epoch=96",
             "workload.model_params={embed_dim: 16, units: 16}", "workload.timeout=8m",
             "checks.iperf=false", "sweep.repeats=1"]
     proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run",

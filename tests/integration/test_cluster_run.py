@@ -99,7 +99,7 @@ def test_a_star_placed_two_and_two_passes_the_iperf_check_across_the_tunnel(clus
 
 ALLREDUCE = """
 topology: {template: star, hosts: 2, link: {bw: 100mbit}}
-workload: {strategy: allreduce, epochs: 1, steps_per_epoch: 6, model_params: {width: 64, depth: 1}}
+workload: {strategy: allreduce, fixed: steps, epochs: 1, steps_per_epoch: 6, model_params: {width: 64, depth: 1}}
 checks: {iperf: false, ping: true}
 monitor: {interval: 0.5s}
 """
@@ -217,7 +217,7 @@ def test_a_switch_named_like_a_bridge_the_server_has_is_refused_and_that_bridge_
 
 LONG = """
 topology: {template: star, hosts: 2, link: {bw: 100mbit}}
-workload: {strategy: allreduce, epochs: 200, steps_per_epoch: 5, model_params: {width: 64, depth: 1}}
+workload: {strategy: allreduce, fixed: steps, epochs: 200, steps_per_epoch: 5, model_params: {width: 64, depth: 1}}
 checks: {iperf: false, ping: false}
 """
 

@@ -16,7 +16,7 @@ SWEEP = """
 name: costmodel-small
 topology: {template: star, hosts: 3, link: {bw: 20mbit}, shaping: tc}
 workload: {strategy: allreduce, model: mlp, model_params: {width: 64, depth: 1}, epochs: 2,
-           steps_per_epoch: 8, timeout: 4m}
+           fixed: steps, steps_per_epoch: 8, timeout: 4m}
 checks: {iperf: true, ping: true, duration: 1s, attempts: 1, fail_run: false}
 monitor: {interval: 0.5s}
 sweep:

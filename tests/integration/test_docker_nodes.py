@@ -31,7 +31,7 @@ topology:
   shaping: {shaping}
   host_overrides: {{h2: {{kind: docker{limits}}}}}
 checks: {{iperf: true, ping: true, pairs: all, duration: 3s}}
-workload: {{strategy: allreduce, epochs: 1, steps_per_epoch: 10}}
+workload: {{strategy: allreduce, fixed: steps, epochs: 1, steps_per_epoch: 10}}
 """
 
 

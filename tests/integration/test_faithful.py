@@ -24,7 +24,7 @@ def write(tmp_path, name, hosts=2, cores=0.5, k=2, steps=12, **more):
                                          host=dict(cores=cores)),
                 emulation=dict(dilation=k),
                 workload=dict(strategy="allreduce", model="mlp", model_params=dict(width=32, depth=1),
-                              batch_per_worker=16, epochs=1, steps_per_epoch=steps, timeout="3m"),
+                              batch_per_worker=16, epochs=1, fixed="steps", steps_per_epoch=steps, timeout="3m"),
                 checks=dict(iperf=False, ping=True, fail_run=False), **more)
     file = tmp_path / f"{name}.yaml"
     file.write_text(yaml.safe_dump(spec, sort_keys=False))

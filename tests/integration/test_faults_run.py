@@ -22,6 +22,7 @@ workload:
   model_params: {{width: 32, depth: 1}}
   batch_per_worker: 16
   epochs: 1
+  fixed: steps
   steps_per_epoch: {steps}
   timeout: 3m
 checks: {{iperf: false, ping: true}}

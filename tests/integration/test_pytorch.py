@@ -18,7 +18,7 @@ DDP = """
 name: torch-ddp
 topology: {template: star, hosts: 2, link: {bw: 10mbit}}
 workload: {engine: pytorch, strategy: allreduce, model: mlp, model_params: {width: 64, depth: 1},
-           epochs: 2, steps_per_epoch: 5}
+           epochs: 2, fixed: steps, steps_per_epoch: 5}
 checks: {iperf: false, ping: true}
 monitor: {interval: 0.25s}
 """

@@ -37,7 +37,7 @@ topology:
   host_overrides:
     h1: {{remote: {{address: {a1}, workdir: {w1}}}}}
     h2: {{remote: {{address: {a2}, workdir: {w2}}}}}
-workload: {{strategy: allreduce, epochs: {epochs}, steps_per_epoch: 10, batch_per_worker: 16,
+workload: {{strategy: allreduce, fixed: steps, epochs: {epochs}, steps_per_epoch: 10, batch_per_worker: 16,
            model_params: {{width: 64, depth: 1}}}}
 checks: {{iperf: {iperf}, ping: true, duration: 2s, attempts: 2, tolerance: 0.2, fail_run: false}}
 monitor: {{interval: 0.25s}}

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 SPEC = """
 name: report-run
 topology: {template: star, hosts: 2, link: {bw: 50mbit}}
-workload: {strategy: allreduce, model: mlp, model_params: {width: 64, depth: 1}, epochs: 2, steps_per_epoch: 5}
+workload: {strategy: allreduce, model: mlp, model_params: {width: 64, depth: 1}, epochs: 2, samples_per_epoch: 512}
 checks: {iperf: true, ping: true, duration: 2s, fail_run: false}
 monitor: {interval: 0.25s}
 sweep:

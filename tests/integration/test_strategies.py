@@ -21,6 +21,7 @@ workload:
   model_params: {params}
   batch_per_worker: 16
   epochs: {epochs}
+  fixed: steps
   steps_per_epoch: {steps}
   timeout: 5m
 checks: {{iperf: false, ping: true}}
@@ -110,7 +111,7 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
     """topologies/thesis_strategies.yaml at one bandwidth, one repeat, 30 steps: ps and all-reduce
     on the same two hosts; the report's convergence figure, stability tables and sentences."""
     out = tmp_path / "out"
-    sets = ["sweep.topology.link.bw=[100mbit]", "sweep.repeats=1", "workload.epochs=1", "workload.steps_per_epoch=30",
+    sets = ["sweep.topology.link.bw=[100mbit]", "sweep.repeats=1", "workload.epochs=1", "workload.samples_per_epoch=1280",
             "checks.iperf=false", "report.target_loss=null"]
     proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", "topologies/thesis_strategies.yaml",
                            "--out", str(out), "--quiet", *[a for s in sets for a in ("--set", s)]],

@@ -24,6 +24,7 @@ workload:
   model_params: {{input_dim: 32, width: 128, depth: 2, classes: 2}}
   batch_per_worker: 16
   epochs: {EPOCHS}
+  fixed: steps
   steps_per_epoch: {SPE}
   timeout: 5m
 checks: {{iperf: true, ping: true, duration: 1s, attempts: 1, fail_run: false}}

@@ -21,6 +21,7 @@ workload:
   model_params: {width: 64, depth: 1}     # 51k parameters: 0.2 MB a step, 0.3 s at 5 Mbit/s
   batch_per_worker: 16
   epochs: 1
+  fixed: steps
   steps_per_epoch: 250
   timeout: 3m
 checks: {iperf: false, ping: true}
