@@ -23,6 +23,7 @@ def up(args) -> int:
     need_root("up")
     from testbed.run.live import up as keep_up
     from testbed.run.bringup import preflight
+    from testbed.run.point import machine_cores, resolve_all
     if len(points) > 1:
         console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
     interrupt_on_signals()
@@ -34,8 +35,9 @@ def up(args) -> int:
                       f"{next(iter(nodes))} -- ping -c1 {list(nodes.values())[-1].address}; Ctrl-C tears it down",
                       highlight=False)
     try:
-        preflight(exp, points[:1], progress=console.print)
-        keep_up(points[0].spec, progress=lambda msg: console.print(f"  {msg}", highlight=False), ready=ready)
+        first = resolve_all(points[:1], machine_cores(), progress=console.print)
+        preflight(exp, first, progress=console.print)
+        keep_up(first[0], progress=lambda msg: console.print(f"  {msg}", highlight=False), ready=ready)
     except SpecError as err:
         console.print(str(err), highlight=False, markup=False)
         return 2

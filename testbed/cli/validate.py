@@ -29,10 +29,11 @@ def _probe_kernel(path, overrides, text: str) -> tuple[bool, str]:
     if os.geteuid() != 0:
         return True, text + "\n  (kernel capability probe skipped: it needs root; run checks it before starting)"
     from testbed.run.bringup import preflight
+    from testbed.run.point import machine_cores, resolve_all
     from testbed.spec import SpecError, expand_points, load_spec
     exp = load_spec(path, overrides)
     try:
-        preflight(exp, expand_points(exp), contact_nodes=False)
+        preflight(exp, resolve_all(expand_points(exp), machine_cores()), contact_nodes=False)
     except SpecError as err:
         return False, str(err)
     return True, text

@@ -214,7 +214,7 @@ class ClusterSite(Site):
         for h in graph.hosts:
             server = self._elsewhere(h.name)
             if server is not None:
-                wanted.setdefault(server.name, set()).add(h.engine)
+                wanted.setdefault(server.name, set()).add(graph.engine)
         lacking = []
         for name, engines in sorted(wanted.items()):
             server = self.servers[name]
@@ -225,7 +225,7 @@ class ClusterSite(Site):
                     lacking.append(f"{name}: {server.python} cannot import {what} ({out.strip()[-200:]}); "
                                    f"pip install {package} into it, or set cluster.python to a python that has it")
         if lacking:
-            raise BringupError("engine " + ", ".join(sorted({h.engine for h in graph.hosts})) + " on cluster "
+            raise BringupError(f"engine {graph.engine} on cluster "
                                "server(s): " + "; ".join(lacking))
 
     def server(self, node_name: str) -> ConnectedServer:

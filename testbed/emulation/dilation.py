@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 from typing import Any, Callable, Iterable
 
@@ -52,9 +52,11 @@ SCALED_KEYS: tuple[tuple[str, str], ...] = (
     ("cluster.connect_timeout", "wall"),
 )
 
-# runs.csv figures measured on the wall clock (the lead may extend these as columns are added).
-RUN_TIME_COLUMNS = ("training_time_s", "time_per_step_s", "time_lost_s")
-RUN_RATE_COLUMNS = ("samples_per_s",)
+# runs.csv figures measured on the wall clock: durations / K and per-second figures x K on their way to
+# the table (to_emulated), each raw figure kept in its wall column.
+RUN_TIME_COLUMNS = ("training_time_s", "time_per_step_s", "time_lost_s", "tf_import_s", "torch_import_s",
+                    "compute_per_step_s", "warmup_s", "steady_step_s", "steady_step_q1_s", "steady_step_q3_s")
+RUN_RATE_COLUMNS = ("samples_per_s", "net_throughput_mean_bps", "steady_samples_per_s")
 
 
 def choose(points: Iterable[Iterable[float]], machine_cores: float, reserve: float = DEFAULT_RESERVE,
@@ -111,45 +113,52 @@ def _parts(pattern: str) -> list[str]:
     return pattern.replace("[]", ".[]").split(".")
 
 
-def _apply(data: Any, parts: list, change: Callable[[Any], Any]) -> Any:
-    """`data` with change() applied at every leaf `parts` reaches (absent or null leaves left)."""
+def _scaled(node: Any, parts: list[str], change: Callable[[Any], Any]) -> Any:
+    """`node` (a spec model, a list of them, or a value) with change() applied at every leaf `parts`
+    reaches; absent or null leaves are left as they are."""
+    if node is None:
+        return None
     if not parts:
-        return data if data is None else change(data)
+        return change(node)
     head, rest = parts[0], parts[1:]
     if head == "[]":
-        return [_apply(item, rest, change) for item in data] if isinstance(data, list) else data
-    if isinstance(data, dict) and head in data:
-        return {**data, head: _apply(data[head], rest, change)}
-    return data
+        return [_scaled(item, rest, change) for item in node] if isinstance(node, list) else node
+    if not hasattr(node, "model_copy") or head not in type(node).model_fields:
+        return node
+    return node.model_copy(update={head: _scaled(getattr(node, head), rest, change)})
 
 
-def _axis_parts(axis: str) -> list[str]:
-    """A sweep axis' canonical path as pattern parts: 'topology.links[2].bw' -> [..., '[]', 'bw']."""
-    parts = []
-    for part in axis.replace("[", ".[").split("."):
-        parts.append("[]" if part.startswith("[") or part.isdigit() else part)
-    return parts
-
-
-def dilate(spec: dict, dilation: float) -> dict:
-    """A dilated copy of an experiment's dict form (model_dump, JSON or python mode; a whole file
-    or any part of it rooted at the file's root): every key of SCALED_KEYS scaled by its rule,
-    sweep axes on those keys (or on their parents) as well. The argument is left unchanged."""
+def wall_spec(spec, dilation: float):
+    """What this machine runs for an experiment (a typed spec) at dilation K: every key of SCALED_KEYS
+    scaled by its rule (rates / K, times x K, real-world times as they are); the spec is left as it is."""
     if dilation < 1:
         raise ValueError(f"dilation must be >= 1 (got {dilation})")
-    out = copy.deepcopy(spec)
+    if dilation == 1:
+        return spec
+    out = spec
     for pattern, rule in SCALED_KEYS:
-        change = lambda v, r=_RULES[rule]: r(v, dilation)
-        parts = _parts(pattern)
-        out = _apply(out, parts, change)
-        sweep = out.get("sweep") if isinstance(out, dict) else None
-        for axis, values in (sweep or {}).items():
-            if axis == "repeats" or not isinstance(values, list):
-                continue
-            head = _axis_parts(axis)
-            if parts[:len(head)] == head:
-                sweep[axis] = [_apply(v, parts[len(head):], change) for v in values]
+        out = _scaled(out, _parts(pattern), lambda v, r=_RULES[rule]: r(v, dilation))
     return out
+
+
+LINK_RULES = tuple((path.rsplit(".", 1)[1], rule) for path, rule in SCALED_KEYS if path.startswith("topology.link."))
+
+
+def wall_link(params, dilation: float):
+    """A link's parameters (LinkParams) on this machine's clock: rate / K, delay, jitter and trace times x K."""
+    for key, rule in LINK_RULES:
+        params = _scaled(params, [key], lambda v, r=_RULES[rule]: r(v, dilation))
+    return params
+
+
+def wall_graph(graph, dilation: float):
+    """A graph's links (and the links a WAN file dropped) on this machine's clock; its hosts as they
+    are (their real-core budgets are resolved when the graph is built)."""
+    if dilation == 1:
+        return graph
+    def on_wall(edges):
+        return type(edges)(dataclasses.replace(e, params=wall_link(e.params, dilation)) for e in edges)
+    return dataclasses.replace(graph, links=on_wall(graph.links), dropped=on_wall(graph.dropped))
 
 
 def wall_column(column: str) -> str:

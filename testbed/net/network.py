@@ -48,7 +48,7 @@ def node_problems(graph, progress=lambda msg: None) -> list[tuple[str, str]]:
     by_kind: dict[str, list] = {}
     for h in graph.hosts:
         by_kind.setdefault(h.kind, []).append(h)
-    return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress)]
+    return [p for kind, hosts in by_kind.items() for p in node_class(kind).problems(hosts, progress, graph.engine)]
 
 
 COMMAND_TIMEOUT_S = 60    # one command of bring-up or teardown (ovs-vsctl waits forever for a dead ovs-vswitchd)

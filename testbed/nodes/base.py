@@ -49,8 +49,9 @@ class Node(ABC):
 
     # bring-up ---------------------------------------------------------------------------------
     @classmethod
-    def problems(cls, hosts, progress=lambda msg: None) -> list[tuple[str, str]]:
-        """(key path, message) for what stops these hosts from starting here; before anything starts."""
+    def problems(cls, hosts, progress=lambda msg: None, engine: str = "tensorflow") -> list[tuple[str, str]]:
+        """(key path, message) for what stops these hosts from starting here, their tasks running
+        `engine`; before anything starts."""
         return []
 
     def prepare(self, progress=lambda msg: None) -> None:

@@ -58,7 +58,7 @@ class DockerNode(Node):
     records = "containers"       # container names
 
     @classmethod
-    def problems(cls, hosts, progress=lambda msg: None):
+    def problems(cls, hosts, progress=lambda msg: None, engine: str = "tensorflow"):
         """Docker installed and running (started if need be), every image present; the project's
         worker image is built here when it is missing (minutes, with progress)."""
         from testbed.nodes import dockerd, image

@@ -129,15 +129,15 @@ def _last(out: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def _probe(host) -> tuple[tuple[str, str], ...]:
-    """(key path, message) per problem of one remote host; asked once per host and process."""
+def _probe(host, engine: str) -> tuple[tuple[str, str], ...]:
+    """(key path, message) per problem of one remote host running `engine`; asked once per host and process."""
     target = Target.of(host)
     try:
         conn = Connection(target)
     except NodeError as err:
         return ((f"{host.key}.remote.address", f"{host.name}: {err}"),)
     try:
-        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote, host.engine)   # (imports are slow)
+        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote, engine)   # (imports are slow)
     except NodeError as err:
         found = [("address", str(err))]
     finally:
@@ -157,11 +157,11 @@ class RemoteNode(SshNode):
         self.remote = host.remote
 
     @classmethod
-    def problems(cls, hosts, progress=lambda msg: None):
+    def problems(cls, hosts, progress=lambda msg: None, engine: str = "tensorflow"):
         """Log in to every machine at once (host key checked) and ask what it lacks."""
         progress(f"checking {len(hosts)} remote machine(s): host keys, python, TensorFlow, iperf3")
         with ThreadPoolExecutor(max_workers=8) as pool:
-            return [p for found in pool.map(_probe, hosts) for p in found]
+            return [p for found in pool.map(_probe, hosts, [engine] * len(hosts)) for p in found]
 
     def prepare(self, progress=lambda msg: None) -> None:
         """Connect, record the run on the machine, copy the workload code, start the sampler."""

@@ -3,7 +3,6 @@ refused before anything starts (preflight), the graph with the file's `ssh:` sec
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass, field
@@ -14,22 +13,9 @@ from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults, traces
 from testbed.run.checks import failure_reason, run_checks
-from testbed.run.emulate import dilation_of, pinned, wall_spec
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.settings import missing_key_file
-from testbed.spec import SpecError, SpecIssue, build_graph
-
-
-def graph_of(spec, machine_cores: int | None = None, wall: bool = False):
-    """The point's graph; remote hosts get the file's ssh: section (known_hosts, accept, time-out).
-    With this machine's cores, each host's CPU budget is resolved (cores / emulation.dilation).
-    A link that follows a trace has its trace's first values (wall: `spec` is a wall spec, whose
-    traces are read on its clock: emulate.wall_spec)."""
-    graph = build_graph(spec.topology, spec.ssh, dilation_of(spec), machine_cores)
-    graph = traces.first_values(graph, spec, dilation_of(spec) if wall else 1.0)
-    if spec.workload.engine == "tensorflow":
-        return graph
-    return dataclasses.replace(graph, hosts=[dataclasses.replace(h, engine=spec.workload.engine) for h in graph.hosts])
+from testbed.spec import SpecError, SpecIssue
 
 
 def key_file_problems(spec, graph) -> list[tuple[str, str]]:
@@ -53,15 +39,14 @@ def engine_problems(spec, graph) -> list[tuple[str, str]]:
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
-    """Everything that can be refused before a network exists, for every point at once.
-    `contact_nodes=False` (validate) asks this machine's kernel only: no login to real machines,
-    no Docker engine start or image build."""
+    """Everything that can be refused before a network exists, for every resolved point at once
+    (point.ResolvedPoint: the rates and times this machine will run). `contact_nodes=False` (validate)
+    asks this machine's kernel only: no login to real machines, no Docker engine start or image build."""
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
-        spec = wall_spec(point.spec)          # the rates and times this machine will run
-        graph = graph_of(spec, wall=True)
+        spec, graph = point.wall_spec, point.wall_graph
         problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
-                    + traces.capability_problems(spec)
+                    + traces.capability_problems(spec, point.wall_traces())
                     + port_problems(spec.topology, graph) + engine_problems(spec, graph)
                     + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))
         try:
@@ -88,17 +73,18 @@ class Checked:
 
 
 class BringUp:
-    """`with BringUp(spec, progress) as up:` the network is up (its notes said) as `up.net`, and down
-    again when the block ends, whatever happened; `up.check(run_id)` runs the file's checks."""
+    """`with BringUp(point, progress) as up:` the resolved point's network on this machine's clock is
+    up (its notes said) as `up.net`, and down again when the block ends, whatever happened;
+    `up.check(run_id)` runs the file's checks. `up.spec` and `up.graph` are the wall spec and graph."""
 
-    def __init__(self, spec, progress=lambda msg: None, machine_cores: int | None = None):
-        self.spec, self.progress = spec, progress
-        self.graph = graph_of(spec, machine_cores, wall=True)
-        if machine_cores and spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
-            self.graph = pinned(self.graph, spec.emulation.reserve, progress)
+    def __init__(self, point, progress=lambda msg: None):
+        self.spec, self.graph, self.progress = point.wall_spec, point.wall_graph, progress
+        self.pinned = point.pinned
         self.net = None
 
     def __enter__(self) -> BringUp:
+        if self.pinned:
+            self.progress(self.pinned)
         from testbed.cluster.bringup import site_for     # loads Mininet's cluster edition: only when a network is made
         self.net = Network(self.graph, self.spec.topology, self.progress, site=site_for(self.spec.cluster))
         self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why

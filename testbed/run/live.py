@@ -13,7 +13,6 @@ import subprocess
 
 from testbed.cleanup import STATE_DIR, run_lock, write_private
 from testbed.owner import alive, identity
-from testbed.run import emulate
 from testbed.run.bringup import BringUp
 
 LIVE = STATE_DIR / "live.json"
@@ -23,18 +22,15 @@ class LiveError(RuntimeError):
     pass
 
 
-def up(spec, progress=print, ready=lambda nodes: None) -> None:
-    """Bring the topology up, run its checks, and keep it until SIGINT/SIGTERM; teardown always.
-    Under dilation the network is the wall spec's (rates / K, nodes held to cores / K)."""
+def up(resolved, progress=print, ready=lambda nodes: None) -> None:
+    """Bring a resolved point's network up (point.ResolvedPoint: under dilation the wall spec's, rates /
+    K and nodes held to cores / K), run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
     with run_lock():
-        _up(spec, progress, ready)
+        _up(resolved, progress, ready)
 
 
-def _up(spec, progress, ready) -> None:
-    machine = emulate.machine_cores()
-    if spec.emulation.dilation == "auto":
-        spec = emulate.with_dilation(spec, emulate.auto_factor([spec], machine, progress))
-    with BringUp(emulate.wall_spec(spec), progress, machine_cores=machine) as brought:
+def _up(resolved, progress, ready) -> None:
+    with BringUp(resolved, progress) as brought:
         reason = brought.check("up").reason
         if reason:
             progress(f"WARNING {reason}")

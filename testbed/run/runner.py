@@ -12,28 +12,28 @@ from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
 from testbed.run import faults, record, results, switching, traces
 from testbed.emulation.fidelity import ComputeProbe, verdict
-from testbed.run import emulate, fidelity
-from testbed.run.bringup import BringUp, graph_of
+from testbed.run import fidelity
+from testbed.run.bringup import BringUp
+from testbed.run.point import ResolvedPoint
 from testbed.run.hosthealth import timer_overshoot
 from testbed.run.monitor import Monitor, summarize
 from testbed.run.training import Training
 from testbed.spec.rules import advisor_results_paths
-from testbed.spec.traces import link_traces
 
 
-def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
-    """Execute one point; returns its runs.csv row (status ok or failed, never raises for a failed run).
+def run_point(point: ResolvedPoint, exp_dir: Path, progress=lambda msg: None) -> dict:
+    """Execute one resolved point; returns its runs.csv row (status ok or failed, never raises for a
+    failed run).
 
     The point's spec is the emulated world the user wrote; what runs here is its wall spec (rates / K,
     times x K, nodes held to cores / K), and what is recorded is in emulated time again.
     KeyboardInterrupt propagates after teardown, with no row written, so the point is rerun on resume."""
-    machine = emulate.machine_cores()
-    bringup = BringUp(emulate.wall_spec(point.spec), progress, machine_cores=machine)
-    graph = graph_of(point.spec)               # the emulated world: its hosts and link rates
+    bringup = BringUp(point, progress)
+    graph = point.graph                        # the emulated world: its hosts and link rates
     tasks = assign_tasks(advisor.provisional(point.spec.workload), [h.name for h in graph.hosts])
     folder = results.run_dir(exp_dir, point.run_id)
     record.begin(folder, point.spec, graph, tasks)
-    row = record.runs_row(point, graph, tasks) | emulate.columns(point.spec, machine)
+    row = record.runs_row(point, graph, tasks) | point.columns()
     observed = record.Observed()
     started = time.monotonic()
     try:
@@ -45,7 +45,7 @@ def run_point(point, exp_dir: Path, progress=lambda msg: None) -> dict:
     except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
         row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
     row["wall_time_s"] = round(time.monotonic() - started, 3)
-    row = emulate.to_emulated(row, observed, row["dilation"], point.spec.faults)
+    row = point.to_emulated(row, observed)
     record.finish(exp_dir, folder, point, row, observed, bringup.tunnel_rows)
     return row
 
@@ -72,10 +72,10 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity.Probe(net, graph) as probe:
         applier = faults.Applier(spec.faults, net, tasks, per_epoch,
                                  folder / "faults.json", progress) if spec.faults else None
-        workload = spec.workload if row["dilation"] == 1 else spec.workload.model_copy(
-            update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{row['dilation']:g}"}})
-        followed = link_traces(point.spec)      # in emulated time: the tracer puts them on the wall clock
-        tracer = traces.Tracer(followed, net, per_epoch, row["dilation"], spec.name,
+        workload = spec.workload if point.k == 1 else spec.workload.model_copy(
+            update={"env": {**spec.workload.env, "DLTESTBED_DILATION": f"{point.k:g}"}})
+        followed = list(point.traces)         # in emulated time: the tracer puts them on the wall clock
+        tracer = traces.Tracer(followed, net, per_epoch, point.k, spec.name,
                                point.run_id, progress) if followed else None
         training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
                             spec.script_files(), tracer)
@@ -86,7 +86,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
         observed.usage = monitor.rows
         row.update(summarize(observed.usage), monitor_overhead_pct=round(monitor.overhead_pct, 3))
     record.add_training(row, observed, outcome, spec, point.run_id, tasks)
-    row["fidelity"] = verdict(probe.measures(row["machine_cores"], row["dilation"], spec.emulation.reserve,
+    row["fidelity"] = verdict(probe.measures(point.machine_cores, point.k, spec.emulation.reserve,
                                              checked.timers or timer_overshoot(), observed.checks,
                                              spec.checks.tolerance, _compute_probe(row, final_tasks(tasks)[0].host)))
     if row["fidelity"] != "ok":

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testbed.cleanup import run_lock
-from testbed.run import emulate, results
+from testbed.run import point, results
 from testbed.run.bringup import preflight
 from testbed.run.runner import run_point
 from testbed.spec import expand_points
@@ -50,8 +50,8 @@ def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = F
 
 
 def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console) -> SweepSummary:
-    points = emulate.resolve(expand_points(exp), emulate.machine_cores(),
-                             progress=lambda msg: console.print(msg, highlight=False))
+    points = point.resolve_all(expand_points(exp), point.machine_cores(),
+                               progress=lambda msg: console.print(msg, highlight=False))
     preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))
     skip = completed_ids(exp_dir, retry_failed)
     todo = [p for p in points if p.run_id not in skip]
@@ -63,26 +63,26 @@ def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console, disable=quiet) as bar:
         task = bar.add_task("sweep", total=len(todo), status="")
-        for i, point in enumerate(todo):
+        for i, resolved in enumerate(todo):
             status = (f"ok {len(summary.done)} failed {len(summary.failed)} "
                       f"left {len(todo) - i} ETA {eta_text(durations, len(todo) - i)}")
-            bar.update(task, description=point.run_id, status=status)
-            console.print(f"[bold]run {i + 1}/{len(todo)}[/bold] {point.run_id}", highlight=False)
+            bar.update(task, description=resolved.run_id, status=status)
+            console.print(f"[bold]run {i + 1}/{len(todo)}[/bold] {resolved.run_id}", highlight=False)
             started = time.monotonic()
             try:
-                row = run_point(point, exp_dir, progress=log)
+                row = run_point(resolved, exp_dir, progress=log)
             except KeyboardInterrupt:
                 summary.interrupted = True
-                console.print(f"interrupted: {point.run_id} was cleaned up and is not recorded; "
+                console.print(f"interrupted: {resolved.run_id} was cleaned up and is not recorded; "
                               "run the same command again to resume")
                 break
             durations.append(time.monotonic() - started)
             if row["status"] == "ok":
-                summary.done.append(point.run_id)
+                summary.done.append(resolved.run_id)
                 console.print(f"  ok: training {row.get('training_time_s') or float('nan'):.2f} s, "
                               f"wall {row['wall_time_s']:.1f} s", highlight=False)
             else:
-                summary.failed.append((point.run_id, row["reason"]))
+                summary.failed.append((resolved.run_id, row["reason"]))
                 console.print(f"  [red]failed[/red]: {row['reason']}", highlight=False)
             bar.advance(task)
     return summary

@@ -7,40 +7,28 @@ Each change is a link_changes.csv row, with the lead's step at which it landed. 
 training ends (the Tracer is ticked only while it runs); teardown removes the links.
 
 Trace times are emulated time: under emulation.dilation K a row lands K x its time after the trace
-started, at its rate / K (and delay x K), as every link of the wall spec (run/emulate.py)."""
+started, at its rate / K (and delay x K), as every link of the wall graph (run/point.py)."""
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
 from testbed import shaping
 from testbed.run import faults
-from testbed.run.emulate import dilation_of
 from testbed.spec.faults import Trigger, parse_start
-from testbed.spec.traces import LinkTrace, Trace, changed, first_params, link_traces
+from testbed.spec.traces import LinkTrace, Trace, changed
 from testbed.units import format_bandwidth
 
 NO_NETEM = ("needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not set); delay, jitter "
             "and loss cannot be emulated on this machine. Remove them or run on a kernel with netem")
 
 
-def first_values(graph, spec, scale: float = 1.0):
-    """The graph with each traced link's parameters as its trace's first row sets them (`scale`: the
-    dilation of a wall spec, 1 for the emulated one)."""
-    found = {frozenset((lt.a, lt.b)): lt for lt in link_traces(spec, scale)}
-    if not found:
-        return graph
-    links = [dataclasses.replace(e, params=first_params(e.params, found[frozenset((e.a, e.b))].trace))
-             if frozenset((e.a, e.b)) in found else e for e in graph.links]
-    return dataclasses.replace(graph, links=links)
-
-
-def capability_problems(spec) -> list[tuple[str, str]]:
-    """(key, message) for traces this machine cannot follow, asked of a wall spec before anything starts:
-    delay or loss without netem in the kernel (refused like a link's delay), a rate below what tc paces."""
+def capability_problems(spec, wall_traces) -> list[tuple[str, str]]:
+    """(key, message) for traces this machine cannot follow, asked of a wall spec and its traced links
+    on the wall clock before anything starts: delay or loss without netem in the kernel (refused like a
+    link's delay), a rate below what tc paces."""
     out: dict[str, str] = {}
-    for lt in link_traces(spec, dilation_of(spec)):
+    for lt in wall_traces:
         key = f"{lt.key}.trace"
         if lt.trace.needs_netem and spec.topology.shaping == "tc" and not shaping.kernel_has_qdisc("netem"):
             out[key] = f"this trace has delay or loss, which {NO_NETEM}"

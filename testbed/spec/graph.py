@@ -8,6 +8,7 @@ Hosts get the subnet's addresses in host order (10.0.0.1, 10.0.0.2, ...: `subnet
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,6 @@ class HostNode:
     cores: float | None = None        # the cores of the machine it emulates (None: no budget)
     budget: float | None = None       # the real cores its processes get: cores / dilation (None: no budget)
     cpus: tuple[int, ...] | None = None   # the CPUs it is pinned to at run time (None: every CPU)
-    engine: str = "tensorflow"        # what its tasks import (a real machine's preflight asks for it)
 
     def __getattr__(self, name: str):
         """A kind's setting by its key (None when unset); only names the kinds declare."""
@@ -73,6 +73,7 @@ class Graph:
     switches: list[SwitchNode]
     links: list[LinkEdge]
     dropped: tuple[LinkEdge, ...] = ()    # template graph: the file's links left out to keep a spanning tree
+    engine: str = "tensorflow"            # what every task imports (a real machine's preflight asks for it)
 
     def host(self, name: str) -> HostNode:
         return next(h for h in self.hosts if h.name == name)
@@ -82,8 +83,9 @@ class Graph:
 
 
 def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float = 1.0,
-                machine_cores: int | None = None) -> Graph:
-    """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts).
+                machine_cores: int | None = None, engine: str = "tensorflow") -> Graph:
+    """The nodes and links a validated topology describes (`ssh`: the experiment's, for remote hosts;
+    `engine`: the workload's).
 
     With `machine_cores` (this machine's, known at run time) each host's CPU budget is resolved:
     `cores` at `dilation` K is cores/K real cores, i.e. `cpu` = cores/K/machine_cores of the whole
@@ -92,17 +94,10 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     net = subnet(topology)
     hosts = [_host(topology, name, net, i, ssh, dilation, machine_cores) for i, name in enumerate(names, 1)]
     if topology.template == "graph":
-        return _graph(topology, hosts)
+        return dataclasses.replace(_graph(topology, hosts), engine=engine)
     switch_names, links = _LAYOUTS[topology.template](topology, names)
-    labels, dropped = {}, ()
-    if topology.graph:        # a template graph written out (written_out): its labels, its dropped links apart
-        wan = read_graph(topology.graph)
-        labels = {p.name: p.label for p in wan.pops}
-        loops = {frozenset((w.a, w.b)) for w in wan.dropped}
-        dropped = tuple(e for e in links if frozenset((e.a, e.b)) in loops)
-        links = [e for e in links if frozenset((e.a, e.b)) not in loops]
-    switches = [SwitchNode(name, dpid, labels.get(name, "")) for dpid, name in enumerate(switch_names, 1)]
-    return Graph(hosts, switches, links, dropped)
+    switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
+    return Graph(hosts, switches, links, (), engine)
 
 
 def host_count(topology: Topology) -> int:
@@ -140,7 +135,7 @@ def subnet(topology: Topology) -> ipaddress.IPv4Network:
     return default_subnet(host_count(topology))
 
 
-def _budget(conf, dilation: float, machine_cores: int | None) -> tuple[float | None, float | None, float | None]:
+def budget_of(conf, dilation: float, machine_cores: int | None) -> tuple[float | None, float | None, float | None]:
     """(emulated cores, real cores, fraction of the machine) of a host's budget; Nones: no budget."""
     if conf.cores is not None:
         real = conf.cores / dilation
@@ -159,7 +154,7 @@ def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int,
     own = settings.get(kind)
     value = getattr(conf, own.key) if own else None
     address = own.address(value) if value is not None else None   # a real machine: its own, not 10.0.0.x
-    cores, budget, cpu = _budget(conf, dilation, machine_cores)
+    cores, budget, cpu = budget_of(conf, dilation, machine_cores)
     return HostNode(name, address or str(net.network_address + index), cpu, conf.memory, kind,
                     topology.host_own(name)[0], tuple((s.key, getattr(conf, s.key)) for s in settings.values()),
                     ssh, net.prefixlen, cores, budget)
@@ -225,26 +220,6 @@ def _graph(topo: Topology, hosts: list[HostNode]) -> Graph:
         own = LinkParams.model_construct(bw=wire.bw, delay=wire.delay if topo.graph_delay == "distance" else None)
         return LinkEdge(wire.a, wire.b, topo.link.merged(own))
     return Graph(hosts, switches, links + [edge(w) for w in wan.wires], tuple(edge(w) for w in wan.dropped))
-
-
-def written_out(topology: Topology) -> dict:
-    """A template graph's topology in JSON form as template custom, the file's speeds and delays
-    written on its links: the same graph (names, order, addresses, parameters), in the form whose every
-    rate and time the spec holds, so that time dilation scales the file's too (run/emulate.wall_spec).
-    `graph` stays, naming the file the links came from: the links it drops to keep a spanning tree are
-    written out too (dilated like the others) and build_graph sets them apart again by it, and
-    capability_problems names graph_delay by it."""
-    graph = build_graph(topology)
-    data = topology.model_dump(mode="json")
-    hosts = [{"name": h.name, **topology.host_conf(h.name).model_dump(mode="json", exclude_none=True)}
-             for h in graph.hosts]
-    host_names = {h.name for h in graph.hosts}
-    links = [{"a": e.a, "b": e.b} if e.a in host_names else
-             {"a": e.a, "b": e.b, **e.params.model_dump(mode="json", exclude_none=True)}
-             for e in graph.links + list(graph.dropped)]
-    data.update(template="custom", hosts=hosts, switches=[{"name": s.name} for s in graph.switches], links=links,
-                host_overrides={}, graph_hosts=None)
-    return data
 
 
 _LAYOUTS = {"star": _star, "linear": _linear, "tree": _tree, "dumbbell": _dumbbell, "custom": _custom}

@@ -375,6 +375,9 @@ class StrategySwitchConf(Strict):
     max_switches: Whole = Field(1, description="switches per run")
 
 
+DEFAULT_STEPS_PER_EPOCH = 20
+
+
 class Workload(Strict):
     """What trains: engine, strategy, model and its size, and the training loop."""
 
@@ -399,9 +402,10 @@ class Workload(Strict):
     samples_per_epoch: Count | None = Field(
         None, description="fixed data: samples per epoch over all workers (default: steps_per_epoch x "
         "batch_per_worker, one worker's epoch)")
-    steps_per_epoch: Count = Field(
-        20, description="fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
-        "steps of one worker alone, when samples_per_epoch is not set")
+    steps_per_epoch: Count | None = Field(
+        None, description=f"fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
+        f"steps of one worker alone, when samples_per_epoch is not set (null: {DEFAULT_STEPS_PER_EPOCH})",
+        json_schema_extra={"default": DEFAULT_STEPS_PER_EPOCH})
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
@@ -438,7 +442,12 @@ class Workload(Strict):
     def epoch_samples(self) -> int:
         """Samples per epoch over all workers under fixed data (samples_per_epoch, else one worker's
         steps_per_epoch batches)."""
-        return self.samples_per_epoch or self.steps_per_epoch * self.batch_per_worker
+        return self.samples_per_epoch or self.epoch_steps * self.batch_per_worker
+
+    @property
+    def epoch_steps(self) -> int:
+        """steps_per_epoch as the file sets it, else its default."""
+        return self.steps_per_epoch or DEFAULT_STEPS_PER_EPOCH
 
     def samples_per_step(self, workers: int, strategy: str | None = None) -> int:
         """Samples one step trains: the global batch under all-reduce; one worker's batch under ps (a
@@ -450,7 +459,7 @@ class Workload(Strict):
         fixed data the epoch's samples over the samples per step, to the nearest whole step (at least 1),
         so every node count trains the same samples within one step's."""
         if self.fixed == "steps":
-            return self.steps_per_epoch
+            return self.epoch_steps
         return max(1, int(self.epoch_samples() / self.samples_per_step(workers, strategy) + 0.5))
 
 

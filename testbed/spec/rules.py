@@ -361,7 +361,7 @@ def _work_problems(exp: Experiment) -> list[Problem]:
     if w.fixed == "steps":
         return [Problem(at, "samples_per_epoch is for fixed: data; under fixed: steps every worker runs "
                         "steps_per_epoch", ("workload.fixed",))]
-    if "steps_per_epoch" in w.model_fields_set:
+    if w.steps_per_epoch is not None:
         return [Problem(at, "set samples_per_epoch or steps_per_epoch, not both: under fixed: data the steps "
                         "follow from the samples (samples_per_epoch / global batch)", ("workload.steps_per_epoch",))]
     return []

@@ -286,15 +286,16 @@ def trace_file(exp, key: str) -> str:
     return os.path.normpath(os.path.join(base, os.path.expanduser(name)))
 
 
-def link_traces(exp, scale: float = 1.0) -> list[LinkTrace]:
-    """Every link of the experiment's graph that follows a trace, with its trace loaded (TraceError)
-    and, with `scale` K, on the clock of a wall spec (times x K, rates / K: emulate.wall_spec)."""
+def link_traces(exp, scale: float = 1.0, graph=None) -> list[LinkTrace]:
+    """Every link of the experiment's graph (`graph`, else built) that follows a trace, with its trace
+    loaded (TraceError) and, with `scale` K, on the clock of a wall spec (times x K, rates / K:
+    dilation.wall_spec)."""
     from testbed.spec.graph import build_graph
     topo = exp.topology
     if not any(p.trace is not None for _, p in owners(topo)):
         return []
     out, loaded = [], {}
-    for edge in build_graph(topo).links:
+    for edge in (graph or build_graph(topo)).links:
         params = edge.params
         if params.trace is None:
             continue

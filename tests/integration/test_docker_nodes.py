@@ -16,8 +16,8 @@ from testbed.run.checks import run_checks
 from testbed.run.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network, node_problems
 from testbed.run.bringup import BringUp
-from testbed.run.emulate import wall_spec
-from testbed.spec import build_graph, load_spec
+from testbed.run.point import resolve_all
+from testbed.spec import build_graph, expand_points, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -93,7 +93,7 @@ def test_a_small_budget_pins_the_container_to_a_cpu(tmp_path, worker_image, no_l
     path.write_text(path.read_text() + "emulation: {dilation: 4}\n")
     spec = load_spec(path)
     first = str(min(os.sched_getaffinity(0)))
-    with BringUp(wall_spec(spec), machine_cores=len(os.sched_getaffinity(0))) as up:
+    with BringUp(resolve_all(expand_points(spec), len(os.sched_getaffinity(0)))[0]) as up:
         h2 = up.net.nodes["h2"]
         config = h2.container.attrs["HostConfig"]
         allowed = h2.run(["grep", "Cpus_allowed_list", "/proc/self/status"]).split()[-1]

@@ -7,8 +7,8 @@ import pytest
 
 from testbed.net.network import Network
 from testbed.run.bringup import BringUp
-from testbed.run.emulate import wall_spec
-from testbed.spec import build_graph, load_spec
+from testbed.run.point import resolve_all
+from testbed.spec import build_graph, expand_points, load_spec
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ def test_small_budgets_share_a_cpu_of_their_own_and_the_reserve_keeps_the_rest(t
     spec = load_spec(path)
     cpus = sorted(__import__("os").sched_getaffinity(0))
     said = []
-    with BringUp(wall_spec(spec), said.append, machine_cores=len(cpus)) as up:
+    with BringUp(resolve_all(expand_points(spec), len(cpus))[0], said.append) as up:
         allowed = {h: _allowed_cpus(up.net, h) for h in ("h1", "h2")}
         cpuset = Path("/sys/fs/cgroup/cpuset/dltestbed/h1/cpuset.cpus").read_text().strip()
     assert f"pinned: h1 to CPU {cpus[0]}, h2 to CPU {cpus[0]}" in said

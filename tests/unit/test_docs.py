@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted([REPO / "README.md", REPO / "bench" / "README.md", REPO / "analysis" / "README.md", REPO / "results" / "README.md",
                 *(REPO / "docs").rglob("*.md")])
-USER_PAGES = [REPO / "README.md", *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name != "benchmarks.md")]
+USER_PAGES = [REPO / "README.md", *(p for p in sorted((REPO / "docs").glob("*.md")) if p.name not in ("benchmarks.md", "benchmarks-history.md"))]
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)]+)\)")
 FENCE = re.compile(r"^(```|~~~)")

@@ -15,9 +15,10 @@ from pydantic import BaseModel
 import testbed.units as units
 from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
-from testbed.emulation.dilation import SCALED_KEYS, choose, dilate, to_emulated
+from testbed.emulation.dilation import SCALED_KEYS, choose, to_emulated, wall_graph, wall_spec
 from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
 from testbed.shaping import TCP_GOODPUT_CEILING
+from testbed.spec import build_graph
 from testbed.spec.models import Experiment
 
 
@@ -183,19 +184,15 @@ def _spec():
         "ssh": {"connect_timeout": "10s"},
         "faults": [{"at": "step 3", "action": "set_bw", "link": ["h1", "s1"], "bw": "10mbit", "duration": "5s"},
                    {"at": "2s", "action": "set_delay", "link": ["h1", "s1"], "delay": "20ms"}],
-        "sweep": {"topology.link.bw": ["1mbit", "10mbit"], "workload.timeout": ["1m"],
-                  "topology.links[0].bw": ["8mbit"], "checks": [{"duration": "2s"}], "hosts": [1, 2]},
     })
 
 
-def test_dilate_scales_times_up_and_rates_down():
+def test_wall_spec_scales_typed_times_up_and_rates_down():
     k = 2.5
-    before = _spec().model_dump(mode="json")
-    after = dilate(before, k)
-    assert before == _spec().model_dump(mode="json")          # the argument is left as it was
-    exp = Experiment.model_validate(after)                     # still a valid file
     plain = _spec()
-    assert exp.topology.link.bw == plain.topology.link.bw / k
+    exp = wall_spec(plain, k)
+    assert plain == _spec()                                    # the argument is left as it was
+    assert exp.topology.link.bw == round(plain.topology.link.bw / k)
     assert exp.topology.link.delay == plain.topology.link.delay * k
     assert exp.topology.link.jitter == plain.topology.link.jitter * k
     assert exp.topology.links[0].bw == 20_000_000 and exp.topology.links[0].delay is None
@@ -204,21 +201,18 @@ def test_dilate_scales_times_up_and_rates_down():
     assert exp.ssh.connect_timeout == 10                       # real machines: wall clock
     assert exp.faults[0].at == "step 3" and exp.faults[0].duration == 12.5 and exp.faults[0].bw == 4_000_000
     assert exp.faults[1].at == "5s" and exp.faults[1].delay == 0.05
-    axes = exp.sweep.axes
-    assert axes["topology.link.bw"] == ["400kbit", "4mbit"] and units.parse_time(axes["workload.timeout"][0]) == 150
-    assert axes["topology.links[0].bw"] == ["3.2mbit"] and axes["checks"] == [{"duration": "5s"}]
-    assert axes["topology.hosts"] == [1, 2]
-    assert dilate(before, 1) == before
-
-
-def test_dilate_python_form_and_parts():
-    python = _spec().model_dump()
-    after = dilate(python, 2)
-    assert after["topology"]["link"]["bw"] == 50_000_000 and after["workload"]["timeout"] == 240.0
-    assert dilate({"workload": {"timeout": "10s"}}, 3) == {"workload": {"timeout": "30s"}}
-    assert dilate({"faults": [{"at": "epoch 2", "duration": None}]}, 3) == {"faults": [{"at": "epoch 2", "duration": None}]}
+    assert wall_spec(plain, 1) is plain
     with pytest.raises(ValueError):
-        dilate({}, 0.5)
+        wall_spec(plain, 0.5)
+
+
+def test_wall_graph_scales_every_link_and_leaves_the_hosts():
+    spec = _spec()
+    graph = build_graph(spec.topology, dilation=2, machine_cores=4)
+    wall = wall_graph(graph, 2)
+    assert [e.params.bw for e in wall.links] == [25_000_000, 50_000_000]
+    assert [e.params.delay for e in wall.links] == [0.02, 0.004] and wall.hosts == graph.hosts
+    assert wall_graph(graph, 1) is graph
 
 
 def test_to_emulated_keeps_the_wall_figures():

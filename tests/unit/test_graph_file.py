@@ -47,6 +47,13 @@ TRIANGLE = f"""<?xml version="1.0" encoding="utf-8"?>
 """
 
 
+def resolved(exp, machine: int = 2):
+    """The experiment's first point resolved as a run resolves it."""
+    from testbed.run.point import resolve_all
+    from testbed.spec import expand_points
+    return resolve_all(expand_points(exp), machine)[0]
+
+
 def _graph_file(tmp_path, text: str, name: str = "g.graphml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -213,13 +220,13 @@ def test_netem_refusal_names_graph_delay(tmp_path, monkeypatch):
 
 def test_dilation_scales_the_file_speeds_and_delays(tmp_path, monkeypatch):
     """Under time dilation K the wall-clock network is the same graph with every rate / K and every
-    delay x K, the file's included (wall_spec writes the graph out as template custom)."""
-    from testbed.run.emulate import wall_spec
+    delay x K, the file's included (the resolved point's wall graph)."""
     _graph_file(tmp_path, TRIANGLE)
     exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=3) + "  host: {cores: 1}\n"
                "  host_overrides: {h2: {cores: 2}}\nemulation: {dilation: 2}\n")
     emulated = build_graph(exp.topology, dilation=2, machine_cores=4)
-    wall = build_graph(wall_spec(exp).topology, dilation=2, machine_cores=4)
+    point = resolved(exp, machine=4)
+    wall = point.wall_graph
     assert [(s.name, s.label) for s in wall.switches] == [(s.name, s.label) for s in emulated.switches]
     assert [(h.name, h.ip, h.cores, h.budget) for h in wall.hosts] == [(h.name, h.ip, h.cores, h.budget)
                                                                       for h in emulated.hosts]
@@ -230,9 +237,7 @@ def test_dilation_scales_the_file_speeds_and_delays(tmp_path, monkeypatch):
         assert w.params.delay == (None if e.params.delay is None else pytest.approx(2 * e.params.delay))
     assert {(e.a, e.b): e.params.delay for e in wall.links}[("s1", "s2")] == pytest.approx(0.010)
     monkeypatch.setattr(shaping, "kernel_has_qdisc", lambda kind: kind != "netem")
-    wall_topology = wall_spec(exp).topology
-    assert [k for k, _ in shaping.capability_problems(wall_topology, build_graph(wall_topology))] == [
-        "topology.graph_delay"]
+    assert [k for k, _ in shaping.capability_problems(point.wall_spec.topology, wall)] == ["topology.graph_delay"]
 
 
 @pytest.mark.parametrize("header", ["directed 1\n  multigraph 1", "directed 1", "multigraph 0", ""])
@@ -266,16 +271,15 @@ def test_reads_are_cached_per_version_of_the_file(tmp_path):
 
 def test_dilation_keeps_the_dropped_links_in_the_wall_graph(tmp_path):
     """The wall graph (topology.json under dilation) lists the links the file drops, dilated as the others."""
-    from testbed.run.emulate import wall_spec
     from testbed.run.record import topology_document
     _graph_file(tmp_path, TRIANGLE)
     exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
-    wall = build_graph(wall_spec(exp).topology)
+    wall = resolved(exp).wall_graph
     assert [(e.a, e.b, e.params.bw, e.params.delay) for e in wall.dropped] == [("s1", "s3", 5 * 10**8, 0.02)]
     assert [(e.a, e.b) for e in wall.links] == [(e.a, e.b) for e in build_graph(exp.topology).links]
     assert topology_document(wall, [])["dropped"] == [{"a": "s1", "b": "s3", "bw": "500mbit", "delay": "20ms"}]
     shipped = load_spec(EXAMPLES / "wan.yaml", ["emulation.dilation=2"])
-    assert len(build_graph(wall_spec(shipped).topology).dropped) == 2
+    assert len(resolved(shipped).wall_graph.dropped) == 2
     ok, text = validate_file(EXAMPLES / "wan.yaml", ["emulation.dilation=2"])
     assert ok and "2 dropped to keep a spanning tree" in text, text
 
@@ -287,9 +291,8 @@ def test_co_located_pops_have_no_delay_and_an_end_without_coordinates_the_link_d
     wan = {(e.a, e.b): e.params.delay for e in build_graph(exp.topology).links if e.a.startswith("s")}
     assert wan[("s1", "s2")] == 0.0                 # 0 m apart: no delay, not topology.link.delay
     assert wan[("s2", "s3")] == pytest.approx(0.007)    # East has no coordinates: topology.link.delay
-    from testbed.run.emulate import wall_spec
     dilated = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
-    assert {(e.a, e.b): e.params.delay for e in build_graph(wall_spec(dilated).topology).links}[("s1", "s2")] == 0.0
+    assert {(e.a, e.b): e.params.delay for e in resolved(dilated).wall_graph.links}[("s1", "s2")] == 0.0
 
 
 @pytest.mark.parametrize("header", ["", "directed 1"])

@@ -24,7 +24,7 @@ class FakeNode(Node):
     seen: list = []
 
     @classmethod
-    def problems(cls, hosts, progress=lambda msg: None):
+    def problems(cls, hosts, progress=lambda msg: None, engine="tensorflow"):
         cls.seen.append([h.name for h in hosts])
         return [(f"{hosts[0].key}.kind", "fake kinds never start")]
 
@@ -56,7 +56,7 @@ def test_network_asks_each_kind_about_its_own_hosts(monkeypatch):
     FakeNode.seen = []
     graph_hosts = [HostNode("h1", "10.0.0.1"), HostNode("h2", "10.0.0.2", kind="fake", key="topology.host_overrides.h2"),
                    HostNode("h3", "10.0.0.3", kind="fake")]
-    problems = node_problems(type("G", (), {"hosts": graph_hosts})())
+    problems = node_problems(type("G", (), {"hosts": graph_hosts, "engine": "tensorflow"})())
     assert FakeNode.seen == [["h2", "h3"]]
     assert problems == [("topology.host_overrides.h2.kind", "fake kinds never start")]
 

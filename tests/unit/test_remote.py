@@ -21,6 +21,7 @@ from testbed.nodes.remote import machine_problems
 from testbed.nodes.ssh import RemotePopen, command_line, exit_code
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
+from testbed.run.point import resolve_all
 from testbed.run.training import job_document
 from workloads import train
 
@@ -197,14 +198,14 @@ def test_run_refuses_a_key_file_that_is_not_there_before_anything_starts(tmp_pat
     exp = load(tmp_path, text)
     monkeypatch.setattr(bringup, "node_problems", lambda graph, progress: [])       # no machine is asked
     with pytest.raises(SpecError) as err:
-        bringup.preflight(exp, expand_points(exp))
+        bringup.preflight(exp, resolve_all(expand_points(exp), 2))
     assert [(i.key, i.line) for i in err.value.errors] == [("topology.host_overrides.h1.remote.key_file", 9)]
     assert "h1: no such key file: ~/no-such-key" in str(err.value)
-    bringup.preflight(exp, expand_points(exp), contact_nodes=False)        # validate: not asked
+    bringup.preflight(exp, resolve_all(expand_points(exp), 2), contact_nodes=False)     # validate: not asked
     cluster = load(tmp_path, "name: c\ncluster:\n  servers:\n    - {name: a, address: local}\n"
                              "    - {name: b, address: 10.1.1.2, key_file: /etc}\n")
     with pytest.raises(SpecError, match=r"cluster.servers\[1\].key_file: b: /etc is not a file"):
-        bringup.preflight(cluster, expand_points(cluster))
+        bringup.preflight(cluster, resolve_all(expand_points(cluster), 2))
 
 
 HOST_KEY_MESSAGES = """

@@ -228,7 +228,7 @@ def test_unknown_model_params_key(tmp_path):
 
 def test_model_params_depend_on_model(tmp_path):
     issue = one(tmp_path, "name: demo\nworkload: {model: cnn, model_params: {width: 8}}\n")
-    assert "for model cnn" in issue.message and "filters, classes" in issue.message
+    assert "for model cnn" in issue.message and "filters, dense, classes" in issue.message
 
 
 def test_ps_needs_enough_hosts(tmp_path):

@@ -10,6 +10,8 @@ import pytest
 from testbed.run import traces as run_traces
 from testbed.spec import SpecError, load_spec
 from testbed.spec import traces
+from testbed.run.point import resolve_all
+from testbed.spec import expand_points
 from testbed.spec.graph import build_graph
 from testbed.spec.traces import Row, TraceError, parse_csv, parse_mahimahi
 
@@ -140,10 +142,10 @@ def test_a_trace_relative_to_the_file_gives_every_link_its_first_values(tmp_path
     found = traces.link_traces(exp)
     assert [(lt.a, lt.b, lt.key) for lt in found] == [("h1", "s1", "topology.link"), ("h2", "s1", "topology.link")]
     assert found[0].params.trace_mode == "loop" and found[0].trace.source == str(tmp_path / "steps.csv")
-    graph = run_traces.first_values(build_graph(exp.topology), exp)
-    assert {e.params.bw for e in graph.links} == {50_000_000}
-    wall = run_traces.first_values(build_graph(exp.topology), exp, 2.0)
-    assert {e.params.bw for e in wall.links} == {25_000_000}
+    point = resolved(exp)
+    assert {e.params.bw for e in point.graph.links} == {50_000_000}
+    twice = resolved(exp, 2.0)
+    assert {e.params.bw for e in twice.wall_graph.links} == {25_000_000}
 
 
 @pytest.mark.parametrize("link, line, key, words", [
@@ -177,10 +179,11 @@ def test_a_looping_trace_needs_two_rows_and_delay_needs_tc(tmp_path):
 def test_delay_in_a_trace_is_refused_on_a_kernel_without_netem(tmp_path, monkeypatch):
     exp = load_spec(spec_file(tmp_path, "{trace: steps.csv}", trace="t[s],bw[mbit],delay[ms]\n0,50\n5,5,30\n"))
     monkeypatch.setattr(run_traces.shaping, "kernel_has_qdisc", lambda kind: kind != "netem")
-    [(key, message)] = run_traces.capability_problems(exp)
+    point = resolved(exp)
+    [(key, message)] = run_traces.capability_problems(point.wall_spec, point.wall_traces())
     assert key == "topology.link.trace" and "CONFIG_NET_SCH_NETEM" in message
     monkeypatch.setattr(run_traces.shaping, "kernel_has_qdisc", lambda kind: True)
-    assert run_traces.capability_problems(exp) == []
+    assert run_traces.capability_problems(point.wall_spec, point.wall_traces()) == []
 
 
 def test_bottleneck_and_custom_links_follow_their_own_traces(tmp_path):
@@ -215,14 +218,21 @@ def test_a_sweep_over_traces_names_each_file_in_the_run_ids(tmp_path):
 
 
 def test_dilation_scales_the_wall_specs_trace_start_and_granularity(tmp_path):
-    from testbed.run.emulate import wall_spec
     (tmp_path / "m.trace").write_text((FIXTURE / "sample.mahimahi").read_text())
     exp = load_spec(spec_file(tmp_path, "{trace: m.trace, trace_format: mahimahi, trace_granularity: 500ms, "
                                         "trace_start: 3s}", "emulation: {dilation: 2}\n"))
-    wall = wall_spec(exp)
+    point = resolved(exp)
+    wall = point.wall_spec
     assert wall.topology.link.trace_start == "6s" and wall.topology.link.trace_granularity == 1.0
     emulated, dilated = traces.link_traces(exp)[0].trace, traces.link_traces(wall, 2.0)[0].trace
-    assert dilated == emulated.scaled(2)
+    assert dilated == emulated.scaled(2) == point.wall_traces()[0].trace
+
+
+def resolved(exp, k: float | None = None):
+    """The experiment's first point resolved as a run resolves it (at dilation k when given)."""
+    if k is not None:
+        exp = exp.model_copy(update={"emulation": exp.emulation.model_copy(update={"dilation": k})})
+    return resolve_all(expand_points(exp), 2)[0]
 
 
 # ---- the tracer ------------------------------------------------------------------------------------
@@ -234,7 +244,7 @@ class Net:
         monkeypatch.setattr(run_traces.faults.subprocess, "run",
                             lambda argv, **kw: self.ran.append((None, argv)) or SimpleNamespace(returncode=0))
         self.topology, self.qos_rates, self.reshaped, self.ran = exp.topology, {}, {}, []
-        self.graph = run_traces.first_values(build_graph(exp.topology), exp)
+        self.graph = resolved(exp).graph
         self.nodes = {h: SimpleNamespace(name=h, limits={"cpu": None},
                                          run=lambda argv, timeout, check, h=h: self.ran.append((h, argv)))
                       for h in ("h1", "h2")}
@@ -327,14 +337,15 @@ def test_faults_on_a_traced_link_stay_on_top_of_its_rows_until_undone(tmp_path, 
 
 
 def test_a_mahimahi_gap_is_paced_on_this_machines_clock_under_dilation(tmp_path):
-    from testbed.run.emulate import wall_spec
     (tmp_path / "m.trace").write_text("\n".join(["1"] * 100 + ["2500"]))
     exp = load_spec(spec_file(tmp_path, "{trace: m.trace, trace_format: mahimahi}", "emulation: {dilation: 4}\n"))
     emulated = traces.link_traces(exp)[0].trace
     # the gap, and the last half second's one packet (24 kbit/s), at 4 x 8 kbit/s: 8 kbit/s on the wall
     assert [(r.t, r.bw) for r in emulated.rows] == [(0.0, 1_200_000), (1.0, 32_000), (2.5, 32_000)]
-    assert traces.link_traces(wall_spec(exp), 4.0)[0].trace == emulated.scaled(4)
-    assert min(r.bw for r in emulated.scaled(4).rows) == 8_000 and run_traces.capability_problems(wall_spec(exp)) == []
+    point = resolved(exp)
+    assert traces.link_traces(point.wall_spec, 4.0)[0].trace == emulated.scaled(4) == point.wall_traces()[0].trace
+    assert min(r.bw for r in emulated.scaled(4).rows) == 8_000
+    assert run_traces.capability_problems(point.wall_spec, point.wall_traces()) == []
 
 
 def test_a_failed_change_fails_the_run_and_is_recorded(tmp_path, monkeypatch):

@@ -1,12 +1,13 @@
-"""Faithful compute at run time, without a network: the spec's cores and emulation keys, budgets in
-the graph, one auto factor per sweep, the wall spec, and results back in emulated time."""
+"""A run point resolved once (testbed/run/point.py), without a network: the spec's cores and emulation
+keys, budgets in the graph, one auto factor per sweep, the wall spec and graph, pinning, and results back
+in emulated time."""
 import math
 from types import SimpleNamespace
 
 import pytest
 
 from testbed.nodes import cgroups
-from testbed.run import emulate
+from testbed.run import point as rp
 from testbed.run.record import Observed
 from testbed.spec import SpecError, build_graph, expand_points, load_spec
 
@@ -48,51 +49,67 @@ def test_nodes_are_pinned_to_cpus_of_their_own_where_the_machine_allows(tmp_path
     exp = load(tmp_path, "name: f\ntopology: {hosts: 3, host: {cores: 1}}\n")
     graph = build_graph(exp.topology, machine_cores=4)
     said = []
-    monkeypatch.setattr(emulate.os, "sched_getaffinity", lambda pid: {4, 5, 6, 7})
-    pinned = emulate.pinned(graph, 0.5, said.append)
+    monkeypatch.setattr(rp.os, "sched_getaffinity", lambda pid: {4, 5, 6, 7})
+    pinned = rp.pinned(graph, 0.5, said.append)
     assert [h.cpus for h in pinned.hosts] == [(4,), (5,), (6,)]          # CPU 7 kept for the reserve
     assert said == ["pinned: h1 to CPU 4, h2 to CPU 5, h3 to CPU 6"]
-    monkeypatch.setattr(emulate.os, "sched_getaffinity", lambda pid: {0, 1, 2})
-    assert emulate.pinned(graph, 0.5, said.append) is graph             # 3 cores + the reserve: shared
+    monkeypatch.setattr(rp.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert rp.pinned(graph, 0.5, said.append) is graph                  # 3 cores + the reserve: shared
     halves = build_graph(exp.topology, dilation=2, machine_cores=3)     # 0.5 core each: two share a CPU
-    assert [h.cpus for h in emulate.pinned(halves, 0.5).hosts] == [(0,), (0,), (1,)]
+    assert [h.cpus for h in rp.pinned(halves, 0.5).hosts] == [(0,), (0,), (1,)]
 
 
 def test_auto_is_one_factor_for_the_sweep_from_its_largest_point(tmp_path):
     said = []
-    points = emulate.resolve(expand_points(load(tmp_path, FAITHFUL)), machine=2, progress=said.append)
-    assert {p.spec.emulation.dilation for p in points} == {2.75}      # 4 x 1 core + 0.5 reserve on 2 cores
+    points = rp.resolve_all(expand_points(load(tmp_path, FAITHFUL)), machine=2, progress=said.append)
+    assert {p.spec.emulation.dilation for p in points} == {2.75} == {p.k for p in points}   # 4 x 1 core + 0.5 on 2
     assert "x2.75" in said[0] and "4 node(s)" in said[0]
-    assert emulate.resolve(points, machine=2) == points                # already numeric: unchanged
+    again = rp.resolve_all(expand_points(points[0].spec), machine=2)  # already numeric: unchanged
+    assert again[0].k == 2.75
 
 
 def test_auto_without_budgets_is_real_time(tmp_path):
     exp = load(tmp_path, "name: f\ntopology: {hosts: 4}\nemulation: {dilation: auto}\n")
     said = []
-    assert emulate.resolve(expand_points(exp), 2, said.append)[0].spec.emulation.dilation == 1.0
+    assert rp.resolve_all(expand_points(exp), 2, said.append)[0].k == 1.0
     assert "no node has a cores budget" in said[0]
 
 
 def test_wall_spec_scales_rates_and_every_written_time(tmp_path):
-    point = emulate.resolve(expand_points(load(tmp_path, FAITHFUL)), machine=2)[-1]
-    wall = emulate.wall_spec(point.spec)
+    point = rp.resolve_all(expand_points(load(tmp_path, FAITHFUL)), machine=2)[-1]
+    wall = point.wall_spec
     assert wall.topology.link.bw == int(100_000_000 / 2.75)
     assert (wall.workload.timeout, wall.checks.duration, wall.monitor.interval) == (330.0, 5.5, 1.375)
     fault = wall.faults[0]
     assert (fault.at, fault.duration, fault.bw) == ("8.25s", 2.75, round(10_000_000 / 2.75))
     assert wall.location("topology.link.bw") == point.spec.location("topology.link.bw")   # same file and line
-    assert emulate.wall_spec(emulate.with_dilation(point.spec, 1)) .topology.link.bw == 100_000_000
+    assert point.spec.topology.link.bw == 100_000_000                  # the emulated world as written
+    assert [e.params.bw for e in point.wall_graph.links] == [int(100_000_000 / 2.75)] * 4
+    assert [e.params.bw for e in point.graph.links] == [100_000_000] * 4
+    assert rp.resolve_all(expand_points(rp.with_dilation(point.spec, 1)), 2)[-1].wall_spec.topology.link.bw == 100_000_000
 
 
 def test_columns_say_what_was_emulated(tmp_path):
     exp = load(tmp_path, FAITHFUL.replace("dilation: auto", "dilation: 2"))
-    cols = emulate.columns(expand_points(exp)[-1].spec, machine=2)
+    cols = columns(expand_points(exp)[-1], machine=2)
     assert cols == dict(dilation=2.0, compute="budgets", cores=1.0, node_cores="h1=1;h2=1;h3=1;h4=1", machine_cores=2)
-    shared = emulate.columns(load(tmp_path, "name: f\ntopology: {hosts: 2}\n"), machine=2)
+    shared = columns(load(tmp_path, "name: f\ntopology: {hosts: 2}\n"), machine=2)
     assert shared["compute"] == "shared" and math.isnan(shared["cores"]) and shared["node_cores"] == ""
     mixed = load(tmp_path, "name: f\ntopology: {hosts: 2, host: {cores: 1}, host_overrides: {h2: {cores: 2}}}\n")
-    cols = emulate.columns(mixed, machine=4)
+    cols = columns(mixed, machine=4)
     assert math.isnan(cols["cores"]) and cols["node_cores"] == "h1=1;h2=2"
+
+
+def columns(spec_or_point, machine):
+    """runs.csv's emulation columns of a spec (one point) or a point, resolved on a `machine`-core machine."""
+    point = getattr(spec_or_point, "spec", spec_or_point)
+    return rp.resolve_all(expand_points(point), machine)[0].columns()
+
+
+def resolved(at: str, k: float):
+    """A resolved point with one fault triggered `at`, at dilation k (only what to_emulated reads)."""
+    spec = SimpleNamespace(faults=[SimpleNamespace(at=at)])
+    return rp.ResolvedPoint("r", 0, {}, spec, spec, k, None, None, 2)
 
 
 def test_results_come_back_in_emulated_time():
@@ -101,7 +118,7 @@ def test_results_come_back_in_emulated_time():
     observed = Observed(steps=[{"time_s": 0.5, "samples_per_s": 64.0}], usage=[{"t": 2.0, "cpu_pct": 40.0}],
                         checks=[{"configured_bps": 4e6, "measured_bps": 3.8e6, "ratio": 0.95, "rtt_ms": 1.0}],
                         faults=[{"fault": 1, "at": "6s", "duration_s": 4.0, "extra_s": 1.0}])
-    out = emulate.to_emulated(row, observed, 2.0, faults=[SimpleNamespace(at="3s")])
+    out = resolved(at="3s", k=2.0).to_emulated(row, observed)
     assert (out["training_time_s"], out["training_time_wall_s"], out["time_per_step_s"]) == (5.0, 10.0, 0.25)
     assert (out["samples_per_s"], out["cpu_mean_pct"], out["compute_per_step_s"]) == (128.0, 80.0, 0.1)
     assert out["wall_time_s"] == 30.0                                 # the run's own wall time stays wall
@@ -109,7 +126,7 @@ def test_results_come_back_in_emulated_time():
     assert observed.usage[0] == {"t": 1.0, "cpu_pct": 80.0}
     assert observed.checks[0] == {"configured_bps": 8e6, "measured_bps": 7.6e6, "ratio": 0.95, "rtt_ms": 0.5}
     assert observed.faults[0] == {"fault": 1, "at": "3s", "duration_s": 2.0, "extra_s": 0.5}   # as written
-    assert emulate.to_emulated(dict(row), Observed(), 1.0) == row
+    assert resolved(at="3s", k=1.0).to_emulated(dict(row), Observed()) == row
 
 
 @pytest.mark.parametrize("text, key, words", [
@@ -170,3 +187,28 @@ def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_pa
         counters(3_500_000_000, 510, 300)
     node = probe.measures(2, 2.0, 0.5, None, [], 0.1).nodes[0]
     assert (node.used_s, node.nr_periods, node.nr_throttled, node.budget) == (2.5, 500, 299, 0.5)
+
+
+def test_a_point_builds_its_graph_once_from_resolution_to_its_runs_row(tmp_path, monkeypatch):
+    """Resolution builds each point's graph; preflight, bring-up and the runs.csv row take it from there."""
+    from testbed.run import bringup, record
+    from testbed.roles import assign_tasks
+    from testbed.spec import graph as spec_graph
+    built = []
+
+    def counted(*args, **kw):
+        built.append(args[0])
+        return real(*args, **kw)
+    real = spec_graph.build_graph
+    for module in (rp, spec_graph):
+        monkeypatch.setattr(module, "build_graph", counted)
+    exp = load(tmp_path, FAITHFUL)
+    points = rp.resolve_all(expand_points(exp), machine=2)
+    assert len(built) == len(points) == 3
+    bringup.preflight(exp, points, contact_nodes=False)
+    for point in points:
+        up = bringup.BringUp(point)
+        tasks = assign_tasks(point.spec.workload, [h.name for h in point.graph.hosts])
+        record.runs_row(point, point.graph, tasks) | point.columns()
+        assert up.graph is point.wall_graph and up.spec is point.wall_spec
+    assert len(built) == 3

@@ -1,0 +1,166 @@
+"""A run point resolved once, before anything starts: the emulated world the user wrote, the dilation K,
+what this machine runs of it, both graphs, and the way back to emulated time. Preflight, bring-up,
+the runner, the records and the tracer all take it (testbed.emulation has the rules).
+
+- The point's spec is the emulated world. Its wall spec is what runs here: every link rate / K, every
+  time the user wrote x K (dilation.wall_spec).
+- Its graph is built once: hosts with their cores and the real cores they get (cores / K), link rates,
+  the first values of links that follow a trace, the engine. The wall graph is the same graph on this
+  machine's clock (dilation.wall_graph), its budgeted hosts pinned to CPUs of their own where the
+  CPUs allow.
+- What was measured on the wall clock goes back to emulated time (to_emulated): durations / K, rates
+  x K, each raw figure kept in its wall column."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.emulation import dilation as dil
+from testbed.emulation.budgets import cpuset_text, cpusets
+from testbed.spec import build_graph
+from testbed.nodes import DEFAULT_KIND
+from testbed.spec.graph import Graph, budget_of
+from testbed.spec.models import Experiment
+from testbed.spec.sweep import RunPoint
+from testbed.spec.traces import LinkTrace, first_params, link_traces
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity, not the whole host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _budgeted_cores(spec, machine: int) -> list[float]:
+    """The cores of the spec's emulated hosts that have a budget (real machines have none)."""
+    topo = spec.topology
+    confs = (topo.host_conf(name) for name in topo.host_names())
+    cores = (budget_of(c, 1.0, machine)[0] for c in confs if (c.kind or DEFAULT_KIND) != "remote")
+    return [c for c in cores if c is not None]
+
+
+def auto_factor(specs: list, machine: int, progress=lambda msg: None) -> float:
+    """`dilation: auto` over these specs (a sweep's): the smallest factor at which the largest
+    point's budgets and the reserve fit this machine, one factor for all of them."""
+    cores = [_budgeted_cores(s, machine) for s in specs]
+    reserve = max(s.emulation.reserve for s in specs)
+    k = dil.choose(cores, machine, reserve)
+    largest = max(cores, key=sum)
+    progress(f"dilation auto: x{k:g} (the largest point: {len(largest)} node(s) of {sum(largest):g} cores in all, "
+             f"plus a {reserve:g}-core reserve, on this machine's {machine} cores)" if largest else
+             "dilation auto: x1 (no node has a cores budget)")
+    return k
+
+
+def with_dilation(spec, k: float):
+    """The spec with emulation.dilation set to the factor k (it keeps its file's lines)."""
+    return spec.model_copy(update={"emulation": spec.emulation.model_copy(update={"dilation": float(k)})})
+
+
+@dataclass(frozen=True)
+class ResolvedPoint:
+    """Everything one run point needs, resolved once (module docstring)."""
+    run_id: str
+    repeat: int
+    params: dict[str, Any]
+    spec: Experiment          # the emulated world: what the user wrote, its dilation a number
+    wall_spec: Experiment     # what this machine runs: rates / K, times x K
+    k: float
+    graph: Graph              # the emulated world's nodes and links (records, topology.json)
+    wall_graph: Graph         # the same on this machine's clock, budgeted hosts pinned (bring-up)
+    machine_cores: int
+    traces: tuple[LinkTrace, ...] = ()    # the links that follow a trace, in emulated units
+    pinned: str = ""          # where the budgeted hosts are pinned, said at bring-up ("" : not pinned)
+
+    def wall_traces(self) -> list[LinkTrace]:
+        """The traced links on this machine's clock (times x K, rates / K)."""
+        return [lt._replace(trace=lt.trace.scaled(self.k)) for lt in self.traces]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def columns(self) -> dict:
+        """runs.csv's description of the emulated machines: dilation, compute (budgets when every
+        emulated node has one, shared when they share this machine, real without emulated nodes), cores,
+        node_cores, machine_cores."""
+        emulated = [h for h in self.graph.hosts if h.kind != "remote"]
+        held = [h for h in emulated if h.budget is not None]
+        sizes = {h.cores for h in held}
+        compute = "real" if not emulated else "budgets" if len(held) == len(emulated) else "shared"
+        return dict(dilation=self.k, compute=compute,
+                    cores=sizes.pop() if len(sizes) == 1 and compute == "budgets" else math.nan,
+                    node_cores=";".join(f"{h.name}={h.cores:g}" for h in held), machine_cores=self.machine_cores)
+
+    def to_emulated(self, row: dict, observed) -> dict:
+        """The row and the observed tables in emulated time: durations / K, rates x K, CPU % of an
+        emulated core x K, each fault's trigger as the file wrote it; the row keeps each raw figure in
+        its wall column."""
+        k = self.k
+        if k == 1:
+            return row
+        for r in observed.faults:
+            r["at"] = self.spec.faults[r["fault"] - 1].at
+        row = dil.to_emulated(row, k)
+        if isinstance(row.get("cpu_mean_pct"), (int, float)):
+            row["cpu_mean_pct"] *= k
+        _scale(observed.steps, k, times=("time_s",), rates=("samples_per_s",))
+        _scale(observed.usage, k, times=("t",), rates=("cpu_pct",))
+        _scale(observed.checks, k, times=("rtt_ms",), rates=("configured_bps", "measured_bps"))
+        _scale(observed.faults, k, times=("duration_s", "extra_s"), rates=())
+        return row
+
+
+def _scale(rows: list[dict], k: float, times, rates) -> None:
+    for r in rows:
+        for key, factor in [(t, 1 / k) for t in times] + [(q, k) for q in rates]:
+            value = r.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+                r[key] = value * factor
+
+
+def resolve(point: RunPoint, machine: int) -> ResolvedPoint:
+    """A point whose dilation is a number, resolved: its wall spec and its graph, built once, on both
+    clocks, budgeted hosts pinned to CPUs of their own where this machine's CPUs allow."""
+    spec = point.spec
+    k = spec.emulation.factor
+    wall = dil.wall_spec(spec, k)
+    graph = build_graph(spec.topology, spec.ssh, k, machine, engine=spec.workload.engine)
+    traces = tuple(link_traces(spec, graph=graph))
+    graph = _first_values(graph, {frozenset((lt.a, lt.b)): lt for lt in traces})
+    wall_graph, said = dil.wall_graph(graph, k), []
+    if spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
+        wall_graph = pinned(wall_graph, spec.emulation.reserve, said.append)
+    return ResolvedPoint(point.run_id, point.repeat, point.params, spec, wall, k, graph, wall_graph, machine,
+                         traces, "".join(said))
+
+
+def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None) -> list[ResolvedPoint]:
+    """A sweep's points resolved: every `auto` dilation becomes the sweep's one auto_factor."""
+    auto = [p.spec for p in points if p.spec.emulation.dilation == "auto"]
+    k = auto_factor(auto, machine, progress) if auto else None
+    return [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, k)) if p.spec.emulation.dilation == "auto"
+                    else p, machine) for p in points]
+
+
+def _first_values(graph: Graph, traced: dict) -> Graph:
+    """The graph with each traced link's parameters as its trace's first row sets them."""
+    if not traced:
+        return graph
+    links = [dataclasses.replace(e, params=first_params(e.params, traced[frozenset((e.a, e.b))].trace))
+             if frozenset((e.a, e.b)) in traced else e for e in graph.links]
+    return dataclasses.replace(graph, links=links)
+
+
+def pinned(graph: Graph, reserve: float, progress=lambda msg: None) -> Graph:
+    """The graph with each budgeted emulated host pinned to CPUs of its own where this machine's
+    CPUs allow (budgets.cpusets); unchanged when they do not, and the quotas alone hold the budgets."""
+    budgets = {h.name: h.budget for h in graph.hosts if h.budget is not None and h.kind != "remote"}
+    sets = cpusets(budgets, sorted(os.sched_getaffinity(0)), reserve) if budgets else None
+    if not sets:
+        return graph
+    progress("pinned: " + ", ".join(f"{name} to CPU {cpuset_text(cpus)}" for name, cpus in sets.items()))
+    hosts = [dataclasses.replace(h, cpus=tuple(sets[h.name])) if h.name in sets else h for h in graph.hosts]
+    return dataclasses.replace(graph, hosts=hosts)
