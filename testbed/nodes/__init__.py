@@ -1,7 +1,7 @@
 """Node kinds: one interface (base.Node), one class per kind, registered here by name.
 
 A new kind is one module plus one line below. A kind's class declares its host setting for the spec
-(`settings`, nodes/settings.py) and what cleanup removes (`records`, `remove_records`,
+(`settings`, spec/settings.py) and what cleanup removes (`records`, `remove_records`,
 `destroy_leftovers`). Classes are imported on first use; kind modules import Mininet, the Docker SDK
 and paramiko only inside functions, so the spec can read the kinds' settings without them."""
 from __future__ import annotations

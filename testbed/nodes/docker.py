@@ -20,8 +20,8 @@ from pydantic import BeforeValidator, WithJsonSchema
 from testbed.emulation.budgets import cpuset_text, quota
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
-from testbed.nodes.reference import reference_problem
-from testbed.nodes.settings import KindSettings
+from testbed.spec.image_reference import reference_problem
+from testbed.spec.settings import KindSettings
 from testbed.owner import identity
 
 LABEL = "dltestbed"

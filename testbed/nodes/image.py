@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlparse
 
 from testbed.nodes import dockerd
 from testbed.nodes.dockerd import DockerUnavailable
-from testbed.nodes.reference import reference_problem  # noqa: F401  (also this module's API)
+from testbed.spec.image_reference import reference_problem  # noqa: F401  (also this module's API)
 
 IMAGE_REPO = "dltestbed-worker"
 BASE_REPO = "dltestbed-base"

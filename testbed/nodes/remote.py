@@ -20,7 +20,7 @@ from typing import Annotated
 from pydantic import Field
 
 from testbed.nodes.base import NodeError
-from testbed.nodes.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
+from testbed.spec.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
                                     example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log, undo
 from testbed.nodes.ssh import Connection, Lines, Target, sync_code

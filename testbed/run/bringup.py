@@ -14,7 +14,7 @@ from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults, traces
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
-from testbed.nodes.settings import missing_key_file
+from testbed.spec.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue
 
 

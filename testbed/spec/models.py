@@ -19,7 +19,7 @@ import testbed.units as units
 from testbed.spec import limits
 from testbed.spec.faults import ACTIONS, parse_start, parse_task, parse_trigger
 from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
-from testbed.nodes.settings import Address, RemotePath, Strict, User, merge_fields as _merge
+from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
 NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"

@@ -14,7 +14,7 @@ from testbed.spec import limits, traces
 from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
 from testbed.spec.graphfile import GraphFileError, read_graph
 from testbed.nodes import DEFAULT_KIND, kind_settings
-from testbed.nodes.settings import KindHost, example_address
+from testbed.spec.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import format_path, parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, TRACE_KEYS, AllreduceConf, Experiment, LinkParams, Topology

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from testbed.nodes.base import Node
-from testbed.nodes.settings import KindSettings, Strict, merge_fields
+from testbed.spec.settings import KindSettings, Strict, merge_fields
 
 
 class ToyConf(Strict):
