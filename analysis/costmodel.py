@@ -15,7 +15,8 @@ On separate machines (``shared=False``, predictions) a_i = min(u, cpu_i * P). Ru
 machines too: a_i = min(u, cores_i), so their compute term is constant per node and does not grow
 with the number of nodes.
 
-Steady step (the median step of the lead task in steps.csv):
+Steady step t (runs.csv ``steady_step_s``: the median step of the lead task after its warm-up, under
+ps the mean interval; analysis/steady.py):
 
 * all-reduce (ring: reduce-scatter + all-gather, 2(N-1) rounds of S/N each)::
 
@@ -34,23 +35,34 @@ Steady step (the median step of the lead task in steps.csv):
       t     = (A^p + C^p + d^p)^(1/p)                    three stages in a pipeline; d = the
                                                          coordinator's own time per step
 
-Warm-up: the first step traces the function and sets up the cluster, and each epoch boundary
-drains the pipeline; it is what a run spends beyond steps x steady step, E = training_time -
-steps*t::
+Warm-up E (runs.csv ``warmup_s``, measured directly: the time of the warm-up steps, the first step
+tracing the function and setting up the collective, and the steps after it still over twice the
+typical one)::
 
       E = w*s + v*(N-1) + beta*S/(B/m)        (S/B only where there is traffic: not 1-worker all-reduce)
 
-Time per step as runs.csv records it: ``T = t + E/steps``.
+E is the warm-up steps' own time, not ``training_time - steps x t``: that difference also holds
+the steady steps' spread around their median (their mean is above it when a few steps are slow,
+and that excess grows with the steps, not once per run) and the time between steps; the spread
+is the steady state's (its quartiles), and the time between steps is a few hundredths of a second.
+
+Samples per step: the global batch (batch x N) under all-reduce and ddp, one worker's batch under
+ps (a coordinator step is one closure). The steady samples/s is samples per step / t; the speedup
+of N nodes is their steady samples/s over one node's (one worker, same engine, model, batch per
+worker, bandwidth); a job of S samples takes E + S / (steady samples/s) (``CostModel.rates``).
 
 c is scaled by S x batch per worker relative to the fitted runs' (compute grows with the
 parameters times the samples), so a prediction for another size of model scales. The parameters
 (c, gamma, alpha, w, v, beta; ps also d, p) are fitted per strategy by Levenberg-Marquardt on
-log(predicted/measured) of the steady steps and warm-ups (a run without step rows: of T), with a
-soft-L1 loss (a noisy run counts less) and a weak pull towards rough defaults, so a parameter
-the data cannot identify keeps its default (listed as such). ``holdout`` fits on the points with
-fewer workers and predicts the largest worker count. Degraded runs (runs.csv ``fidelity``
-"degraded: ...") are left out of every fit unless ``include_degraded``; ``evaluate`` predicts them
-apart (split "degraded, not fitted").
+log(predicted/measured) of the steady steps and warm-ups, with a soft-L1 loss (a noisy run counts
+less) and a weak pull towards rough defaults, so a parameter the data cannot identify keeps its
+default (listed as such). Only runs whose steady state was judged (runs.csv ``steady`` ok: at
+least 10 steady steps) are fitted; the others are listed apart (``evaluate``'s ``not_judged``,
+``fit_notes``). Accuracy (``comparison``, ``holdout``, ``accuracy``, ``repeat_floor``) is the
+relative error of the steady step. ``holdout`` fits on the points with fewer workers and predicts
+the largest worker count. Degraded runs (runs.csv ``fidelity`` "degraded: ...") are left out of
+every fit unless ``include_degraded``; ``evaluate`` predicts them apart (split "degraded, not
+fitted").
 """
 from __future__ import annotations
 
@@ -64,8 +76,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import tables
-from analysis.tables import ok_runs, steady_steps  # noqa: F401  (steady_steps: also this module's API)
+from analysis import steady, tables
+from analysis.tables import ok_runs
 
 TCP_CEILING = 1448 / 1514        # TCP goodput over an HTB-shaped link, of the configured rate
 STRATEGIES = ("allreduce", "ps", "ddp")     # ddp: PyTorch's DistributedDataParallel (engine pytorch)
@@ -234,6 +246,7 @@ class CostModel:
     steps: int = DEFAULT_REFERENCE["steps"]       # steps per run of the fitted results
     work: float = DEFAULT_REFERENCE["work"]       # S * batch per worker of the fitted runs
     source: str = "defaults"
+    samples: float = 0.0                          # samples a fitted run trained (median; 0: unknown)
 
     def point(self, strategy, workers, s_bits, b_bps, servers=1, shards=None, rtt_s=None,
               fractions=None, shared=True, work=None, share=1.0) -> Point:
@@ -253,8 +266,21 @@ class CostModel:
         out.update(warmup_s=warmup_time(pt.strategy, p, pt), slowdown=float(pt.slow.max()))
         return out
 
+    def rates(self, strategy, workers, s_bits, b_bps, batch, samples=None, **kw) -> dict:
+        """terms() with the samples: samples_per_step (batch x workers, ps: batch), the steady
+        samples/s, and for a job of `samples` samples its time, warm-up + samples / steady
+        samples/s (job_s; NaN without samples)."""
+        t = self.terms(strategy, workers, s_bits, b_bps, **kw)
+        per_step = samples_per_step(strategy, workers, batch)
+        rate = per_step / t["steady_s"] if t["steady_s"] > 0 else math.nan
+        t.update(samples_per_step=per_step, steady_samples_per_s=rate,
+                 job_s=t["warmup_s"] + samples / rate if samples and rate > 0 else math.nan)
+        return t
+
     def step(self, strategy, workers, s_bits, b_bps, steps=None, **kw) -> float:
-        """Time per step as runs.csv records it: steady + warm-up / steps."""
+        """Time per step as runs.csv's time_per_step_s records it (steady + warm-up / steps): the
+        warm-up spread over the run's steps, for comparison with that column only; speedups and
+        the advisor use the steady samples/s and the warm-up apart (``rates``)."""
         t = self.terms(strategy, workers, s_bits, b_bps, **kw)
         return t["steady_s"] + t["warmup_s"] / (steps or self.steps)
 
@@ -303,6 +329,12 @@ def default_model() -> CostModel:
     return CostModel(fits={k: StrategyFit(dict(v), defaulted=list(v)) for k, v in DEFAULTS.items()})
 
 
+def samples_per_step(strategy, workers, batch) -> float:
+    """Samples one step trains: the global batch (batch x workers) under all-reduce, ddp and single;
+    one worker's batch under ps (a coordinator step is one worker's closure)."""
+    return float(batch) * (1 if _family(strategy) == "ps" else max(int(workers), 1))
+
+
 def _family(strategy, engine=None) -> str:
     """The fit a run or prediction belongs to: ps; ddp for PyTorch (engine pytorch, or the family
     itself); else allreduce (TensorFlow's; single counts as one worker, compute only)."""
@@ -312,49 +344,109 @@ def _family(strategy, engine=None) -> str:
 
 
 # -- features of measured runs ---------------------------------------------------------------
-FEATURES = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "shards", "share",
-            "bw_bps", "bw", "s_bits", "batch", "steps", "bw_meas_bps", "bw_source", "rtt_s",
-            "fractions", "shared", "degraded", "slowdown", "steady_s", "overhead_s", "time_per_step_s"]
+FEATURES = ["run_id", "strategy", "family", "engine", "model", "fixed", "hosts", "workers", "servers", "shards",
+            "share", "bw_bps", "bw", "s_bits", "batch", "samples_per_step", "steps", "samples_trained",
+            "bw_meas_bps", "bw_source", "rtt_s", "fractions", "shared", "degraded", "slowdown", "steady",
+            "warmup_steps", "steady_steps", "steady_s", "steady_q1_s", "steady_q3_s", "warmup_s",
+            "steady_samples_per_s", "time_per_step_s"]
+_STEADY = ["warmup_steps", "warmup_s", "steady_steps", "steady_step_s", "steady_step_q1_s",
+                  "steady_step_q3_s", "steady_samples_per_s", "steady"]
+
+
+def run_samples_per_step(runs: pd.DataFrame) -> pd.Series:
+    """Each run's samples per step: runs.csv samples_per_step, else (results recorded before it) the
+    global batch, under ps one worker's share of it (a coordinator step is one worker's closure)."""
+    def col(name):
+        return pd.to_numeric(runs[name], errors="coerce") if name in runs else pd.Series(np.nan, index=runs.index)
+    own, batch = col("samples_per_step"), col("global_batch")
+    workers = col("workers").where(lambda w: w > 0, col("hosts"))
+    ps = runs["strategy"] == "ps" if "strategy" in runs else pd.Series(False, index=runs.index)
+    return own.where(own > 0, batch.where(~ps, batch / workers))
+
+
+def steady_of(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run (runs' index): the warm-up and steady columns of runs.csv (_STEADY), derived
+    from steps.csv with analysis.steady for a run recorded before they existed (no ``steady``
+    verdict); a run without step rows is 'no step timings'."""
+    per_step = run_samples_per_step(runs)
+    out = pd.DataFrame(index=runs.index, columns=_STEADY, dtype=object)
+    have = runs["steady"].notna() if "steady" in runs else pd.Series(False, index=runs.index)
+    for col in _STEADY:
+        if col in runs:
+            out.loc[have, col] = runs.loc[have, col]
+    need = runs.loc[~have]
+    if len(need):
+        ids = need["run_id"] if "run_id" in need else pd.Series(None, index=need.index)
+        times = steady.lead_times(steps[steps["run_id"].isin(set(ids.dropna()))]) if len(steps) else {}
+        for i, r in need.iterrows():
+            split = steady.split(times.get(ids[i], []), asynchronous=r.get("strategy") == "ps")
+            for col, v in split.columns(per_step[i]).items():
+                out.at[i, col] = v
+    for col in _STEADY[:-1]:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
+    rate = per_step / out["steady_step_s"]
+    out["steady_samples_per_s"] = out["steady_samples_per_s"].where(out["steady_samples_per_s"].notna(), rate)
+    out["steady"] = out["steady"].fillna("not recorded").astype(str)
+    return out
+
+
+def judged(feats: pd.DataFrame) -> pd.Series:
+    """Feature rows whose steady state was judged (a steady step to fit and to compare with)."""
+    st = pd.to_numeric(feats["steady_s"], errors="coerce")
+    return st.notna() & (st > 0)
 
 
 def features(exp, cores: float | None = None) -> pd.DataFrame:
     """One row per ok run with what the model needs, measured: the checks' bandwidth and RTT,
-    the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml) or, under compute budgets,
-    their cores (runs.csv; then shared is False), the steady step and the warm-up (steps.csv), and
-    whether the run was degraded. attrs: cores, u, rho."""
+    the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml, roles from topology.json, each
+    read once) or, under compute budgets, their cores (runs.csv; then shared is False), the steady
+    step, its quartiles and the warm-up (runs.csv's steady columns, else analysis.steady on
+    steps.csv), the samples per step and whether the run was degraded. steady_s is NaN where the
+    steady state was not judged (``steady`` says why). attrs: cores, u, rho."""
     cores = float(cores or os.cpu_count() or 1)
     ok = ok_runs(tables.with_faithful_defaults(exp.runs))
-    ok = ok[ok["time_per_step_s"].notna() & ok["gradient_bytes"].notna() & (ok["steps"] > 0)]
+    ok = ok[ok["gradient_bytes"].notna() & (ok["steps"] > 0)]
     rho = bandwidth_ratio(exp.checks)
     u = lone_worker_cores(exp, cores)
     bw_meas, rtt = _measured_bw(exp.checks), _rtt(exp.checks)
-    steady = steady_steps(exp.steps)
+    st = steady_of(ok, exp.steps)
+    per_step = run_samples_per_step(ok)
+    specs = getattr(exp, "specs", None) or {}       # spec.yaml as load_experiment read it, where it did
     rows = []
-    for r in ok.itertuples(index=False):
+    for i, r in zip(ok.index, ok.itertuples(index=False)):
         workers = int(r.workers) if pd.notna(r.workers) and r.workers > 0 else int(r.hosts)
         servers = int(r.servers) if pd.notna(r.servers) else 0
         fam = _family(r.strategy, r.engine)        # ok_runs: tensorflow where results predate PyTorch
-        spec = _run_spec(exp.path, r.run_id)
+        folder = Path(exp.path) / "runs" / str(r.run_id)
+        spec = specs[str(r.run_id)] if str(r.run_id) in specs else _run_spec(exp.path, r.run_id)
+        topo = _read_json(folder / "topology.json")
         shared = r.compute != "budgets"
-        fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers) if shared else
-              budget_fractions(r, exp.path, fam, workers, servers, cores))
+        fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers, topology=topo) if shared
+              else budget_fractions(r, exp.path, fam, workers, servers, cores, topology=topo))
         partition = ((spec.get("workload") or {}).get("ps") or {}).get("partition") if spec else None
         b_meas, src = bw_meas.get(r.run_id, np.nan), "checks"
         if not np.isfinite(b_meas):
             b_meas, src = r.bw_bps * rho, "configured x rho"
-        st = steady.get(r.run_id, np.nan)
+        s = st.loc[i]
+        ok_steady = s["steady"] == steady.OK and np.isfinite(s["steady_step_s"]) and s["steady_step_s"] > 0
+        trained = getattr(r, "samples_trained", np.nan)
         rows.append(dict(
-            run_id=r.run_id, strategy=r.strategy, family=fam, model=r.model, hosts=int(r.hosts),
-            workers=workers, servers=servers,
+            run_id=r.run_id, strategy=r.strategy, family=fam, engine=r.engine, model=r.model,
+            fixed=getattr(r, "fixed", np.nan), hosts=int(r.hosts), workers=workers, servers=servers,
             shards=ps_shards(servers, partition, r.gradient_bytes) if fam == "ps" else 0,
-            share=_run_ring_share(exp.path, r.run_id, r.engine) if fam != "ps" else 1,
+            share=(ring_share(topo, r.engine) if topo else 1) if fam != "ps" else 1,
             bw_bps=r.bw_bps, bw=r.bw, s_bits=float(r.gradient_bytes) * 8,
-            batch=r.global_batch / workers if fam != "ps" else r.global_batch,
-            steps=float(r.steps), bw_meas_bps=b_meas, bw_source=src,
-            rtt_s=rtt.get(r.run_id, np.nan), fractions=json.dumps(fr) if fr else "", shared=shared,
-            degraded=str(r.fidelity).startswith("degraded"),
-            slowdown=float(slowdowns(workers, u, cores, fr, shared).max()), steady_s=st,
-            overhead_s=r.training_time_s - r.steps * st if np.isfinite(st) else np.nan,
+            batch=float(r.global_batch) / workers, samples_per_step=float(per_step[i]), steps=float(r.steps),
+            samples_trained=float(trained) if pd.notna(trained) else float(r.steps) * float(per_step[i]),
+            bw_meas_bps=b_meas, bw_source=src, rtt_s=rtt.get(r.run_id, np.nan),
+            fractions=json.dumps(fr) if fr else "", shared=shared, degraded=str(r.fidelity).startswith("degraded"),
+            slowdown=float(slowdowns(workers, u, cores, fr, shared).max()), steady=s["steady"],
+            warmup_steps=s["warmup_steps"], steady_steps=s["steady_steps"],
+            steady_s=float(s["steady_step_s"]) if ok_steady else np.nan,
+            steady_q1_s=s["steady_step_q1_s"] if ok_steady else np.nan,
+            steady_q3_s=s["steady_step_q3_s"] if ok_steady else np.nan,
+            warmup_s=s["warmup_s"] if ok_steady else np.nan,
+            steady_samples_per_s=s["steady_samples_per_s"] if ok_steady else np.nan,
             time_per_step_s=float(r.time_per_step_s)))
     out = pd.DataFrame(rows, columns=FEATURES)
     out.attrs.update(cores=cores, u=u, rho=rho, u_measured=_has_lone_worker(exp))
@@ -362,9 +454,10 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
 
 
 def features_of(folders, cores: float | None = None, include_degraded: bool = False) -> pd.DataFrame:
-    """features() of several results folders together (e.g. an all-reduce sweep and a ps sweep):
-    u from the folders that measured a lone worker, rho the median of theirs; degraded runs left
-    out unless include_degraded."""
+    """features() of several results folders together (e.g. an all-reduce sweep and a ps sweep),
+    the rows a fit may use (``fitted_rows``): u from the folders that measured a lone worker, rho
+    the median of theirs; degraded runs left out unless include_degraded, runs whose steady state
+    was not judged always."""
     parts = [fitted_rows(features(tables.load_experiment(f), cores), include_degraded) for f in folders]
     parts = [p for p in parts if len(p)] or parts[:1]
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
@@ -375,24 +468,30 @@ def features_of(folders, cores: float | None = None, include_degraded: bool = Fa
 
 
 def fitted_rows(feats: pd.DataFrame, include_degraded: bool = False) -> pd.DataFrame:
-    """The rows a fit may use: all, or all but the degraded runs' (attrs kept)."""
-    if include_degraded or "degraded" not in feats:
-        return feats
-    out = feats[feats["degraded"].astype(object) != True].copy()   # noqa: E712 (NaN: not degraded)
+    """The rows a fit may use (attrs kept): those whose steady state was judged, and of them all
+    but the degraded runs' unless include_degraded."""
+    keep = judged(feats)
+    if not include_degraded and "degraded" in feats:
+        keep &= feats["degraded"].astype(object) != True   # noqa: E712 (NaN: not degraded)
+    out = feats[keep].copy()
     out.attrs.update(feats.attrs)
     return out
 
 
-def budget_fractions(run, exp_dir, family: str, workers: int, servers: int, cores: float) -> list:
+def budget_fractions(run, exp_dir, family: str, workers: int, servers: int, cores: float,
+                     topology: dict | None = None) -> list:
     """Under compute budgets: each worker's cores (runs.csv cores, else node_cores 'h1=1;h2=0.5'),
-    as a fraction of `cores` (the P of slowdowns); [] when the run records neither."""
+    as a fraction of `cores` (the P of slowdowns); [] when the run records neither. topology: the
+    run's topology.json when already read (else read here)."""
     if pd.notna(run.cores) and run.cores > 0:
         return [float(run.cores) / cores] * workers
     own = dict(item.split("=", 1) for item in str(run.node_cores).split(";") if "=" in item)
     if not own:
         return []
     names = sorted(own, key=lambda n: (len(n), n))
-    hosts = _worker_hosts(Path(exp_dir) / "runs" / str(run.run_id), names, family, servers)
+    if topology is None:
+        topology = _read_json(Path(exp_dir) / "runs" / str(run.run_id) / "topology.json")
+    hosts = _worker_hosts(topology, names, family, servers)
     return [float(own[h]) / cores if h in own else float("nan") for h in hosts]
 
 
@@ -442,9 +541,11 @@ def _run_spec(exp_dir, run_id) -> dict:
         return {}
 
 
-def worker_fractions(spec: dict, exp_dir, run_id: str, family: str, hosts: int, servers: int) -> list:
+def worker_fractions(spec: dict, exp_dir, run_id: str, family: str, hosts: int, servers: int,
+                     topology: dict | None = None) -> list:
     """The cpu limit (fraction of the machine, NaN = none) of each worker host of a run, from its
-    resolved spec and topology.json (roles); [] when nothing limits them or the folder is absent."""
+    resolved spec and topology.json (roles; `topology` when already read, else read here); [] when
+    nothing limits them or the folder is absent."""
     topo = spec.get("topology") if spec else None
     if not isinstance(topo, dict):
         return []
@@ -455,7 +556,9 @@ def worker_fractions(spec: dict, exp_dir, run_id: str, family: str, hosts: int, 
     else:
         names = [f"h{i}" for i in range(1, hosts + 1)]
         own = {n: (o or {}).get("cpu") for n, o in (topo.get("host_overrides") or {}).items()}
-    workers = _worker_hosts(Path(exp_dir) / "runs" / str(run_id), names, family, servers)
+    if topology is None:
+        topology = _read_json(Path(exp_dir) / "runs" / str(run_id) / "topology.json")
+    workers = _worker_hosts(topology, names, family, servers)
     cpu = [own.get(n) if own.get(n) is not None else default for n in workers]
     if all(c is None for c in cpu):
         return []
@@ -510,22 +613,24 @@ def _path(near: dict, a: str, b: str) -> list[str]:
     return path[::-1]
 
 
-def _run_ring_share(exp_dir, run_id, engine) -> int:
+def _read_json(path: Path) -> dict:
+    """A run folder's JSON document ({} when absent or unreadable)."""
     try:
-        topology = json.loads((Path(exp_dir) / "runs" / str(run_id) / "topology.json").read_text())
+        doc = json.loads(Path(path).read_text())
+        return doc if isinstance(doc, dict) else {}
     except (OSError, ValueError):
-        return 1
-    return ring_share(topology, engine)
+        return {}
 
 
-def _worker_hosts(folder: Path, names: list, family: str, servers: int) -> list:
+def _worker_hosts(topology: dict, names: list, family: str, servers: int) -> list:
+    """The worker hosts of a run: from its topology.json's roles, else (no document) the hosts in
+    order (ps: after the coordinator and the servers)."""
     try:
-        topo = json.loads((folder / "topology.json").read_text())
-        found = [h["name"] for h in topo["hosts"] for role in str(h.get("role", "")).split("+")
+        found = [h["name"] for h in topology.get("hosts", []) for role in str(h.get("role", "")).split("+")
                  if role.startswith(("worker", "single"))]
         if found:
             return found
-    except (OSError, KeyError, ValueError):
+    except (KeyError, TypeError, AttributeError):
         pass
     return names if family != "ps" else names[1 + servers:]
 
@@ -550,21 +655,21 @@ def _from_theta(family: str, theta) -> dict:
 
 
 def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> list:
-    """(kind, Point, measured, steps): a steady and a warm-up equation per run with step rows,
-    else one equation for the time per step."""
+    """(kind, Point, measured): per run whose steady state was judged, a steady equation and, when
+    its warm-up was measured, a warm-up equation; a run without a judged steady step has none (it
+    is left out of the fit: ``fitted_rows``)."""
     eqs = []
     for _, f in rows.iterrows():
+        if not (np.isfinite(f["steady_s"]) and f["steady_s"] > 0):
+            continue
         fr = json.loads(f["fractions"]) if f["fractions"] else None
         rtt = f["rtt_s"] if np.isfinite(f["rtt_s"]) else 0.0
         pt = Point(f["family"], int(f["workers"]), max(int(f["shards"] or 1), 1), f["s_bits"],
                    f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr, _shared(f)),
                    f["s_bits"] * f["batch"] / work_ref, _share(f))
-        if np.isfinite(f["steady_s"]) and f["steady_s"] > 0:
-            eqs.append(("steady", pt, f["steady_s"], f["steps"]))
-            if np.isfinite(f["overhead_s"]) and f["overhead_s"] > 0:
-                eqs.append(("warmup", pt, f["overhead_s"], f["steps"]))
-        else:
-            eqs.append(("step", pt, f["time_per_step_s"], f["steps"]))
+        eqs.append(("steady", pt, f["steady_s"]))
+        if np.isfinite(f["warmup_s"]) and f["warmup_s"] > 0:
+            eqs.append(("warmup", pt, f["warmup_s"]))
     return eqs
 
 
@@ -580,18 +685,13 @@ def _shared(f) -> bool:
     return True if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
 
 
-def _predict_eq(family, p, kind, pt, steps) -> float:
-    if kind == "steady":
-        return steady_time(family, p, pt)
-    if kind == "warmup":
-        return warmup_time(family, p, pt)
-    return steady_time(family, p, pt) + warmup_time(family, p, pt) / steps
+def _predict_eq(family, p, kind, pt) -> float:
+    return steady_time(family, p, pt) if kind == "steady" else warmup_time(family, p, pt)
 
 
 def _residuals(family, theta, eqs) -> np.ndarray:
     p = _from_theta(family, theta)
-    return np.array([math.log(max(_predict_eq(family, p, k, pt, st), 1e-12) / y)
-                     for k, pt, y, st in eqs])
+    return np.array([math.log(max(_predict_eq(family, p, k, pt), 1e-12) / y) for k, pt, y in eqs])
 
 
 def _soft_l1(r):
@@ -639,8 +739,8 @@ def levenberg_marquardt(fun, theta0, prior, prior_weight=PRIOR_WEIGHT, iters=300
 
 
 def fit_family(feats: pd.DataFrame, family: str, u: float, cores: float, work_ref: float) -> StrategyFit:
-    """Fit one strategy's parameters on its runs in `feats`."""
-    rows = feats[feats["family"] == family]
+    """Fit one strategy's parameters on its runs in `feats` whose steady state was judged."""
+    rows = feats[(feats["family"] == family) & judged(feats)]
     eqs = _equations(rows, u, cores, work_ref)
     prior = _to_theta(family, DEFAULTS[family])
     if not eqs:
@@ -661,40 +761,47 @@ def fit_features(feats: pd.DataFrame, cores: float | None = None, u: float | Non
     work_ref = float(work.median()) if len(feats) else DEFAULT_REFERENCE["work"]
     fits = {fam: fit_family(feats, fam, u, cores, work_ref) for fam in STRATEGIES}
     rtt, steps = feats["rtt_s"].dropna(), feats["steps"].dropna()
+    samples = feats["samples_trained"].dropna() if "samples_trained" in feats else pd.Series(dtype=float)
     return CostModel(fits=fits, cores=cores, u=u,
                      rho=float(rho or feats.attrs.get("rho") or TCP_CEILING),
                      rtt_s=float(rtt.median()) if len(rtt) else DEFAULT_REFERENCE["rtt_s"],
                      steps=int(steps.median()) if len(steps) else DEFAULT_REFERENCE["steps"],
-                     work=work_ref, source=source)
+                     work=work_ref, source=source, samples=float(samples.median()) if len(samples) else 0.0)
 
 
 def fit(exp, cores: float | None = None, include_degraded: bool = False) -> CostModel:
-    """Fit on every ok run of an experiment (analysis.tables.Experiment), degraded runs left out
-    unless include_degraded."""
+    """Fit on every ok run of an experiment (analysis.tables.Experiment) whose steady state was
+    judged, degraded runs left out unless include_degraded."""
     return fit_features(fitted_rows(features(exp, cores), include_degraded), source=str(exp.path))
 
 
 # -- prediction and validation ---------------------------------------------------------------
 def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:
-    """Predicted steady step, warm-up and time per step of measured runs (their own machine: shared,
-    or under compute budgets separate)."""
+    """Predicted steady step, warm-up, steady samples/s (and runs.csv's time per step) of measured
+    runs (their own machine: shared, or under compute budgets separate)."""
     out = []
     for _, f in feats.iterrows():
         t = model.terms(f["family"], f["workers"], f["s_bits"], f["bw_meas_bps"],
                         shards=max(int(f["shards"] or 1), 1), rtt_s=f["rtt_s"],
                         fractions=json.loads(f["fractions"]) if f["fractions"] else None,
                         shared=_shared(f), work=f["s_bits"] * f["batch"], share=_share(f))
+        per_step = f["samples_per_step"] if "samples_per_step" in f and np.isfinite(f["samples_per_step"]) \
+            else samples_per_step(f["family"], f["workers"], f["batch"])
         out.append(dict(predicted_steady_s=t["steady_s"], predicted_warmup_s=t["warmup_s"],
+                        predicted_samples_per_s=per_step / t["steady_s"] if t["steady_s"] > 0 else np.nan,
                         predicted_step_s=t["steady_s"] + t["warmup_s"] / f["steps"],
                         predicted_compute_s=t["compute_s"], predicted_comm_s=t["comm_s"],
                         bound=t["bound"]))
     return pd.DataFrame(out, index=feats.index)
 
 
-COMPARISON = ["run_id", "strategy", "family", "model", "hosts", "workers", "servers", "bw", "bw_bps",
-              "bw_meas_bps", "steps", "slowdown", "measured_steady_s", "predicted_steady_s",
-              "measured_warmup_s", "predicted_warmup_s", "measured_step_s", "predicted_step_s",
-              "rel_error", "split", "bound", "degraded"]
+# measured_step_s / predicted_step_s: runs.csv's time per step (the warm-up spread over the run's
+# steps) and the model's figure for it, for reference; the accuracy is on the steady step.
+COMPARISON = ["run_id", "strategy", "family", "model", "fixed", "batch", "hosts", "workers", "servers", "bw",
+              "bw_bps", "bw_meas_bps", "steps", "slowdown", "samples_per_step", "steady", "measured_steady_s",
+              "predicted_steady_s", "rel_error", "measured_warmup_s", "predicted_warmup_s",
+              "measured_samples_per_s", "predicted_samples_per_s", "measured_step_s", "predicted_step_s",
+              "split", "bound", "degraded"]
 
 
 def _compare(model, feats, split) -> pd.DataFrame:
@@ -702,30 +809,33 @@ def _compare(model, feats, split) -> pd.DataFrame:
         return pd.DataFrame(columns=COMPARISON)
     out = feats.assign(**predict_features(model, feats))
     out["measured_steady_s"] = feats["steady_s"]
-    out["measured_warmup_s"] = feats["overhead_s"]
+    out["measured_warmup_s"] = feats["warmup_s"]
+    out["measured_samples_per_s"] = feats["steady_samples_per_s"]
     out["measured_step_s"] = feats["time_per_step_s"]
-    out["rel_error"] = (out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]
+    out["rel_error"] = (out["predicted_steady_s"] - out["measured_steady_s"]) / out["measured_steady_s"]
     out["split"] = split
     return out[COMPARISON]
 
 
 def comparison(feats: pd.DataFrame, model: CostModel | None = None) -> pd.DataFrame:
-    """In-sample: measured vs predicted time per step of every run, the model fitted on all."""
+    """In-sample: measured vs predicted steady step (rel_error) of every run, the model fitted on all."""
     model = model or fit_features(feats)
     return _compare(model, feats, "in-sample").sort_values(
         ["strategy", "bw_bps", "hosts", "run_id"]).reset_index(drop=True)
 
 
 def holdout(feats: pd.DataFrame, cores: float | None = None) -> pd.DataFrame:
-    """Per strategy: fit on the runs with fewer workers than the largest count, predict the runs
-    with the largest count (they took no part in the fit). Empty when a strategy has one count."""
+    """Per strategy: fit on the runs with fewer workers than the largest count, predict the steady
+    step of the runs with the largest count (they took no part in the fit). Only runs whose steady
+    state was judged; empty when a strategy has one worker count."""
+    feats_j = feats[judged(feats)]
     parts = []
     for fam in STRATEGIES:
-        rows = feats[feats["family"] == fam]
+        rows = feats_j[feats_j["family"] == fam]
         if rows["workers"].nunique() < 2:
             continue
         top = rows["workers"].max()
-        train = feats[(feats["family"] == fam) & (feats["workers"] < top)].copy()
+        train = feats_j[(feats_j["family"] == fam) & (feats_j["workers"] < top)].copy()
         train.attrs.update(feats.attrs)
         model = fit_features(train, cores)
         parts.append(_compare(model, rows[rows["workers"] == top], "held-out")
@@ -739,13 +849,17 @@ ACCURACY = ["strategy", "split", "runs", "median_abs_rel_error", "max_abs_rel_er
 
 
 def accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
-    """Median and max |relative error| of the time per step, per strategy and split."""
+    """Median and max |relative error| of the steady step, per strategy and split (runs without a
+    judged steady step are not counted)."""
     parts = [t for t in tables if len(t)]
     if not parts:
         return pd.DataFrame(columns=ACCURACY)
     df = pd.concat(parts, ignore_index=True)
+    df = df[pd.to_numeric(df["rel_error"], errors="coerce").notna()]
+    if df.empty:
+        return pd.DataFrame(columns=ACCURACY)
     family = df["family"] if "family" in df else df["strategy"].map(_family)
-    df = df.assign(abs_err=df["rel_error"].abs(), family=family)
+    df = df.assign(abs_err=df["rel_error"].astype(float).abs(), family=family)
     out = df.groupby(["family", "split"], sort=False).agg(
         runs=("abs_err", "size"), median_abs_rel_error=("abs_err", "median"),
         max_abs_rel_error=("abs_err", "max")).reset_index().rename(columns={"family": "strategy"})
@@ -756,15 +870,16 @@ REPEAT_KEY = ["family", "model", "hosts", "workers", "servers", "bw_bps", "batch
 
 
 def repeat_floor(feats: pd.DataFrame) -> pd.DataFrame:
-    """The error no model can beat: per strategy, the |relative error| of predicting each
-    configuration measured more than once (repeats, or sweeps fitted together) by the geometric
-    mean of its own measurements. Empty when no configuration was measured twice."""
+    """The error no model can beat: per strategy, the |relative error| of predicting the steady
+    step of each configuration measured more than once (repeats, or sweeps fitted together) by the
+    geometric mean of its own measurements. Empty when no configuration was measured twice."""
     cols = ["strategy", "configurations", "runs", "median_abs_rel_error", "max_abs_rel_error"]
+    feats = feats[judged(feats)] if "steady_s" in feats else feats.iloc[:0]
     if feats.empty:
         return pd.DataFrame(columns=cols)
     key = [k for k in REPEAT_KEY if k in feats]
-    t = feats["time_per_step_s"].astype(float)
-    group = feats.groupby(key, dropna=False)["time_per_step_s"]
+    t = feats["steady_s"].astype(float)
+    group = feats.groupby(key, dropna=False)["steady_s"]
     mean = np.exp(np.log(t).groupby([feats[k] for k in key], dropna=False).transform("mean"))
     twice = group.transform("size") > 1
     df = feats[twice].assign(err=(mean[twice] / t[twice] - 1).abs())
@@ -777,12 +892,15 @@ def repeat_floor(feats: pd.DataFrame) -> pd.DataFrame:
 
 
 DEGRADED_SPLIT = "degraded, not fitted"
+NOT_JUDGED_SPLIT = "steady state not judged, not fitted"
 
 
 def evaluate(exp, cores: float | None = None, include_degraded: bool | None = None) -> dict:
     """The model fitted on an experiment, its features, in-sample and held-out comparisons and
-    accuracy; {} when the experiment has no usable run. Degraded runs are left out of the fit
-    unless include_degraded (default: exp.include_degraded) and predicted apart ('degraded')."""
+    accuracy (of the steady step); {} when no run can be fitted. Runs whose steady state was not
+    judged are left out of the fit and listed in ``not_judged`` (their predictions, nothing measured
+    to compare with); degraded runs are left out unless include_degraded (default:
+    exp.include_degraded) and predicted apart (``degraded``)."""
     if include_degraded is None:
         include_degraded = getattr(exp, "include_degraded", False)
     every = features(exp, cores)
@@ -792,10 +910,28 @@ def evaluate(exp, cores: float | None = None, include_degraded: bool | None = No
     model = fit_features(feats, source=str(exp.path))
     ins = comparison(feats, model)
     held = holdout(feats, cores)
-    left_out = every.loc[every.index.difference(feats.index)]
+    rest = every.loc[every.index.difference(feats.index)]
     return dict(model=model, features=feats, in_sample=ins, held_out=held,
-                degraded=_compare(model, left_out, DEGRADED_SPLIT),
+                degraded=_compare(model, rest[judged(rest)], DEGRADED_SPLIT),
+                not_judged=_compare(model, rest[~judged(rest)], NOT_JUDGED_SPLIT),
                 accuracy=accuracy(ins, held), floor=repeat_floor(feats))
+
+
+def fit_notes(exp) -> list[str]:
+    """Sentences for the report: the runs left out of the cost model's fit because their steady
+    state was not judged, with why (one sentence per reason)."""
+    ev = evaluate_cached(exp)
+    left = ev["not_judged"] if ev else features(exp)
+    left = left[left["steady"] != steady.OK] if len(left) else left
+    out = []
+    for why, rows in left.groupby("steady", sort=False):
+        ids = list(rows["run_id"].astype(str))
+        ids = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        out.append(f"{len(rows)} run(s) left out of the cost model's fit, their steady state not judged "
+                   f"({why}): {ids}.")
+    if not ev and out:
+        out.append("No run's steady state was judged: there is no cost model to fit.")
+    return out
 
 
 def evaluate_cached(exp) -> dict:

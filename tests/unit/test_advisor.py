@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import advisor, costmodel
+from test_costmodel import with_steps
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 
@@ -51,13 +52,14 @@ def test_advisor_without_room_for_ps_and_without_checks():
 
 
 def test_advisor_model_from_results(tmp_path):
-    m = advisor.load_model(str(FIXTURE))
+    fixture = str(with_steps(FIXTURE, tmp_path / "exp"))      # every run's steps: its steady state judged
+    m = advisor.load_model(fixture)
     assert m.fits["allreduce"].n_runs > 0 and m.fits["ps"].n_runs > 0
     assert advisor.load_model(None).source == "defaults"
-    both = advisor.load_model([str(FIXTURE), str(FIXTURE)])
+    both = advisor.load_model([fixture, fixture])
     assert both.fits["allreduce"].n_runs == 2 * m.fits["allreduce"].n_runs
     empty = tmp_path / "empty"
-    shutil.copytree(FIXTURE, empty)
+    shutil.copytree(fixture, empty)
     runs = pd.read_csv(empty / "runs.csv")
     runs.assign(status="failed").to_csv(empty / "runs.csv", index=False)
     with pytest.raises(ValueError, match="no successful run"):

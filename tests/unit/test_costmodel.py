@@ -1,5 +1,6 @@
 """Cost model: its terms on hand-computed cases, CPU sharing, the fit recovering known parameters
-from made-up data, held-out evaluation, features read from a results folder."""
+from made-up data, held-out evaluation on the steady step, features read from a results folder
+(the steady state from runs.csv or steps.csv, runs not judged left out)."""
 import json
 import shutil
 from pathlib import Path
@@ -161,7 +162,9 @@ def synthetic(params=None, noise=0.0, seed=0, cores=2.0, u=1.0) -> pd.DataFrame:
                                  bw_bps=bw, bw=f"{bw:g}", s_bits=s_bits, batch=batch, steps=steps,
                                  bw_meas_bps=bw * 0.956, bw_source="checks", rtt_s=3e-4,
                                  fractions=json.dumps(fr) if fr else "",
-                                 slowdown=float(slow.max()), steady_s=st, overhead_s=wu,
+                                 slowdown=float(slow.max()), steady="ok", steady_s=st, warmup_s=wu,
+                                 samples_per_step=batch * (1 if fam == "ps" else n),
+                                 steady_samples_per_s=batch * (1 if fam == "ps" else n) / st,
                                  time_per_step_s=st + wu / steps))
     df = pd.DataFrame(rows, columns=costmodel.FEATURES)
     df.attrs.update(cores=cores, u=u, rho=0.956)
@@ -195,12 +198,42 @@ def test_each_engine_gets_its_own_fit_with_the_same_formulas():
     assert set(costmodel.accuracy(cmp)["strategy"]) == {"allreduce", "ddp"}
 
 
-def test_fit_from_time_per_step_alone():
-    # no steps.csv: one equation per run (T); c and w then trade off, T is still reproduced
-    feats = synthetic({"allreduce": TRUE_AR}).assign(steady_s=np.nan, overhead_s=np.nan)
+def test_runs_without_a_judged_steady_state_are_left_out_of_the_fit():
+    feats = synthetic({"allreduce": TRUE_AR})
+    spoiled = feats.copy()
+    four = spoiled["workers"] == 4
+    # not judged (too few steady steps): no steady step, whatever its time per step says
+    spoiled.loc[four, ["steady_s", "warmup_s"]] = np.nan
+    spoiled.loc[four, "steady"] = "too few steady steps to judge: 5 after a 1-step warm-up"
+    spoiled.loc[four, "time_per_step_s"] *= 10
+    assert list(costmodel.fitted_rows(spoiled)["run_id"]) == list(feats.loc[~four, "run_id"])
+    model = costmodel.fit_features(costmodel.fitted_rows(spoiled))
+    assert model.fits["allreduce"].n_runs == int((~four).sum())
+    for name, value in TRUE_AR.items():
+        assert model.fits["allreduce"].params[name] == pytest.approx(value, rel=0.02), name
+    # and in the comparison they have no error to count
+    cmp = costmodel.comparison(spoiled, model)
+    assert cmp.loc[cmp["workers"] == 4, "rel_error"].isna().all()
+    assert costmodel.accuracy(cmp).loc[0, "runs"] == int((~four).sum())
+
+
+def test_accuracy_is_on_the_steady_step_not_the_time_per_step():
+    feats = synthetic({"allreduce": TRUE_AR})
     model = costmodel.fit_features(feats)
-    cmp = costmodel.comparison(feats, model)
-    assert cmp["rel_error"].abs().max() < 0.03
+    # a time per step far off (a slow warm-up spread over a short run) does not count ...
+    off = feats.assign(time_per_step_s=feats["time_per_step_s"] * 3)
+    cmp = costmodel.comparison(off, model)
+    assert cmp["rel_error"].abs().max() < 0.01
+    assert (cmp["measured_step_s"] > 2 * cmp["predicted_step_s"]).all()
+    # ... a steady step off does, by its own relative error
+    slow = feats.assign(steady_s=feats["steady_s"] * 1.25)
+    cmp = costmodel.comparison(slow, model)
+    assert cmp["rel_error"].to_numpy() == pytest.approx(1 / 1.25 - 1, rel=0.02)
+    acc = costmodel.accuracy(cmp).iloc[0]
+    assert acc["median_abs_rel_error"] == pytest.approx(0.2, rel=0.05)
+    # the steady samples/s follow: samples per step over the steady step
+    assert (cmp["predicted_samples_per_s"] * cmp["predicted_steady_s"]).to_numpy() == \
+        pytest.approx(cmp["samples_per_step"].to_numpy())
 
 
 def test_fit_with_noise_stays_close():
@@ -232,10 +265,10 @@ def test_holdout_fits_without_the_largest_worker_count():
     # the held-out rows took no part in the fit: spoiling them changes nothing predicted
     spoiled = feats.copy()
     top = (spoiled["family"] == "allreduce") & (spoiled["workers"] == 4)
-    spoiled.loc[top, ["steady_s", "overhead_s", "time_per_step_s"]] *= 1.3
+    spoiled.loc[top, ["steady_s", "warmup_s", "time_per_step_s"]] *= 1.3
     held2 = costmodel.holdout(spoiled)
     ar, ar2 = (h[h["strategy"] == "allreduce"].reset_index(drop=True) for h in (held, held2))
-    assert ar2["predicted_step_s"].to_numpy() == pytest.approx(ar["predicted_step_s"].to_numpy())
+    assert ar2["predicted_steady_s"].to_numpy() == pytest.approx(ar["predicted_steady_s"].to_numpy())
     assert ar2["rel_error"].to_numpy() == pytest.approx((1 + ar["rel_error"].to_numpy()) / 1.3 - 1)
     acc = costmodel.accuracy(costmodel.comparison(spoiled), held2).set_index(["strategy", "split"])
     assert acc.loc[("allreduce", "held-out"), "median_abs_rel_error"] == pytest.approx(1 - 1 / 1.3, rel=0.05)
@@ -250,21 +283,99 @@ def test_model_save_load_roundtrip(tmp_path):
 
 
 # -- from a results folder -------------------------------------------------------------------
-def test_evaluate_on_fixture():
-    exp = tables.load_experiment(FIXTURE)
+def with_steps(src: Path, dst: Path, warmup_s: float = 1.0, steps: int = 40, only=None) -> Path:
+    """A copy of a results folder whose steps.csv holds the lead task's steps of every ok run (or of
+    the runs in `only`): a warm-up step of `warmup_s`, then steps around runs.csv's time per step
+    (their median and mean are that time), so the steady step is known."""
+    shutil.copytree(src, dst)
+    runs = pd.read_csv(dst / "runs.csv")
+    rows = []
+    for r in runs[runs["status"] == "ok"].itertuples(index=False):
+        if only is not None and r.run_id not in only:
+            continue
+        role = "chief" if r.strategy == "ps" else "worker"
+        t = 0.0
+        for k in range(steps):
+            time_s = warmup_s if k == 0 else r.time_per_step_s * (1 + 0.02 * ((k % 5) - 2))
+            t += time_s
+            rows.append(dict(experiment=r.experiment, run_id=r.run_id, role=role, task_index=0, host="h1",
+                             kind="step", epoch=0, step=k, time_s=time_s, loss=1.0, samples_per_s=None, t=t))
+    pd.DataFrame(rows, columns=tables.STEPS_COLUMNS).to_csv(dst / "steps.csv", index=False)
+    return dst
+
+
+def test_evaluate_on_fixture(tmp_path):
+    exp = tables.load_experiment(with_steps(FIXTURE, tmp_path / "exp"))
     ev = costmodel.evaluate(exp, cores=2)
     ok = exp.runs[exp.runs["status"] == "ok"]
-    assert len(ev["in_sample"]) == len(ok)
+    assert len(ev["in_sample"]) == len(ok) and ev["not_judged"].empty
     assert set(ev["held_out"]["workers"]) == {4}
     acc = ev["accuracy"].set_index(["strategy", "split"])
     assert acc.loc[("allreduce", "in-sample"), "median_abs_rel_error"] < 0.10
     assert acc.loc[("allreduce", "held-out"), "median_abs_rel_error"] < 0.20
-    # the checks' measured bandwidth is used, not the configured one
+    # the steady step is the steps' median after the warm-up step; the warm-up that step's time
     f = ev["features"].set_index("run_id")
+    tps = ok.set_index("run_id")["time_per_step_s"]
+    assert f["steady_s"].to_numpy() == pytest.approx(tps[f.index].to_numpy(), rel=0.01)   # ps: a mean
+    assert (f["warmup_s"] == 1.0).all() and (f["warmup_steps"] == 1).all() and (f["steady_steps"] == 39).all()
+    # ps: a step is one worker's closure, one worker's batch (runs.csv's global batch is both workers')
+    ps = f[f["family"] == "ps"]
+    assert (ps["samples_per_step"] == 32).all() and (ps["batch"] == 32).all()
+    assert ps["steady_samples_per_s"].to_numpy() == pytest.approx((32 / ps["steady_s"]).to_numpy())
+    # the checks' measured bandwidth is used, not the configured one
     checks = exp.checks[exp.checks["tool"] == "iperf3"]
     rid = checks["run_id"].iloc[0]
     assert f.loc[rid, "bw_meas_bps"] == checks.loc[checks["run_id"] == rid, "measured_bps"].min()
     assert f.loc[rid, "bw_source"] == "checks"
+
+
+def test_runs_not_judged_are_listed_apart_and_said_so(tmp_path):
+    runs = pd.read_csv(FIXTURE / "runs.csv")
+    ok = runs.loc[runs["status"] == "ok", "run_id"]
+    short = set(ok[runs["hosts"] == 4])            # their steps too few to judge
+    exp_dir = with_steps(FIXTURE, tmp_path / "exp", only=set(ok) - short)
+    steps = pd.read_csv(exp_dir / "steps.csv")
+    few = with_steps(FIXTURE, tmp_path / "few", steps=8, only=short)
+    pd.concat([steps, pd.read_csv(few / "steps.csv")]).to_csv(exp_dir / "steps.csv", index=False)
+    exp = tables.load_experiment(exp_dir)
+    ev = costmodel.evaluate(exp, cores=2)
+    assert set(ev["not_judged"]["run_id"]) == short
+    assert ev["not_judged"]["split"].eq(costmodel.NOT_JUDGED_SPLIT).all()
+    assert ev["not_judged"]["rel_error"].isna().all() and ev["not_judged"]["predicted_steady_s"].notna().all()
+    assert not set(ev["in_sample"]["run_id"]) & short
+    assert ev["model"].fits["allreduce"].n_runs == len(ev["in_sample"])
+    (note,) = costmodel.fit_notes(exp)
+    assert note.startswith(f"{len(short)} run(s) left out of the cost model's fit, their steady state not judged "
+                           "(too few steady steps to judge: 7 after a 1-step warm-up")
+
+
+def test_steady_state_from_runs_csv_when_recorded_else_from_steps():
+    runs = pd.DataFrame([dict(run_id="new", strategy="allreduce", global_batch=64, workers=2, hosts=2,
+                              samples_per_step=64, warmup_steps=2, warmup_s=3.0, steady_steps=30,
+                              steady_step_s=0.5, steady_step_q1_s=0.4, steady_step_q3_s=0.6,
+                              steady_samples_per_s=128.0, steady="ok"),
+                         dict(run_id="old", strategy="ps", global_batch=64, workers=2, hosts=4)])
+    times = [2.0] + [0.1, 0.3] * 6
+    steps = pd.DataFrame(dict(run_id="old", role="chief", task_index=0, kind="step", step=range(13), time_s=times,
+                              t=range(13)))
+    st = costmodel.steady_of(runs, steps)
+    assert st.loc[0, "steady_step_s"] == 0.5 and st.loc[0, "warmup_s"] == 3.0 and st.loc[0, "steady"] == "ok"
+    # ps, recorded before the columns: the mean interval after the first step, one worker's batch per step
+    assert st.loc[1, "steady_step_s"] == pytest.approx(0.2) and st.loc[1, "warmup_s"] == 2.0
+    assert st.loc[1, "steady_samples_per_s"] == pytest.approx(32 / 0.2)
+    assert costmodel.run_samples_per_step(runs).tolist() == [64, 32]
+    # no step rows: not judged, and why
+    none = costmodel.steady_of(runs.iloc[1:], steps.iloc[:0])
+    assert none.iloc[0]["steady"].startswith("no step timings") and np.isnan(none.iloc[0]["steady_step_s"])
+
+
+def test_features_read_each_runs_topology_once(tmp_path, monkeypatch):
+    exp_dir = with_steps(FIXTURE, tmp_path / "exp")
+    read = []
+    real = costmodel._read_json
+    monkeypatch.setattr(costmodel, "_read_json", lambda path: read.append(Path(path)) or real(path))
+    feats = costmodel.features(tables.load_experiment(exp_dir), cores=2)
+    assert len(read) == len(feats) == len(set(read))
 
 
 def test_features_read_cpu_limits_and_roles(tmp_path):
@@ -287,20 +398,12 @@ def test_features_read_cpu_limits_and_roles(tmp_path):
     assert costmodel.worker_fractions({}, exp_dir, "nope", "allreduce", 2, 0) == []
 
 
-def test_steady_step_leaves_out_the_first_step():
-    steps = pd.DataFrame(dict(run_id="r", role="worker", task_index=0, kind="step",
-                              step=[1, 2, 3, 4, 5], time_s=[2.0, 0.1, 0.3, 0.2, 0.2],
-                              t=[1, 2, 3, 4, 5]))
-    assert costmodel.steady_steps(steps) == {"r": 0.2}
-    # ps: the chief's steps, in the order they completed
-    chief = steps.assign(role="chief", step=[2, 1, 3, 4, 5])
-    assert costmodel.steady_steps(pd.concat([steps.assign(run_id="x"), chief])) == {"r": 0.2, "x": 0.2}
-
-
 def test_repeat_floor_is_the_spread_of_one_configuration_measured_twice():
-    row = dict(family="allreduce", model="mlp", hosts=2, workers=2, servers=0, bw_bps=1e7, batch=32, steps=20)
-    feats = pd.DataFrame([dict(row, time_per_step_s=0.1), dict(row, time_per_step_s=0.4),
-                          dict(row, hosts=4, workers=4, time_per_step_s=0.3)])       # measured once: left out
+    row = dict(family="allreduce", model="mlp", hosts=2, workers=2, servers=0, bw_bps=1e7, batch=32, steps=20,
+               time_per_step_s=9.0)             # the time per step (warm-up included) plays no part
+    feats = pd.DataFrame([dict(row, steady_s=0.1), dict(row, steady_s=0.4),
+                          dict(row, hosts=4, workers=4, steady_s=0.3),                 # measured once: left out
+                          dict(row, steady_s=np.nan)])                                 # not judged: left out
     floor = costmodel.repeat_floor(feats).iloc[0]
     # geometric mean 0.2: the two runs lie +100 % and -50 % from it
     assert (floor["configurations"], floor["runs"]) == (1, 2)
@@ -326,8 +429,10 @@ def test_budget_runs_compute_on_machines_of_their_own():
     assert shared.loc[4, "slowdown"].to_numpy() == pytest.approx([2.0] * 3)
 
 
-def test_budget_fit_keeps_the_compute_term_constant_per_node():
-    model = costmodel.fit(tables.load_experiment(BUDGETS), cores=2)
+def test_budget_fit_keeps_the_compute_term_constant_per_node(tmp_path):
+    budgets = with_steps(BUDGETS, tmp_path / "b")
+    model = costmodel.fit(tables.load_experiment(budgets), cores=2)
+    assert model.fits["allreduce"].n_runs > 0
     terms = {n: model.terms("allreduce", n, 1.6e6, 1e8, fractions=[0.5] * n, shared=False) for n in (1, 2, 4, 8)}
     assert len({round(t["compute_s"], 12) for t in terms.values()}) == 1
     assert terms[8]["comm_s"] > terms[2]["comm_s"]             # what grows is communication
@@ -335,7 +440,7 @@ def test_budget_fit_keeps_the_compute_term_constant_per_node():
     shared = [model.terms("allreduce", n, 1.6e6, 1e8, fractions=[0.5] * n)["compute_s"] for n in (2, 4, 8)]
     assert shared[0] < shared[1] < shared[2]
     # and predicting the fitted runs uses their own machine: separate
-    feats = costmodel.features(tables.load_experiment(BUDGETS), cores=2)
+    feats = costmodel.features(tables.load_experiment(budgets), cores=2)
     pred = costmodel.predict_features(model, feats)
     assert pred["predicted_compute_s"].nunique() == 1
 
