@@ -7,10 +7,10 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from testbed.spec.capabilities import NO_NETEM, SHAPERS, needs_netem, rate_problem
+
 MTU_FRAME = 1514            # bytes of a full Ethernet frame on the wire (MTU 1500 + header)
 TCP_GOODPUT_CEILING = 1448 / 1514   # payload per full frame with TCP timestamps
-MIN_RATE = 8_000            # bits/s; HTB cannot pace below about one byte per millisecond
-MAX_RATE = 1_000_000_000_000  # bits/s; tc's 64-bit rates go far beyond Mininet's 1 Gbit/s cap
 QOS_TAG = "external_ids:dltestbed=1"
 
 
@@ -25,10 +25,6 @@ def htb_burst(rate_bps: int) -> int:
 def htb_quantum(rate_bps: int) -> int:
     """Quantum in bytes, set explicitly so the kernel never warns that r2q gives a silly value."""
     return min(max(rate_bps // 8 // 10, MTU_FRAME), 200_000)
-
-
-def needs_netem(params) -> bool:
-    return any(v is not None for v in (params.delay, params.jitter, params.loss))
 
 
 def netem_args(params) -> list[str]:
@@ -234,26 +230,22 @@ def capability_problems(topology, graph) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     wants_netem = [e for e in graph.links if needs_netem(e.params)]
     if wants_netem:
-        if topology.shaping == "ovs":
-            problems.append(("topology.shaping", "OVS QoS shapes bandwidth only; delay, jitter and loss "
+        if not SHAPERS[topology.shaping].netem:
+            problems.append(("topology.shaping", f"{SHAPERS[topology.shaping].what}; delay, jitter and loss "
                              "need shaping: tc"))
         elif not kernel_has_qdisc("netem"):
             key = _first_set_key(wants_netem[0].params)
             if getattr(topology, "graph", None) and topology.graph_delay == "distance" \
                     and key == "topology.link.delay" and topology.link.delay is None:   # the graph's distances
-                problems.append(("topology.graph_delay", "the graph's links get delays from their distances; "
-                                 "they need the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not "
-                                 "set). Set topology.graph_delay: none to run bandwidth only, or run on a kernel "
-                                 "with netem"))
+                problems.append(("topology.graph_delay", f"the graph's links get delays from their distances; "
+                                 f"they {NO_NETEM}. Set topology.graph_delay: none to run bandwidth only, or run "
+                                 "on a kernel with netem"))
             else:
-                problems.append((key, "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM "
-                                 "is not set); delay, jitter and loss cannot be emulated on this machine. "
-                                 "Remove them or run on a kernel with netem"))
+                problems.append((key, f"{NO_NETEM}. Remove them or run on a kernel with netem"))
     for edge in graph.links:
-        bw = edge.params.bw
-        if bw is not None and not MIN_RATE <= bw <= MAX_RATE:
-            problems.append(("topology.link.bw", f"{bw} bit/s on link {edge.a}-{edge.b} cannot be shaped: "
-                             f"tc paces rates between {MIN_RATE} bit/s and {MAX_RATE} bit/s"))
+        why = rate_problem(edge.params.bw, topology.shaping) if edge.params.bw is not None else None
+        if why:
+            problems.append(("topology.link.bw", f"link {edge.a}-{edge.b}: {why}"))
             break
     if any(e.params.bw is not None for e in graph.links) and topology.shaping == "tc":
         qdisc = topology.qdisc

@@ -1,23 +1,21 @@
-"""Node kinds: one interface (base.Node), one class per kind, registered here by name.
+"""Node kinds at run time: one interface (base.Node), one class per kind, registered here by name.
 
-A new kind is one module plus one line below. A kind's class declares its host setting for the spec
-(`settings`, spec/settings.py) and what cleanup removes (`records`, `remove_records`,
-`destroy_leftovers`). Classes are imported on first use; kind modules import Mininet, the Docker SDK
-and paramiko only inside functions, so the spec can read the kinds' settings without them."""
+A new kind is one module plus one line below, and its row in the spec's table (testbed/spec/kinds.py:
+its name, what it is, its own host setting). A kind's class says what cleanup removes (`records`,
+`remove_records`, `destroy_leftovers`). Classes are imported on first use; kind modules import Mininet,
+the Docker SDK and paramiko only inside functions."""
 from __future__ import annotations
 
 import importlib
+
+from testbed.spec.kinds import DEFAULT_KIND
 
 KINDS = {
     "netns": "testbed.nodes.netns:NetnsNode",     # a Mininet host: a shell in its own network namespace
     "docker": "testbed.nodes.docker:DockerNode",  # a container joined to the emulated links by a veth
     "remote": "testbed.nodes.remote:RemoteNode",  # a real machine driven over SSH (its own network)
 }
-DEFAULT_KIND = "netns"
-
-
-def kind_names() -> list[str]:
-    return list(KINDS)
+__all__ = ["DEFAULT_KIND", "KINDS", "kind_classes", "node_class"]
 
 
 def node_class(kind: str):
@@ -31,8 +29,3 @@ def node_class(kind: str):
 def kind_classes() -> list:
     """Every registered kind's class, in registry order."""
     return [node_class(kind) for kind in KINDS]
-
-
-def kind_settings() -> dict:
-    """kind -> its own host setting (nodes.settings.KindSettings), for the kinds that have one."""
-    return {kind: cls.settings for kind, cls in zip(KINDS, kind_classes()) if cls.settings is not None}

@@ -38,7 +38,6 @@ class Node(ABC):
     """One host of the graph, of some kind. `name` and `address` are the graph's."""
 
     kind: ClassVar[str]
-    settings: ClassVar = None      # nodes.settings.KindSettings: the kind's own host setting, if any
     records: ClassVar[str | None] = None   # the registry's list this kind records in (cleanup.State field)
 
     def __init__(self, host, registry):

@@ -13,33 +13,13 @@ import os
 import tarfile
 from pathlib import Path
 
-from typing import Annotated
-
-from pydantic import BeforeValidator, WithJsonSchema
-
 from testbed.emulation.budgets import cpuset_text, quota
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
-from testbed.spec.image_reference import reference_problem
-from testbed.spec.settings import KindSettings
 from testbed.owner import identity
 
 LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
-
-
-def check_image(value: object) -> str:
-    """A Docker image reference such as debian:bookworm or registry:5000/team/worker:1.0."""
-    problem = reference_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-Image = Annotated[str, BeforeValidator(check_image),
-                  WithJsonSchema({"type": "string", "examples": ["dltestbed-worker:latest", "registry:5000/team/worker:1.0"]})]
-SETTINGS = KindSettings("image", Image, "container image of a docker node "
-                        "(default: the project's worker image, built here)")
 
 
 def _cpu_limit(fraction: float) -> dict[str, int]:
@@ -54,7 +34,6 @@ def container_name(host_name: str) -> str:
 
 class DockerNode(Node):
     kind = "docker"
-    settings = SETTINGS
     records = "containers"       # container names
 
     @classmethod
@@ -71,8 +50,8 @@ class DockerNode(Node):
         except dockerd.DockerUnavailable as err:
             return [(f"{key}.kind", str(err))]
         found = []
-        for name in sorted({h.image or image.default_image() for h in hosts}):
-            where = next(h.key for h in hosts if (h.image or image.default_image()) == name)
+        for name in sorted({h.setting("image") or image.default_image() for h in hosts}):
+            where = next(h.key for h in hosts if (h.setting("image") or image.default_image()) == name)
             if image.image_present(name):
                 continue
             if name == image.default_image():
@@ -93,7 +72,7 @@ class DockerNode(Node):
 
     def prepare(self, progress=lambda msg: None) -> None:
         from testbed.nodes import dockerd, image
-        self.image = image.ensure_image(self.host.image, progress)
+        self.image = image.ensure_image(self.host.setting("image"), progress)
         name = container_name(self.name)
         self._registry.add(self.records, name)
         limits = {}

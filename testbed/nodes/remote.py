@@ -15,78 +15,12 @@ import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import Annotated
-
-from pydantic import Field
-
 from testbed.nodes.base import NodeError
-from testbed.spec.settings import (Address, Interface, KindSettings, RemotePath, Strict, User,
-                                    example_address, merge_fields)
 from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log, undo
 from testbed.nodes.ssh import Connection, Lines, Target, sync_code
 from testbed.owner import OVS_OWNER_KEY, OWNER_VAR
 
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid": "util-linux"}
-
-
-# ---- settings -----------------------------------------------------------------------------------
-
-class RemoteConf(Strict):
-    """A real machine reached over SSH (kind remote). Unset fields inherit topology.host.remote."""
-
-    address: Address | None = Field(None, description="IPv4 address or host name, reachable from here and "
-                                    "from the other machines (TF_CONFIG uses it)")
-    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(None, description="SSH port (default 22)")
-    user: User | None = Field(None, description="login name (default: your user name here)")
-    key_file: str | None = Field(None, description="private key file on this machine (default: the ssh "
-                                 "agent and ~/.ssh/id_*); never a passphrase or key text")
-    python: RemotePath | None = Field(None, description="interpreter on the machine that imports "
-                                      "tensorflow and tf_keras")
-    interface: Interface | None = Field(None, description="the NIC the training traffic uses "
-                                        "(traffic counters; shaping)")
-    workdir: RemotePath | None = Field(None, description="where the workload code is copied "
-                                       "(default dltestbed, in the user's home)")
-    shape: bool | None = Field(None, description="shape the link's bandwidth with tc on interface, "
-                               "removed at the end (needs user root); default false")
-
-    def merged(self, override: "RemoteConf | None") -> "RemoteConf":
-        return RemoteConf.model_construct(**merge_fields(self, override, RemoteConf))
-
-
-NEEDS = {"address": "the machine's address", "python": "the interpreter with TensorFlow there",
-         "interface": "the NIC the training traffic uses"}
-KIND = ("topology.host.kind",)
-
-
-def settings_problems(hosts, others: list[str]):
-    """Remote hosts: the settings they need, no limits, one machine each, no emulated peers."""
-    out, seen = [], {}
-    for host in hosts:
-        name, key, conf = host.name, host.path, host.conf
-        settings = conf.remote or RemoteConf()
-        for field, what in NEEDS.items():
-            if getattr(settings, field) is None:
-                out.append((key + ("remote", field), f"{name} is kind remote and needs remote.{field} ({what})", KIND))
-        for limit in ("cores", "cpu", "memory"):
-            if getattr(conf, limit) is not None:
-                out.append((key + (limit,), f"{limit} limits are not applied on real machines "
-                            f"({name} is kind remote); remove it", KIND))
-        machine = (settings.address, settings.port or 22)
-        if settings.address is not None and machine in seen:
-            out.append((key + ("remote", "address"), f"{name} and {seen[machine]} are the same machine "
-                        f"({settings.address}); one host per machine", ()))
-        seen.setdefault(machine, name)
-        if settings.address is not None and example_address(settings.address):
-            out.append((key + ("remote", "address"), f"{settings.address} is an example address (RFC 5737 "
-                        f"documentation range, nobody's machine): put {name}'s real address here", ()))
-    if hosts and others:
-        out.append((hosts[0].path + ("kind",), f"remote hosts cannot share a topology with emulated ones "
-                    f"({', '.join(others)}): the machines cannot reach this machine's emulated network", KIND))
-    return out
-
-
-SETTINGS = KindSettings("remote", RemoteConf, "the machine of a remote node (field by field: unset fields "
-                        "inherit topology.host.remote)", settings_problems, lambda remote: remote.address)
 
 
 # ---- what a machine lacks -----------------------------------------------------------------------
@@ -137,7 +71,7 @@ def _probe(host, engine: str) -> tuple[tuple[str, str], ...]:
     except NodeError as err:
         return ((f"{host.key}.remote.address", f"{host.name}: {err}"),)
     try:
-        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.remote, engine)   # (imports are slow)
+        found = machine_problems(lambda argv: conn.exec(argv, timeout=300), host.setting("remote"), engine)   # (imports are slow)
     except NodeError as err:
         found = [("address", str(err))]
     finally:
@@ -149,12 +83,11 @@ def _probe(host, engine: str) -> tuple[tuple[str, str], ...]:
 
 class RemoteNode(SshNode):
     kind = "remote"
-    settings = SETTINGS
     records = RECORDS        # what runs on other machines; the cluster's servers record theirs here too
 
     def __init__(self, host, registry):
         super().__init__(host, registry, Target.of(host))
-        self.remote = host.remote
+        self.remote = host.setting("remote")
 
     @classmethod
     def problems(cls, hosts, progress=lambda msg: None, engine: str = "tensorflow"):

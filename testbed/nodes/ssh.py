@@ -66,7 +66,7 @@ class Target:
     @classmethod
     def of(cls, host) -> "Target":
         """A remote host's login: its `remote` settings and the experiment's `ssh` section (None: the defaults)."""
-        r, ssh = host.remote, host.ssh
+        r, ssh = host.setting("remote"), host.ssh
         target = cls(r.address, r.port or 22, r.user or getpass.getuser(),
                      os.path.expanduser(r.key_file) if r.key_file else None)
         if ssh is None:

@@ -21,8 +21,9 @@ from testbed.spec import SpecError, SpecIssue
 def key_file_problems(spec, graph) -> list[tuple[str, str]]:
     """(key, message) per private key file named in the file (remote hosts, cluster servers) that is
     not there. Asked at `run` and `up` only: a cluster's key may not exist before `cluster up`."""
-    out = [(f"{h.key}.remote.key_file", f"{h.name}: {missing_key_file(h.remote.key_file)}")
-           for h in graph.hosts if h.remote is not None and missing_key_file(h.remote.key_file)]
+    remotes = [(h, h.setting("remote")) for h in graph.hosts]
+    out = [(f"{h.key}.remote.key_file", f"{h.name}: {missing_key_file(r.key_file)}")
+           for h, r in remotes if r is not None and missing_key_file(r.key_file)]
     for i, server in enumerate(spec.cluster.servers if spec.cluster else []):
         if missing_key_file(server.key_file):
             out.append((f"cluster.servers[{i}].key_file", f"{server.name}: {missing_key_file(server.key_file)}"))
@@ -31,7 +32,7 @@ def key_file_problems(spec, graph) -> list[tuple[str, str]]:
 
 def engine_problems(spec, graph) -> list[tuple[str, str]]:
     """engine pytorch on hosts of this machine: torch in this venv (their python)."""
-    local = [h for h in graph.hosts if h.kind != "remote"]
+    local = [h for h in graph.hosts if not h.real_machine]
     if spec.workload.engine != "pytorch" or not local or importlib.util.find_spec("torch") is not None:
         return []
     return [("workload.engine", f"engine pytorch needs PyTorch in {sys.prefix}, which lacks it: run "

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 
 from testbed import shaping
 from testbed.roles import Task
+from testbed.spec.capabilities import NO_NETEM, SHAPERS
 from testbed.spec import faults as grammar
 from testbed.spec.faults import parse_task, parse_trigger
 
@@ -210,13 +211,12 @@ def capability_problems(exp) -> list[tuple[str, str]]:
     for i, fault in enumerate(exp.faults):
         if not ACTIONS[fault.action].netem:
             continue
-        if exp.topology.shaping == "ovs":
-            out.append((f"faults[{i}].action", f"{fault.action} needs netem on tc-shaped links; OVS QoS "
-                        "shapes bandwidth only (set topology.shaping: tc)"))
+        if not SHAPERS[exp.topology.shaping].netem:
+            out.append((f"faults[{i}].action", f"{fault.action} needs netem on tc-shaped links; "
+                        f"{SHAPERS[exp.topology.shaping].what} (set topology.shaping: tc)"))
         elif not shaping.kernel_has_qdisc("netem"):
-            out.append((f"faults[{i}].action", f"{fault.action} needs the netem qdisc, which this kernel "
-                        "lacks (CONFIG_NET_SCH_NETEM is not set); delay and loss cannot be emulated on this "
-                        "machine. Remove the fault or run on a kernel with netem"))
+            out.append((f"faults[{i}].action", f"{fault.action} {NO_NETEM}. Remove the fault or run on a kernel "
+                        "with netem"))
     return out
 
 

@@ -30,7 +30,7 @@ class Probe:
 
     def __init__(self, net, graph):
         hosts = {h.name: h for h in graph.hosts}
-        self.nodes = {name: (node, hosts[name]) for name, node in net.nodes.items() if hosts[name].kind != "remote"}
+        self.nodes = {name: (node, hosts[name]) for name, node in net.nodes.items() if not hosts[name].real_machine}
         self.wall_s = 0.0
         self._before: dict = {}
         self._after: dict = {}

@@ -21,7 +21,7 @@ from typing import Any
 from testbed.emulation import dilation as dil
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.spec import build_graph
-from testbed.nodes import DEFAULT_KIND
+from testbed.spec.kinds import real_machine
 from testbed.spec.graph import Graph, budget_of
 from testbed.spec.models import Experiment
 from testbed.spec.sweep import RunPoint
@@ -37,7 +37,7 @@ def _budgeted_cores(spec, machine: int) -> list[float]:
     """The cores of the spec's emulated hosts that have a budget (real machines have none)."""
     topo = spec.topology
     confs = (topo.host_conf(name) for name in topo.host_names())
-    cores = (budget_of(c, 1.0, machine)[0] for c in confs if (c.kind or DEFAULT_KIND) != "remote")
+    cores = (budget_of(c, 1.0, machine)[0] for c in confs if not real_machine(c.kind))
     return [c for c in cores if c is not None]
 
 
@@ -86,7 +86,7 @@ class ResolvedPoint:
         """runs.csv's description of the emulated machines: dilation, compute (budgets when every
         emulated node has one, shared when they share this machine, real without emulated nodes), cores,
         node_cores, machine_cores."""
-        emulated = [h for h in self.graph.hosts if h.kind != "remote"]
+        emulated = [h for h in self.graph.hosts if not h.real_machine]
         held = [h for h in emulated if h.budget is not None]
         sizes = {h.cores for h in held}
         compute = "real" if not emulated else "budgets" if len(held) == len(emulated) else "shared"
@@ -157,7 +157,7 @@ def _first_values(graph: Graph, traced: dict) -> Graph:
 def pinned(graph: Graph, reserve: float, progress=lambda msg: None) -> Graph:
     """The graph with each budgeted emulated host pinned to CPUs of its own where this machine's
     CPUs allow (budgets.cpusets); unchanged when they do not, and the quotas alone hold the budgets."""
-    budgets = {h.name: h.budget for h in graph.hosts if h.budget is not None and h.kind != "remote"}
+    budgets = {h.name: h.budget for h in graph.hosts if h.budget is not None and not h.real_machine}
     sets = cpusets(budgets, sorted(os.sched_getaffinity(0)), reserve) if budgets else None
     if not sets:
         return graph

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 from testbed import shaping
 from testbed.run import faults
+from testbed.spec.capabilities import NO_NETEM, SHAPERS, rate_problem
 from testbed.spec.faults import Trigger, parse_start
 from testbed.spec.traces import LinkTrace, Trace, changed
 from testbed.units import format_bandwidth
 
-NO_NETEM = ("needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not set); delay, jitter "
-            "and loss cannot be emulated on this machine. Remove them or run on a kernel with netem")
 
 
 def capability_problems(spec, wall_traces) -> list[tuple[str, str]]:
@@ -30,12 +29,12 @@ def capability_problems(spec, wall_traces) -> list[tuple[str, str]]:
     out: dict[str, str] = {}
     for lt in wall_traces:
         key = f"{lt.key}.trace"
-        if lt.trace.needs_netem and spec.topology.shaping == "tc" and not shaping.kernel_has_qdisc("netem"):
-            out[key] = f"this trace has delay or loss, which {NO_NETEM}"
+        if lt.trace.needs_netem and SHAPERS[spec.topology.shaping].netem and not shaping.kernel_has_qdisc("netem"):
+            out[key] = f"this trace has delay or loss, which {NO_NETEM}. Remove them or run on a kernel with netem"
         low = min(r.bw for r in lt.trace.rows)
-        if low < shaping.MIN_RATE:
+        if rate_problem(low, spec.topology.shaping):
             out.setdefault(key, f"its slowest rate is {low} bit/s on this machine (the trace's rate / "
-                           f"emulation.dilation): tc paces {shaping.MIN_RATE} bit/s at least")
+                           f"emulation.dilation): tc paces {SHAPERS[spec.topology.shaping].min_rate} bit/s at least")
     return list(out.items())
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from testbed.spec.graphfile import read_graph
+from testbed.spec import kinds
 from testbed.spec.models import LinkParams
 
 if TYPE_CHECKING:
@@ -25,13 +26,13 @@ DEFAULT_PREFIX = 24      # the default subnet is a /24 unless more hosts need a 
 
 @dataclass(frozen=True)
 class HostNode:
-    """A host; the node kinds' own settings read as attributes by their key (host.image, host.remote)."""
+    """A host; the node kinds' own settings by their key (host.setting("image"), host.setting("remote"))."""
 
     name: str
     ip: str  # "10.0.0.1"; a real machine's own address (remote)
     cpu: float | None = None  # fraction of the whole machine
     memory: int | None = None  # bytes
-    kind: str = "netns"       # a registered node kind (testbed.nodes)
+    kind: str = "netns"       # a node kind (testbed/spec/kinds.py)
     key: str = "topology.host"  # key path of the host's own settings, for error messages
     settings: tuple[tuple[str, Any], ...] = ()   # (key, value) of every kind's setting, resolved (None: unset)
     ssh: SshConf | None = None        # the experiment's ssh: section, for kinds that log in (None: the defaults)
@@ -40,12 +41,14 @@ class HostNode:
     budget: float | None = None       # the real cores its processes get: cores / dilation (None: no budget)
     cpus: tuple[int, ...] | None = None   # the CPUs it is pinned to at run time (None: every CPU)
 
-    def __getattr__(self, name: str):
-        """A kind's setting by its key (None when unset); only names the kinds declare."""
-        from testbed.nodes import kind_settings
-        if not name.startswith("_") and name in {s.key for s in kind_settings().values()}:
-            return dict(self.settings).get(name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def setting(self, key: str):
+        """A kind's own setting by its key (image, remote), None when unset."""
+        return dict(self.settings).get(key)
+
+    @property
+    def real_machine(self) -> bool:
+        """A machine of its own (spec.kinds): real time, no budget, its link not the testbed's."""
+        return kinds.real_machine(self.kind)
 
     @property
     def cidr(self) -> str:
@@ -147,10 +150,9 @@ def budget_of(conf, dilation: float, machine_cores: int | None) -> tuple[float |
 
 def _host(topology: Topology, name: str, net: ipaddress.IPv4Network, index: int, ssh: SshConf | None,
           dilation: float = 1.0, machine_cores: int | None = None) -> HostNode:
-    from testbed.nodes import DEFAULT_KIND, kind_settings
     conf = topology.host_conf(name)
-    kind = conf.kind or DEFAULT_KIND
-    settings = kind_settings()
+    kind = conf.kind or kinds.DEFAULT_KIND
+    settings = kinds.kind_settings()
     own = settings.get(kind)
     value = getattr(conf, own.key) if own else None
     address = own.address(value) if value is not None else None   # a real machine: its own, not 10.0.0.x

@@ -3,8 +3,6 @@
 They keep `validate` fast and small on any file, and refuse values no run could honour."""
 from __future__ import annotations
 
-from testbed.shaping import MAX_RATE, MIN_RATE
-
 # ---- the YAML text ----
 MAX_FILE_BYTES = 1_000_000   # an experiment file is a few KB; 1 MB leaves room for long custom lists
 MAX_DEPTH = 50               # nesting of mappings and lists (the deepest key path of a real file is ~6)
@@ -12,8 +10,8 @@ MAX_YAML_NODES = 100_000     # YAML nodes once aliases are expanded (a "billion 
 MAX_INT_DIGITS = 30          # longer integer literals stay text (and are refused where a number is due)
 
 # ---- quantities (units) ----
-MIN_BANDWIDTH = MIN_RATE     # 8 kbit/s: HTB cannot pace slower
-MAX_BANDWIDTH = MAX_RATE     # 1 Tbit/s: the fastest rate the shaping is built and checked for
+MIN_BANDWIDTH = 8_000        # 8 kbit/s: HTB cannot pace below about one byte per millisecond
+MAX_BANDWIDTH = 10 ** 12     # 1 Tbit/s: tc's 64-bit rates go far beyond; the fastest the shaping is checked for
 MAX_TIME = 7 * 24 * 3600.0   # seconds: one week, longer than any run
 MAX_SIZE = 2 ** 40           # bytes: 1 TiB of memory or gradient
 MAX_COUNT = 1_000_000_000    # any count (steps, epochs, batch, queue, repeats, ...)

@@ -18,7 +18,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, cr
 import testbed.units as units
 from testbed.spec import limits
 from testbed.spec.faults import ACTIONS, parse_start, parse_task, parse_trigger
-from testbed.nodes import DEFAULT_KIND, kind_names, kind_settings
+from testbed.spec.kinds import DEFAULT_KIND, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from testbed.spec.capabilities import SHAPERS, needs_netem
 from testbed.spec.faults import ACTIONS, parse_start
 from testbed.spec import limits, traces
 from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
 from testbed.spec.graphfile import GraphFileError, read_graph
-from testbed.nodes import DEFAULT_KIND, kind_settings
+from testbed.spec.kinds import DEFAULT_KIND, kind_settings, real_machine
 from testbed.spec.settings import KindHost, example_address
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec.keypaths import format_path, parse_path, suggest
@@ -51,7 +52,7 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
     if exp.emulation.dilation == 1:
         return out
-    remote = [name for name, kind in _kinds(topo).items() if kind == "remote"]
+    remote = [name for name in topo.host_names() if name in _real_machines(topo)]
     if remote:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
                            "real time; dilation slows emulated nodes only (set emulation.dilation: 1)",
@@ -142,7 +143,7 @@ def _graph_file_problems(topo: Topology) -> list[Problem]:
     except LookupError as err:
         index, message = err.args
         return [Problem(("topology", "graph_hosts", index), message, ("topology.graph",))]
-    if topo.shaping == "ovs" and topo.graph_delay == "distance" and any(w.delay for w in wan.wires):
+    if not SHAPERS[topo.shaping].netem and topo.graph_delay == "distance" and any(w.delay for w in wan.wires):
         return [Problem(("topology", "graph_delay"), "OVS QoS shapes bandwidth only; the delays from the graph's "
                         "distances need shaping: tc (or graph_delay: none for bandwidth only)", ("topology.shaping",))]
     return []
@@ -150,11 +151,11 @@ def _graph_file_problems(topo: Topology) -> list[Problem]:
 
 def _shaping_problems(topo: Topology) -> list[Problem]:
     out = []
-    netem = [("topology", "link")] if _netem(topo.link) else []
-    netem += [("topology", "bottleneck")] if topo.bottleneck is not None and _netem(topo.bottleneck) else []
-    netem += [("topology", "links", i) for i, item in enumerate(topo.links or []) if _netem(item)]
-    if topo.shaping == "ovs" and netem:
-        out.append(Problem(("topology", "shaping"), f"OVS QoS shapes bandwidth only; the delay, jitter or loss of "
+    netem = [("topology", "link")] if needs_netem(topo.link) else []
+    netem += [("topology", "bottleneck")] if topo.bottleneck is not None and needs_netem(topo.bottleneck) else []
+    netem += [("topology", "links", i) for i, item in enumerate(topo.links or []) if needs_netem(item)]
+    if not SHAPERS[topo.shaping].netem and netem:
+        out.append(Problem(("topology", "shaping"), f"{SHAPERS[topo.shaping].what}; the delay, jitter or loss of "
                            f"{format_path(netem[0])} needs shaping: tc", (format_path(netem[0]),)))
     if topo.shaping == "ovs" and topo.switch.kind != "ovs":
         out.append(Problem(("topology", "shaping"), "shaping ovs needs switch kind ovs "
@@ -163,10 +164,6 @@ def _shaping_problems(topo: Topology) -> list[Problem]:
         out.append(Problem(("topology", "qdisc"), "qdisc tbf needs shaping: tc "
                            "(OVS shaping uses its own linux-htb queues)", ("topology.shaping",)))
     return out
-
-
-def _netem(params: LinkParams) -> bool:
-    return any(getattr(params, k) is not None for k in ("delay", "jitter", "loss"))
 
 
 def _jitter_problem(params: LinkParams, path: tuple, own: LinkParams | None = None) -> list[Problem]:
@@ -191,26 +188,31 @@ def _kinds(topo: Topology) -> dict[str, str]:
     return {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
 
 
+def _real_machines(topo: Topology) -> set[str]:
+    """The hosts that are machines of their own (spec.kinds: real time, no budget, their own link)."""
+    return {name for name, k in _kinds(topo).items() if real_machine(k)}
+
+
 def _kind_problems(topo: Topology) -> list[Problem]:
     """Each kind's own setting set only where it means something, then the kinds' own rules."""
     settings = kind_settings()
     out = [p for kind, s in settings.items() for p in _kind_setting_problems(topo, s.key, kind)]
-    kinds = _kinds(topo)
+    of_host = _kinds(topo)
     for kind, s in settings.items():
         hosts = [KindHost(name, parse_path(topo.host_own(name)[0]), topo.host_conf(name))
-                 for name, has in kinds.items() if has == kind]
-        others = [name for name, has in kinds.items() if has != kind]
+                 for name, has in of_host.items() if has == kind]
+        others = [name for name, has in of_host.items() if has != kind]
         out += [Problem(path, message, related) for path, message, related in s.problems(hosts, others)]
     return out
 
 
 def _kind_setting_problems(topo: Topology, setting: str, kind: str) -> list[Problem]:
     """A kind's own setting (image: docker, remote: remote) only means something on a node of that kind."""
-    kinds, out = _kinds(topo), []
-    if getattr(topo.host, setting) is not None and kind not in kinds.values():
+    of_host, out = _kinds(topo), []
+    if getattr(topo.host, setting) is not None and kind not in of_host.values():
         out.append(Problem(("topology", "host", setting), f"{setting} is for {kind} nodes, and no host is "
                            f"kind {kind} (set kind: {kind})", ("topology.host.kind",)))
-    for name, has in kinds.items():
+    for name, has in of_host.items():
         key, own = topo.host_own(name)
         if own is not None and getattr(own, setting) is not None and has != kind:
             out.append(Problem(parse_path(key) + (setting,), f"{setting} is for {kind} nodes, and {name} is "
@@ -546,8 +548,8 @@ def fault_problems(exp: Experiment) -> list[Problem]:
 def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None) -> list[Problem]:
     """What the applier cannot do: shape a real machine's link, change its (or a cluster node's) CPU
     limit, netem under OVS QoS; a pause of a host no task runs on would do nothing."""
-    kinds, action = _kinds(exp.topology), ACTIONS[fault.action]
-    remote = [n for n in (fault.link or []) + [fault.host] if kinds.get(n) == "remote"]
+    real, action = _real_machines(exp.topology), ACTIONS[fault.action]
+    remote = [n for n in (fault.link or []) + [fault.host] if n in real]
     if fault.link is not None and remote:
         return [Problem(at + ("link",), f"{remote[0]} is a real machine (kind remote): its link is its own "
                         "network's, not an emulated one; link faults act on emulated links only", ("topology",))]
@@ -557,10 +559,10 @@ def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None)
     if fault.action == "set_cpu" and exp.cluster is not None:
         return [Problem(at + ("action",), "set_cpu is not applied on cluster servers yet (their hosts' budgets "
                         "are set once, at bring-up, from cores): remove it or remove cluster:", ("cluster",))]
-    if action.netem and exp.topology.shaping == "ovs":
-        return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; OVS QoS shapes "
-                        "bandwidth only (set topology.shaping: tc)", ("topology.shaping",))]
-    if fault.host is not None and busy is not None and fault.host in kinds and fault.host not in busy:
+    if action.netem and not SHAPERS[exp.topology.shaping].netem:
+        return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; "
+                        f"{SHAPERS[exp.topology.shaping].what} (set topology.shaping: tc)", ("topology.shaping",))]
+    if fault.host is not None and busy is not None and fault.host in exp.topology.host_names() and fault.host not in busy:
         return [Problem(at + ("host",), f"no task runs on {fault.host}, so {fault.action} would do nothing "
                         f"(tasks run on {', '.join(sorted(busy))})", ("workload.strategy", "topology.hosts"))]
     return []
@@ -642,9 +644,9 @@ def trace_problems(exp: Experiment) -> list[Problem]:
         except traces.TraceError as err:
             out.append(Problem(parse_path(at) + ("trace",), f"trace file {err}"))
             continue
-        if trace.needs_netem and topo.shaping == "ovs":
-            out.append(Problem(parse_path(at) + ("trace",), "this trace has delay or loss; OVS QoS shapes "
-                               "bandwidth only: set shaping: tc", ("topology.shaping",)))
+        if trace.needs_netem and not SHAPERS[topo.shaping].netem:
+            out.append(Problem(parse_path(at) + ("trace",), f"this trace has delay or loss; {SHAPERS[topo.shaping].what}: "
+                               "set shaping: tc", ("topology.shaping",)))
         if params.trace_mode == "loop" and len(trace.rows) < 2:
             out.append(Problem(path + ("trace_mode",), "a trace of one row cannot loop: add a last row at the "
                                "time it ends (the loop starts over there)"))
@@ -653,9 +655,9 @@ def trace_problems(exp: Experiment) -> list[Problem]:
 
 def _trace_link_problems(topo: Topology) -> list[Problem]:
     """A real machine's link is its own network's: a trace acts on emulated links only."""
-    kinds = _kinds(topo)
+    real = _real_machines(topo)
     for edge in build_graph(topo).links if any(p.trace for _, p in traces.owners(topo)) else []:
-        remote = [n for n in (edge.a, edge.b) if kinds.get(n) == "remote"]
+        remote = [n for n in (edge.a, edge.b) if n in real]
         if edge.params.trace is not None and remote:
             key = traces.owner_of(topo, edge)
             return [Problem(parse_path(key) + ("trace",), f"{remote[0]} is a real machine (kind remote): its link "

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from testbed import units
+import testbed.units as units
 from testbed.spec import limits
 
 COLUMNS = {"t": "time", "bw": "bandwidth", "delay": "time", "loss": "percent"}

@@ -1,5 +1,6 @@
-"""A new node kind is one module plus one registry line: a toy kind (tests/unit/toy_kind.py),
-registered before the spec is imported, gets its YAML key, its rules and its cleanup."""
+"""A new node kind is one module, one registry line and one row of the spec's table: a toy kind
+(tests/unit/toy_kind.py), registered before the spec's models are built, gets its YAML key, its rules and
+its cleanup."""
 import json
 import subprocess
 import sys
@@ -11,9 +12,16 @@ REPO = HERE.parents[1]
 PRELUDE = f"""
 import json, sys
 sys.path[:0] = [{str(REPO)!r}, {str(HERE)!r}]
+import importlib
 from testbed import nodes
+from testbed.spec import kinds
+import toy_kind
 nodes.KINDS.clear()                  # this machine's docker and remote kinds stay out of it
-nodes.KINDS.update(netns="testbed.nodes.netns:NetnsNode", toy="toy_kind:ToyNode")   # the one line
+nodes.KINDS.update(netns="testbed.nodes.netns:NetnsNode", toy="toy_kind:ToyNode")   # the registry's line
+kinds.KINDS.clear()
+kinds.KINDS.update(netns=kinds.Kind("netns"), toy=kinds.Kind("toy", toy_kind.SETTINGS))   # the table's row
+for module in ("models", "graph", "rules", "validate", "sweep", "load", ""):   # as if the row were in the file
+    importlib.reload(sys.modules["testbed.spec" + (module and "." + module)])
 """
 
 
@@ -41,7 +49,7 @@ def test_the_spec_takes_a_toy_kinds_settings_merged_field_by_field(tmp_path):
     hosts = run(tmp_path, """
     graph = errors("name: k\\ntopology:\\n  hosts: 2\\n  host: {kind: toy, toy: {colour: red, size: 3}}\\n"
                    "  host_overrides: {h2: {toy: {colour: blue}}}\\n")
-    print(json.dumps([[h.name, h.kind, h.ip, h.toy.colour, h.toy.size] for h in graph.hosts]))
+    print(json.dumps([[h.name, h.kind, h.ip, h.setting("toy").colour, h.setting("toy").size] for h in graph.hosts]))
     """, SPEC)
     assert hosts == [["h1", "toy", "10.0.0.1", "red", 3], ["h2", "toy", "10.0.0.2", "blue", 3]]
 
@@ -76,13 +84,15 @@ def test_cleanup_removes_what_a_toy_recorded_and_keeps_what_it_could_not(tmp_pat
     assert leftovers == ["destroyed stray toys of runs over: False"]
 
 
-def test_the_kinds_settings_need_no_run_time_code():
-    """What the spec reads of the registered kinds imports no Mininet, Docker SDK, paramiko, nor the
-    run, net or cluster packages."""
-    script = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from testbed import nodes; nodes.kind_settings(); "
+def test_the_spec_loads_a_file_with_every_kind_without_run_time_code(tmp_path):
+    """Validating a file that names every kind imports no kind module, no Mininet, Docker SDK, paramiko
+    or psutil, and none of the run-time packages."""
+    path = tmp_path / "k.yaml"
+    path.write_text("name: k\ntopology:\n  hosts: 2\n  host: {kind: docker, image: debian:bookworm}\n")
+    script = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from testbed.spec import load_spec, kinds; "
+              f"load_spec({str(path)!r}); assert kinds.kind_names() == ['netns', 'docker', 'remote']; "
               "print(' '.join(sorted(sys.modules)))")
     modules = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
-    assert "testbed.nodes.remote" in modules and "testbed.nodes.docker" in modules
-    heavy = [m for m in modules if m.split(".")[0] in ("mininet", "docker", "paramiko")
-             or m.startswith(("testbed.run", "testbed.net", "testbed.cluster"))]
+    heavy = [m for m in modules if m.split(".")[0] in ("mininet", "docker", "paramiko", "psutil")
+             or m.startswith(("testbed.nodes", "testbed.run", "testbed.net", "testbed.cluster", "testbed.emulation"))]
     assert heavy == []

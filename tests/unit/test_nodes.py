@@ -15,6 +15,7 @@ from testbed.net.network import node_problems
 from testbed.nodes import cgroups
 from testbed.nodes.base import GroupPopen, Node, Usage, in_namespaces
 from testbed.spec import load_spec
+from testbed.spec.kinds import kind_names
 
 
 class FakeNode(Node):
@@ -44,7 +45,8 @@ class FakeNode(Node):
 
 
 def test_registry_names_kinds_and_loads_classes_lazily():
-    assert nodes.kind_names()[:2] == ["netns", "docker"]
+    assert list(nodes.KINDS)[:2] == ["netns", "docker"]
+    assert list(nodes.KINDS) == kind_names(), "a kind is a row of the spec's table and a line of the registry"
     assert nodes.node_class("netns").kind == "netns"
     assert nodes.node_class("docker").kind == "docker"
     with pytest.raises(ValueError, match="unknown node kind 'vm'; known kinds: netns, docker"):
@@ -65,7 +67,7 @@ def test_kind_and_image_are_host_settings_with_overrides(tmp_path):
     path = write(tmp_path, "name: k\ntopology:\n  hosts: 3\n  host: {kind: docker, image: 'reg:5000/team/w:1.0'}\n"
                            "  host_overrides: {h1: {kind: netns}}\n")
     hosts = build_graph(load_spec(path).topology).hosts
-    assert [(h.kind, h.image, h.key) for h in hosts] == [   # (a netns node ignores the image it inherits)
+    assert [(h.kind, h.setting("image"), h.key) for h in hosts] == [   # (a netns node ignores the image it inherits)
         ("netns", "reg:5000/team/w:1.0", "topology.host_overrides.h1"), ("docker", "reg:5000/team/w:1.0", "topology.host"),
         ("docker", "reg:5000/team/w:1.0", "topology.host")]
 
@@ -101,7 +103,7 @@ def test_bad_kind_or_image_is_refused_with_its_line(tmp_path, body, expected):
                                  "localhost/x", "a/b@sha256:" + "0" * 64, "my_image__x"])
 def test_valid_image_references_are_accepted(tmp_path, ref):
     path = write(tmp_path, f"name: k\ntopology:\n  hosts: 1\n  host: {{kind: docker, image: '{ref}'}}\n")
-    assert build_graph(load_spec(path).topology).hosts[0].image == ref
+    assert build_graph(load_spec(path).topology).hosts[0].setting("image") == ref
 
 
 def test_commands_pass_argv_through_no_shell():

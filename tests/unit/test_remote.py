@@ -42,7 +42,7 @@ topology:
 def test_remote_settings_merge_field_by_field_and_give_the_hosts_their_addresses(tmp_path):
     hosts = build_graph(load(tmp_path, TWO_PCS).topology).hosts
     assert [(h.name, h.ip, h.kind) for h in hosts] == [("h1", "192.168.1.10", "remote"), ("h2", "pc2.lan", "remote")]
-    assert [(h.remote.user, h.remote.python, h.remote.port) for h in hosts] == [
+    assert [(h.setting("remote").user, h.setting("remote").python, h.setting("remote").port) for h in hosts] == [
         ("dl", "/opt/tf/bin/python", None), ("dl", "/opt/tf/bin/python", 2222)]
     target = remote.Target.of(hosts[1])
     assert (target.label, target.key_name, target.accept_unknown) == ("dl@pc2.lan:2222", "[pc2.lan]:2222", False)

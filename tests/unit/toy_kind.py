@@ -1,4 +1,5 @@
-"""A node kind that exists only for tests/unit/test_kinds.py: one module, nothing else (pure, no root)."""
+"""A node kind that exists only for tests/unit/test_kinds.py: one module, and what its registry line and its
+row of the spec's table name (pure, no root)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -24,9 +25,11 @@ def toy_problems(hosts, others):
             for h in hosts if h.conf.toy is None or h.conf.toy.colour is None]
 
 
+SETTINGS = KindSettings("toy", ToyConf, "a toy's colour and size", toy_problems)     # its row in spec.kinds
+
+
 class ToyNode(Node):
     kind = "toy"
-    settings = KindSettings("toy", ToyConf, "a toy's colour and size", toy_problems)
     records = "toys"
 
     def mininet_host(self):
