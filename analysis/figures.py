@@ -333,25 +333,26 @@ PREDICT_NODES = "1,2,4,...,1024"
 
 
 def prediction(exp, outdir: Path):
-    """What the fitted model predicts far beyond the measured points: time per step and speedup
-    up to 1024 nodes (one machine per node) at the measured bandwidths, measured points drawn."""
+    """What the fitted model predicts far beyond the measured points: steady samples/s and speedup
+    (steady samples/s over one node's) up to 1024 nodes, each a machine of the measured nodes' cores
+    (else of 1 core), at the measured bandwidths; measured runs drawn with their steady figures."""
     from analysis import predict
     ev = costmodel.evaluate_cached(exp)
     if not ev:
-        raise FigureSkipped("no successful run with a time per step to fit the model on")
+        raise FigureSkipped("no successful run with a judged steady state to fit the model on")
     model, feats = ev["model"], ev["features"]
     strategies = [s for s in costmodel.STRATEGIES if model.fits[s].n_runs]
     multi = feats[feats["workers"] > 1]
     if multi.empty:
         raise FigureSkipped("no multi-node run: the model has no communication measured to predict from")
     bws = sorted({int(b) for b in feats["bw_bps"].dropna()})
+    cores = predict.node_cores(feats, model)
     pred = predict.predict_grid(model, predict.parse_nodes(PREDICT_NODES), bws, strategies,
-                                **predict.reference(feats))
+                                cpus=[(cores / model.cores,)], **predict.reference(feats))
     path = predict.figure(pred, outdir / "prediction.png",
-                          f"PREDICTION, not measured: model fitted on {exp.name}, one machine per "
-                          "node; black-edged points are measured here",
-                          pd.concat([f for f in (ev["in_sample"], ev["degraded"]) if len(f)]),
-                          steps=model.steps)
+                          f"PREDICTION, not measured: model fitted on {exp.name}, one machine of "
+                          f"{plural(cores, 'core') if cores == int(cores) else f'{cores:g} cores'} per node; "
+                          "black-edged points are measured here", predict.measured_points(ev))
     return path, pred
 
 
