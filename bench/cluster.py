@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml  # noqa: E402
 
 from testbed.run.checks import run_iperf  # noqa: E402
-from testbed.cluster import bringup, servers  # noqa: E402
+from testbed.cluster import cluster_site, servers  # noqa: E402
 from testbed.run.hosthealth import timer_overshoot  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
@@ -31,20 +31,20 @@ def measure(path: Path, duration: float) -> dict:
     spec = load_spec(path)
     graph = build_graph(spec.topology)
     guard = {}
-    measure_tunnels = bringup.ClusterSite.measure_tunnels
+    measure_tunnels = cluster_site.ClusterSite.measure_tunnels
 
     def timed(self):
         t = time.monotonic()
         rows = measure_tunnels(self)
         guard.update(seconds=time.monotonic() - t, rows=rows)
         return rows
-    bringup.ClusterSite.measure_tunnels = timed
+    cluster_site.ClusterSite.measure_tunnels = timed
     try:
         t0 = time.monotonic()
-        net = Network(graph, spec.topology, site=bringup.site_for(spec.cluster)).__enter__()
+        net = Network(graph, spec.topology, site=cluster_site.site_for(spec.cluster)).__enter__()
         up = time.monotonic() - t0
     finally:
-        bringup.ClusterSite.measure_tunnels = measure_tunnels
+        cluster_site.ClusterSite.measure_tunnels = measure_tunnels
     try:
         last, first = net.nodes[graph.hosts[-1].name], net.nodes[graph.hosts[0].name]
         bps = max(run_iperf(last, first, duration) for _ in range(2))
@@ -90,7 +90,7 @@ def main() -> None:
                       f"{m['up'] / base['up']:>6.2f} {m['down'] / base['down']:>6.2f} {m['ratio'] / base['ratio']:>10.3f}")
             for row in spread["tunnels"]:
                 print(f"{'':>6} tunnel {row['tunnel']} ({row['address_a']} -> {row['address_b']}): raw capacity "
-                      f"{bringup.rate(row['capacity_bps'])}, RTT {row['rtt_ms']:.3f} ms; carries {row['links']}")
+                      f"{cluster_site.rate(row['capacity_bps'])}, RTT {row['rtt_ms']:.3f} ms; carries {row['links']}")
             print(f"{'':>6} placement: {spread['where']}")
     health = timer_overshoot()
     print(f"after: load {os.getloadavg()[0]:.2f}, timer overshoot p99 {health['timer_p99_ms']} ms, "

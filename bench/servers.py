@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed.run import hosthealth  # noqa: E402
 from testbed.cluster import servers  # noqa: E402
-from testbed.nodes import dockerd  # noqa: E402
+from testbed.nodes import docker_engine  # noqa: E402
 
 PORT = 5299
 TAP, VX, VNI, VX_PORT = "tap7", "dltbvx7", 4207, 4799
@@ -123,7 +123,7 @@ def main() -> int:
     args = ap.parse_args()
     started = not [s for s in servers.status() if s.state == "running"]
     found = servers.up(2, progress=lambda m: print(f"[cluster] {m}", file=sys.stderr))
-    cli = dockerd.client()
+    cli = docker_engine.client()
     a, b = (cli.containers.get(s.container) for s in found[:2])
     addr = {a.name: found[0].address, b.name: found[1].address}
     health = hosthealth.timer_overshoot()

@@ -17,10 +17,10 @@ def _out(*cmd: str) -> str:
 
 def containers() -> set[str]:
     """Node containers of the testbed (none when the Docker engine is not running)."""
-    from testbed.nodes import dockerd
-    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+    from testbed.nodes import docker_engine
+    if not docker_engine.docker_installed() or not docker_engine.dockerd_running():
         return set()
-    return {c.name for c in dockerd.client().containers.list(all=True, filters={"label": ["dltestbed=1", "dltestbed.host"]})}
+    return {c.name for c in docker_engine.client().containers.list(all=True, filters={"label": ["dltestbed=1", "dltestbed.host"]})}
 
 
 def snapshot() -> dict[str, set[str]]:

@@ -19,7 +19,7 @@ def run(args) -> int:
         print(image.default_image())
         return 0
     need_root("image build")
-    from testbed.nodes import dockerd
+    from testbed.nodes import docker_engine
 
     def say(msg: str) -> None:
         print(f"[image] {msg}", file=sys.stderr, flush=True)
@@ -27,12 +27,12 @@ def run(args) -> int:
     t0 = time.monotonic()
     try:
         tag = image.build_image(args.base, progress=say, force=args.force)
-        cli = dockerd.client()
+        cli = docker_engine.client()
         try:
             built = cli.images.get(tag)
         finally:
             cli.close()
-    except (dockerd.DockerUnavailable, ValueError) as exc:
+    except (docker_engine.DockerUnavailable, ValueError) as exc:
         say(str(exc))
         return 1
     except KeyboardInterrupt:

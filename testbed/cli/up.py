@@ -22,7 +22,7 @@ def up(args) -> int:
     exp, points = loaded
     need_root("up")
     from testbed.run.live import up as keep_up
-    from testbed.run.bringup import preflight
+    from testbed.run.network_up import preflight
     from testbed.run.point import machine_cores, resolve_all
     if len(points) > 1:
         console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")

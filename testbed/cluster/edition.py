@@ -86,7 +86,7 @@ def server_of(node) -> str:
 class ClusterLink(RemoteLink):
     """A veth pair when both ends are on one server, else a VXLAN tunnel: a vxlan device in each
     server's root namespace (where its UDP socket stays), moved into the node's namespace when the
-    node is a host. `tunnels` (testbed.cluster.bringup.ClusterSite) runs the commands and records them."""
+    node is a host. `tunnels` (testbed.cluster.cluster_site.ClusterSite) runs the commands and records them."""
 
     def __init__(self, node1, node2, tunnels=None, **kwargs):
         self._tunnels = tunnels

@@ -1,6 +1,6 @@
 """A netns host placed on another server of a cluster (testbed.cluster): Mininet's cluster edition
 makes its namespace there (a ClusterHost shell reached by ssh); its processes are started as the remote
-kind's are (nodes/sshnode.py: exec channels, process groups, the run token, code synced by SFTP, a
+kind's are (nodes/ssh_node.py: exec channels, process groups, the run token, code synced by SFTP, a
 /proc sampler) and enter the host's namespace with `nsenter --target <shell pid> --net`.
 
 Not a kind of the spec: the network makes this node for a netns host that `cluster.placement` puts
@@ -13,8 +13,8 @@ from testbed.emulation import readers
 from testbed.emulation.budgets import quota as cpu_quota
 from testbed.nodes import cgroups
 from testbed.nodes.base import NodeError, join_cgroups
-from testbed.nodes.sshnode import AGENT, SshNode
-from testbed.nodes.ssh import sync_code
+from testbed.nodes.ssh_node import AGENT, SshNode
+from testbed.nodes.ssh_connection import sync_code
 
 NETNS = "-netns"     # remote_agent: count every interface of the namespace
 
@@ -24,7 +24,7 @@ class ClusterNode(SshNode):
 
     def __init__(self, host, registry, server):
         super().__init__(host, registry, server.target)
-        self.server = server                 # testbed.cluster.bringup.ConnectedServer
+        self.server = server                 # testbed.cluster.cluster_site.ConnectedServer
         self.anchor_pid = None
         self.cgroup_dirs: list = []          # its cgroups on the server (paths there), once attached
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from testbed.nodes import dockerd, image
-from testbed.nodes.dockerd import DockerUnavailable
+from testbed.nodes import docker_engine, image
+from testbed.nodes.docker_engine import DockerUnavailable
 
 SERVER_REPO = "dltestbed-server"
 NETWORK = "dltestbed-cluster"
@@ -42,7 +42,7 @@ KEY_FILE = KEY_DIR / "id_ed25519"
 KNOWN_HOSTS = KEY_DIR / "known_hosts"
 PREFIX = "dltestbed-"                   # container name = PREFIX + server name
 ROLE = f"{image.LABEL}.role"
-LOCK_FILE = dockerd.STATE_DIR / "cluster.lock"
+LOCK_FILE = docker_engine.STATE_DIR / "cluster.lock"
 MAX_SERVERS = 64
 READY_TIMEOUT_S = 90.0
 
@@ -174,11 +174,11 @@ def build_server_image(progress: Progress = lambda msg: None, force: bool = Fals
     """The server image (built FROM the worker image when its tag is missing); returns its tag."""
     worker = image.build_image(progress=progress)
     tag = server_image_tag(worker)
-    cli = dockerd.client(timeout=900, progress=progress)
+    cli = docker_engine.client(timeout=900, progress=progress)
     try:
         if not force and image._get_image(cli, tag) is not None:
             return tag
-        with dockerd.file_lock(image.STATE_DIR / "server-image.lock",
+        with docker_engine.file_lock(image.STATE_DIR / "server-image.lock",
                                lambda: progress("waiting for another build of the server image to end")):
             old = image._get_image(cli, tag)
             if old is not None and not force:
@@ -265,7 +265,7 @@ def _ssh_tar(files: dict[str, tuple[bytes, int]]) -> bytes:
 
 def _client(progress: Progress = lambda msg: None):
     try:
-        return dockerd.client(progress=progress)
+        return docker_engine.client(progress=progress)
     except DockerUnavailable as err:
         raise ClusterError(str(err)) from None
 
@@ -359,7 +359,7 @@ def verify(servers: list[Server], key_file: Path = KEY_FILE, known_hosts: Path =
            timeout: float = 20.0) -> None:
     """Log in to each server over SSH, host key checked against known_hosts; OVS and mnexec must answer."""
     from testbed.nodes.base import NodeError
-    from testbed.nodes.ssh import Connection, Target
+    from testbed.nodes.ssh_connection import Connection, Target
     for s in servers:
         deadline = time.monotonic() + timeout
         while True:
@@ -384,7 +384,7 @@ def verify(servers: list[Server], key_file: Path = KEY_FILE, known_hosts: Path =
 def _exclusive(progress: Progress):
     """One `up` or `down` at a time on this machine; the engine's errors as ClusterError."""
     import docker.errors
-    with dockerd.file_lock(LOCK_FILE, lambda: progress("waiting for another cluster up/down to end")):
+    with docker_engine.file_lock(LOCK_FILE, lambda: progress("waiting for another cluster up/down to end")):
         try:
             yield
         except DockerUnavailable as err:
@@ -445,7 +445,7 @@ def _up(n: int, progress: Progress) -> list[Server]:
 
 
 def status() -> list[Server]:
-    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+    if not docker_engine.docker_installed() or not docker_engine.dockerd_running():
         return []
     cli = _client()
     try:
@@ -456,7 +456,7 @@ def status() -> list[Server]:
 
 def down(progress: Progress = lambda msg: None) -> list[str]:
     """Remove every server container and the cluster network (found by their labels)."""
-    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+    if not docker_engine.docker_installed() or not docker_engine.dockerd_running():
         return []
     with _exclusive(progress):
         return _down(progress)

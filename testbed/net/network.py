@@ -101,7 +101,7 @@ def _each(action, nodes) -> None:
 
 class Network:
     """Context manager that brings a Graph up and always tears it down. `nodes[name]` is the Node.
-    `site` says where nodes live (default: all on this machine; testbed.cluster.bringup.site_for)."""
+    `site` says where nodes live (default: all on this machine; testbed.cluster.cluster_site.site_for)."""
 
     def __init__(self, graph, topology, progress=lambda msg: None, site=None):
         self.graph = graph

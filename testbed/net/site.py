@@ -1,6 +1,6 @@
 """Where each node of a run lives, and how things are made there: the network's Site.
 
-LocalSite puts every node on this machine. The cluster site (testbed.cluster.bringup.ClusterSite)
+LocalSite puts every node on this machine. The cluster site (testbed.cluster.cluster_site.ClusterSite)
 spreads them over servers with Mininet's cluster edition; the network's caller picks it
 (`site_for` there). The network asks its site for a node, a switch's class, a link's class and what
 to record before making something; it never asks which server holds a node."""

@@ -40,14 +40,14 @@ class DockerNode(Node):
     def problems(cls, hosts, progress=lambda msg: None, engine: str = "tensorflow"):
         """Docker installed and running (started if need be), every image present; the project's
         worker image is built here when it is missing (minutes, with progress)."""
-        from testbed.nodes import dockerd, image
+        from testbed.nodes import docker_engine, image
         key = hosts[0].key
-        if not dockerd.docker_installed():
+        if not docker_engine.docker_installed():
             return [(f"{key}.kind", "docker nodes need the Docker engine, which is not installed: "
                      "run scripts/bootstrap.sh (installs Debian's docker.io)")]
         try:
-            dockerd.ensure_dockerd(progress)
-        except dockerd.DockerUnavailable as err:
+            docker_engine.ensure_dockerd(progress)
+        except docker_engine.DockerUnavailable as err:
             return [(f"{key}.kind", str(err))]
         found = []
         for name in sorted({h.setting("image") or image.default_image() for h in hosts}):
@@ -71,7 +71,7 @@ class DockerNode(Node):
         return found
 
     def prepare(self, progress=lambda msg: None) -> None:
-        from testbed.nodes import dockerd, image
+        from testbed.nodes import docker_engine, image
         self.image = image.ensure_image(self.host.setting("image"), progress)
         name = container_name(self.name)
         self._registry.add(self.records, name)
@@ -82,7 +82,7 @@ class DockerNode(Node):
             limits["mem_limit"] = self.host.memory
         if self.host.cpus is not None:
             limits["cpuset_cpus"] = cpuset_text(self.host.cpus)
-        self.container = dockerd.client().containers.run(
+        self.container = docker_engine.client().containers.run(
             self.image, ["sleep", "infinity"], name=name, hostname=self.name, detach=True,
             network_mode="none", labels={LABEL: "1", f"{LABEL}.owner": identity(),
                                          f"{LABEL}.host": self.name},
@@ -173,10 +173,10 @@ class DockerNode(Node):
 
 def _docker():
     """A Docker client when the engine is installed and answering, else None (nothing to remove then)."""
-    from testbed.nodes import dockerd
-    if not dockerd.docker_installed() or not dockerd.dockerd_running():
+    from testbed.nodes import docker_engine
+    if not docker_engine.docker_installed() or not docker_engine.dockerd_running():
         return None
-    return dockerd.client()
+    return docker_engine.client()
 
 
 def remove_containers(names) -> list[str]:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import unquote, urlparse
 
-from testbed.nodes import dockerd
-from testbed.nodes.dockerd import DockerUnavailable
+from testbed.nodes import docker_engine
+from testbed.nodes.docker_engine import DockerUnavailable
 from testbed.spec.image_reference import reference_problem  # noqa: F401  (also this module's API)
 
 IMAGE_REPO = "dltestbed-worker"
@@ -50,7 +50,7 @@ IMAGE_ENV = (f"PATH={VENV}/bin:{SYSTEM_PATH}", "TF_USE_LEGACY_KERAS=1", "LANG=C.
 REQUIREMENTS = Path(__file__).with_suffix("") / "requirements.txt"
 CACHE_DIR = Path(os.environ.get("DLTB_CACHE", "/var/cache/dltestbed"))
 WHEELHOUSE = CACHE_DIR / "wheels"  # every wheel the builds downloaded, so none is downloaded twice
-STATE_DIR = dockerd.STATE_DIR
+STATE_DIR = docker_engine.STATE_DIR
 LOCK_FILE = STATE_DIR / "image-build.lock"
 APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -226,8 +226,8 @@ def build_problems(base: str | None = None, which: Callable[[str], str | None] =
                    sources: Iterable[Path] = APT_SOURCES) -> list[str]:
     """Why building the worker image cannot work on this machine, each with what to do."""
     problems = []
-    if not dockerd.docker_installed():
-        problems.append(dockerd.NOT_INSTALLED)
+    if not docker_engine.docker_installed():
+        problems.append(docker_engine.NOT_INSTALLED)
     if os.geteuid() != 0:
         problems.append("building the worker image needs root (it starts the Docker engine and runs "
                         "debootstrap): run it as root")
@@ -331,7 +331,7 @@ def _get_image(cli, name: str):
 
 
 def image_present(name: str) -> bool:
-    cli = dockerd.client()
+    cli = docker_engine.client()
     try:
         return _get_image(cli, name) is not None
     finally:
@@ -543,11 +543,11 @@ def _tag_exists(cli, inputs: str) -> bool:
 
 def build_image(base: str | None = None, progress: Progress = lambda msg: None, force: bool = False) -> str:
     """Build the worker image (or reuse it when its tag exists and not `force`); returns its tag."""
-    if not dockerd.docker_installed():
-        raise DockerUnavailable(dockerd.NOT_INSTALLED)
+    if not docker_engine.docker_installed():
+        raise DockerUnavailable(docker_engine.NOT_INSTALLED)
     if base is not None and reference_problem(base):
         raise ValueError(reference_problem(base))
-    cli = dockerd.client(timeout=900, progress=progress)
+    cli = docker_engine.client(timeout=900, progress=progress)
     try:
         if base is None:
             tag = default_image()
@@ -563,7 +563,7 @@ def build_image(base: str | None = None, progress: Progress = lambda msg: None, 
             raise DockerUnavailable("cannot build the worker image:\n  - " + "\n  - ".join(problems))
         def waiting() -> None:
             progress("waiting for another build of the worker image to end")
-        with dockerd.file_lock(LOCK_FILE, waiting):  # a concurrent build of the same tag waits, then reuses it
+        with docker_engine.file_lock(LOCK_FILE, waiting):  # a concurrent build of the same tag waits, then reuses it
             old = _get_image(cli, tag)
             if old is not None and not force:
                 return tag

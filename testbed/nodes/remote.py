@@ -1,6 +1,6 @@
-"""The remote kind: a real machine reached over SSH (testbed.nodes.ssh), on a network of its own.
+"""The remote kind: a real machine reached over SSH (testbed.nodes.ssh_connection), on a network of its own.
 
-One connection per machine carries everything (nodes/sshnode.py): the workload code, copied by SFTP
+One connection per machine carries everything (nodes/ssh_node.py): the workload code, copied by SFTP
 into the workdir (only what changed), every process as an exec channel whose output streams back
 into local files, and a sampler of the machine's /proc for the monitor. The machine, the token, the
 process groups and any shaping are recorded in the registry before they exist, so teardown ends them
@@ -16,8 +16,8 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from testbed.nodes.base import NodeError
-from testbed.nodes.sshnode import AGENT, RECORDS, SshNode, log, undo
-from testbed.nodes.ssh import Connection, Lines, Target, sync_code
+from testbed.nodes.ssh_node import AGENT, RECORDS, SshNode, log, undo
+from testbed.nodes.ssh_connection import Connection, Lines, Target, sync_code
 from testbed.owner import OVS_OWNER_KEY, OWNER_VAR
 
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid": "util-linux"}

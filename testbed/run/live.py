@@ -13,7 +13,7 @@ import subprocess
 
 from testbed.cleanup import STATE_DIR, run_lock, write_private
 from testbed.owner import alive, identity
-from testbed.run.bringup import BringUp
+from testbed.run.network_up import BringUp
 
 LIVE = STATE_DIR / "live.json"
 

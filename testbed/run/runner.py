@@ -1,4 +1,4 @@
-"""One run point: bring the network up (bringup.py), check it, train, collect, tear down (always);
+"""One run point: bring the network up (network_up.py), check it, train, collect, tear down (always);
 what it observed is recorded by record.py."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from analysis import advisor
 from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
-from testbed.run import faults, record, results, switching, traces
+from testbed.run import faults, record, results, strategy_switch, traces
 from testbed.emulation.fidelity import ComputeProbe, verdict
-from testbed.run import fidelity
-from testbed.run.bringup import BringUp
+from testbed.run import fidelity_probe
+from testbed.run.network_up import BringUp
 from testbed.run.point import ResolvedPoint
 from testbed.run.hosthealth import timer_overshoot
 from testbed.run.monitor import Monitor, summarize
@@ -69,7 +69,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
         switcher = _switcher(spec, graph, net, observed.checks, progress)
         spec = spec.model_copy(update={"workload": advisor.provisional(spec.workload)})
     per_epoch = spec.workload.steps_at(sum(t.task_type == "worker" for t in tasks))   # this point's steps
-    with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity.Probe(net, graph) as probe:
+    with _monitor(net, spec, tasks, point.run_id) as monitor, fidelity_probe.Probe(net, graph) as probe:
         applier = faults.Applier(spec.faults, net, tasks, per_epoch,
                                  folder / "faults.json", progress) if spec.faults else None
         workload = spec.workload if point.k == 1 else spec.workload.model_copy(
@@ -92,8 +92,8 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     if row["fidelity"] != "ok":
         progress(f"fidelity: {row['fidelity']}")
     if switcher is not None:
-        row.update(switching.columns(outcome, spec.workload, len(graph.hosts)))
-        results.write_json(folder / "switch.json", switching.journal(outcome, switcher))
+        row.update(strategy_switch.columns(outcome, spec.workload, len(graph.hosts)))
+        results.write_json(folder / "switch.json", strategy_switch.journal(outcome, switcher))
     if applier is not None:
         observed.faults = faults.fault_rows(applier.records, outcome.events, final_tasks(tasks)[0], spec.name,
                                             point.run_id)
@@ -124,9 +124,9 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
 
 
 def _switcher(spec, graph, net, check_rows, progress):
-    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/run/switching.py)."""
+    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/run/strategy_switch.py)."""
     try:
-        return switching.Switcher(spec, graph, check_rows, len({n.machine for n in net.nodes.values()}) <= 1,
+        return strategy_switch.Switcher(spec, graph, check_rows, len({n.machine for n in net.nodes.values()}) <= 1,
                                   progress)
     except (ValueError, OSError) as err:
         raise RunFailed(f"strategy switch: {err}") from err

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from testbed.cleanup import run_lock
 from testbed.run import point, results
-from testbed.run.bringup import preflight
+from testbed.run.network_up import preflight
 from testbed.run.runner import run_point
 from testbed.spec import expand_points
 

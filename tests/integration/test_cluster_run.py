@@ -18,7 +18,7 @@ import yaml
 from cli import REPO, cli, start_up
 
 from testbed.cluster import servers as local_servers
-from testbed.nodes.ssh import Connection, Target
+from testbed.nodes.ssh_connection import Connection, Target
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ import yaml
 from cli import REPO, cli
 
 from testbed.cluster import servers
-from testbed.nodes import dockerd
+from testbed.nodes import docker_engine
 from testbed.nodes.base import NodeError
-from testbed.nodes.ssh import Connection, Target
+from testbed.nodes.ssh_connection import Connection, Target
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,7 @@ def test_cluster_up_two_servers_reachable_verified_then_down_leaves_nothing(root
         down = cli("cluster", "down")
     assert down.returncode == 0, down.stderr
     assert "removed server container dltestbed-srv1" in down.stderr
-    cli_ = dockerd.client()
+    cli_ = docker_engine.client()
     try:
         assert not cli_.containers.list(all=True, filters={"label": f"{servers.ROLE}=server"})
         assert not cli_.networks.list(filters={"label": f"{servers.ROLE}=cluster-network"})
@@ -105,7 +105,7 @@ def test_cluster_up_two_servers_reachable_verified_then_down_leaves_nothing(root
 def test_cluster_down_removes_what_a_killed_up_left(root, no_leftovers):
     """SIGKILL of `cluster up` while its servers start: `cluster down` finds them by their labels."""
     servers.down()
-    cli_ = dockerd.client()
+    cli_ = docker_engine.client()
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "cluster", "up", "3"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

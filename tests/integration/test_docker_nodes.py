@@ -15,7 +15,7 @@ from leftovers import containers
 from testbed.run.checks import run_checks
 from testbed.run.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network, node_problems
-from testbed.run.bringup import BringUp
+from testbed.run.network_up import BringUp
 from testbed.run.point import resolve_all
 from testbed.spec import build_graph, expand_points, load_spec
 

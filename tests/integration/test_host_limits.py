@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from testbed.net.network import Network
-from testbed.run.bringup import BringUp
+from testbed.run.network_up import BringUp
 from testbed.run.point import resolve_all
 from testbed.spec import build_graph, expand_points, load_spec
 

@@ -1,8 +1,8 @@
 """The real Docker engine and the project's worker image: started, built (or reused), run."""
 import pytest
 
-from testbed.nodes import dockerd, image
-from testbed.nodes.dockerd import DockerUnavailable
+from testbed.nodes import docker_engine, image
+from testbed.nodes.docker_engine import DockerUnavailable
 
 pytestmark = pytest.mark.integration
 
@@ -11,8 +11,8 @@ TEST_LABELS = {image.LABEL: "1", f"{image.LABEL}.role": "image-test"}
 
 @pytest.fixture(scope="module")
 def cli(root):
-    dockerd.ensure_dockerd(print)
-    client = dockerd.client()
+    docker_engine.ensure_dockerd(print)
+    client = docker_engine.client()
     yield client
     client.close()
 
@@ -31,9 +31,9 @@ def _run(cli, tag: str, command: list[str]) -> str:
 
 
 def test_docker_engine_answers(root):
-    dockerd.ensure_dockerd()  # starts it when it is not running; a no-op when it is
-    assert dockerd.docker_installed() and dockerd.dockerd_running()
-    assert dockerd.client().ping()
+    docker_engine.ensure_dockerd()  # starts it when it is not running; a no-op when it is
+    assert docker_engine.docker_installed() and docker_engine.dockerd_running()
+    assert docker_engine.client().ping()
 
 
 def test_worker_image_builds_and_runs_tensorflow_iperf3_ping(cli):

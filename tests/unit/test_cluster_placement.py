@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from spec_helpers import issues, load
 
-from testbed.cluster import bringup
+from testbed.cluster import cluster_site
 from testbed.cluster.edition import ssh_command, vxlan_script
 from testbed.cluster.placement import crossing_links, place
 from testbed.spec.graph import build_graph
@@ -111,7 +111,7 @@ def test_a_cluster_takes_budgets_in_cores_memory_and_a_numeric_dilation(tmp_path
 
 def guard_cluster(bw, capacity, share=0.9):
     edge = SimpleNamespace(a="h3", b="s1", params=LinkParams.model_construct(bw=bw))
-    c = bringup.ClusterSite.__new__(bringup.ClusterSite)
+    c = cluster_site.ClusterSite.__new__(cluster_site.ClusterSite)
     c.conf = SimpleNamespace(max_link_share=share)
     c.placement = {"h3": "srv2", "s1": "srv1"}
     c.crossing = [edge]
@@ -121,11 +121,11 @@ def guard_cluster(bw, capacity, share=0.9):
 
 def test_the_guard_refuses_a_link_above_its_share_of_the_tunnel_naming_both_figures():
     guard_cluster(bw=90_000_000, capacity=100_000_000).guard()       # exactly 90%: allowed
-    with pytest.raises(bringup.BringupError) as err:
+    with pytest.raises(cluster_site.BringupError) as err:
         guard_cluster(bw=95_000_000, capacity=100_000_000).guard()
     text = str(err.value)
     assert "h3-s1" in text and "srv1-srv2" in text and "95mbit" in text and "100.0 Mbit/s" in text
-    with pytest.raises(bringup.BringupError, match="unshaped"):
+    with pytest.raises(cluster_site.BringupError, match="unshaped"):
         guard_cluster(bw=None, capacity=100_000_000).guard()
 
 

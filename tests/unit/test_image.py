@@ -115,7 +115,7 @@ def test_build_problems_name_what_to_do(tmp_path, monkeypatch):
 
 
 def test_build_problems_without_docker(monkeypatch):
-    monkeypatch.setattr(image.dockerd, "dockerd_path", lambda: None)
+    monkeypatch.setattr(image.docker_engine, "dockerd_path", lambda: None)
     assert any("./testbed.sh test" in p and "docker.io" in p for p in image.build_problems())
 
 
@@ -214,20 +214,20 @@ def test_command_line_names_the_image(capsys):
 
 
 def test_engine_not_installed_says_how_to_install(monkeypatch):
-    from testbed.nodes import dockerd
-    monkeypatch.setattr(dockerd, "dockerd_running", lambda timeout=2: False)
-    monkeypatch.setattr(dockerd.shutil, "which", lambda cmd: None)
-    monkeypatch.setattr(dockerd.os, "access", lambda path, mode: False)
-    assert not dockerd.docker_installed()
-    with pytest.raises(dockerd.DockerUnavailable, match=r"not installed: run ./testbed.sh test or scripts/bootstrap"):
-        dockerd.ensure_dockerd()
+    from testbed.nodes import docker_engine
+    monkeypatch.setattr(docker_engine, "dockerd_running", lambda timeout=2: False)
+    monkeypatch.setattr(docker_engine.shutil, "which", lambda cmd: None)
+    monkeypatch.setattr(docker_engine.os, "access", lambda path, mode: False)
+    assert not docker_engine.docker_installed()
+    with pytest.raises(docker_engine.DockerUnavailable, match=r"not installed: run ./testbed.sh test or scripts/bootstrap"):
+        docker_engine.ensure_dockerd()
     with pytest.raises(image.DockerUnavailable, match="not installed"):
         image.build_image()
 
 
 def test_file_lock_makes_the_second_holder_wait(tmp_path):
     import threading
-    from testbed.nodes.dockerd import file_lock
+    from testbed.nodes.docker_engine import file_lock
     path, events = tmp_path / "sub" / "x.lock", []
 
     def second_holder():

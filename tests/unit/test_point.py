@@ -170,7 +170,7 @@ class _GoneNode:
 
 
 def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_path, monkeypatch):
-    from testbed.run import fidelity
+    from testbed.run import fidelity_probe
     cpu, acct = tmp_path / "cpu/dltestbed/h1", tmp_path / "cpuacct/dltestbed/h1"
     for d in (cpu, acct):
         d.mkdir(parents=True)
@@ -179,11 +179,11 @@ def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_pa
     def counters(usage_ns, periods, throttled):
         (acct / "cpuacct.usage").write_text(str(usage_ns))
         (cpu / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 0\n")
-    monkeypatch.setattr(fidelity, "_datapath_lost", lambda: None)
+    monkeypatch.setattr(fidelity_probe, "_datapath_lost", lambda: None)
     host = SimpleNamespace(name="h1", kind="netns", real_machine=False, cores=1.0, budget=0.5)
     net = SimpleNamespace(nodes={"h1": _GoneNode([cpu, acct])})
     counters(1_000_000_000, 10, 1)
-    with fidelity.Probe(net, SimpleNamespace(hosts=[host])) as probe:
+    with fidelity_probe.Probe(net, SimpleNamespace(hosts=[host])) as probe:
         counters(3_500_000_000, 510, 300)
     node = probe.measures(2, 2.0, 0.5, None, [], 0.1).nodes[0]
     assert (node.used_s, node.nr_periods, node.nr_throttled, node.budget) == (2.5, 500, 299, 0.5)
@@ -191,7 +191,7 @@ def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_pa
 
 def test_a_point_builds_its_graph_once_from_resolution_to_its_runs_row(tmp_path, monkeypatch):
     """Resolution builds each point's graph; preflight, bring-up and the runs.csv row take it from there."""
-    from testbed.run import bringup, record
+    from testbed.run import network_up, record
     from testbed.roles import assign_tasks
     from testbed.spec import graph as spec_graph
     built = []
@@ -205,9 +205,9 @@ def test_a_point_builds_its_graph_once_from_resolution_to_its_runs_row(tmp_path,
     exp = load(tmp_path, FAITHFUL)
     points = rp.resolve_all(expand_points(exp), machine=2)
     assert len(built) == len(points) == 3
-    bringup.preflight(exp, points, contact_nodes=False)
+    network_up.preflight(exp, points, contact_nodes=False)
     for point in points:
-        up = bringup.BringUp(point)
+        up = network_up.BringUp(point)
         tasks = assign_tasks(point.spec.workload, [h.name for h in point.graph.hosts])
         record.runs_row(point, point.graph, tasks) | point.columns()
         assert up.graph is point.wall_graph and up.spec is point.wall_spec

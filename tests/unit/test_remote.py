@@ -18,7 +18,7 @@ from testbed.spec.graph import build_graph
 from testbed.net.network import node_problems
 from testbed.nodes import remote, remote_agent
 from testbed.nodes.remote import machine_problems
-from testbed.nodes.ssh import RemotePopen, command_line, exit_code
+from testbed.nodes.ssh_connection import RemotePopen, command_line, exit_code
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
 from testbed.run.point import resolve_all
@@ -191,26 +191,26 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
 
 def test_run_refuses_a_key_file_that_is_not_there_before_anything_starts(tmp_path, monkeypatch):
     """At `run` and `up` (not `validate`: a cluster's key may not exist before `cluster up`)."""
-    from testbed.run import bringup
+    from testbed.run import network_up
     from testbed.spec import SpecError, expand_points
     text = TWO_PCS.replace("h1: {remote: {address: 192.168.1.10}}",
                            "h1: {remote: {address: 192.168.1.10, key_file: ~/no-such-key}}")
     exp = load(tmp_path, text)
-    monkeypatch.setattr(bringup, "node_problems", lambda graph, progress: [])       # no machine is asked
+    monkeypatch.setattr(network_up, "node_problems", lambda graph, progress: [])       # no machine is asked
     with pytest.raises(SpecError) as err:
-        bringup.preflight(exp, resolve_all(expand_points(exp), 2))
+        network_up.preflight(exp, resolve_all(expand_points(exp), 2))
     assert [(i.key, i.line) for i in err.value.errors] == [("topology.host_overrides.h1.remote.key_file", 9)]
     assert "h1: no such key file: ~/no-such-key" in str(err.value)
-    bringup.preflight(exp, resolve_all(expand_points(exp), 2), contact_nodes=False)     # validate: not asked
+    network_up.preflight(exp, resolve_all(expand_points(exp), 2), contact_nodes=False)     # validate: not asked
     cluster = load(tmp_path, "name: c\ncluster:\n  servers:\n    - {name: a, address: local}\n"
                              "    - {name: b, address: 10.1.1.2, key_file: /etc}\n")
     with pytest.raises(SpecError, match=r"cluster.servers\[1\].key_file: b: /etc is not a file"):
-        bringup.preflight(cluster, resolve_all(expand_points(cluster), 2))
+        network_up.preflight(cluster, resolve_all(expand_points(cluster), 2))
 
 
 HOST_KEY_MESSAGES = """
 import json, types, paramiko
-from testbed.nodes import ssh as remote
+from testbed.nodes import ssh_connection as remote
 key = lambda fp: types.SimpleNamespace(get_name=lambda: "ssh-ed25519", fingerprint=fp, get_base64=lambda: "AAAA")
 target = remote.Target("10.9.9.9", 2222, "dl", known_hosts="/k/known_hosts")
 print(json.dumps([remote.connect_error(target, err) for err in (

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from spec_helpers import load
 
-from testbed.cluster.bringup import ClusterSite, site_for
+from testbed.cluster.cluster_site import ClusterSite, site_for
 from testbed.spec.graph import build_graph
 from testbed.net.site import LocalSite
 from testbed.owner import identity

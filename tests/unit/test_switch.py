@@ -8,7 +8,7 @@ import pytest
 
 from analysis import advisor
 from spec_helpers import issues, load
-from testbed.run import switching
+from testbed.run import strategy_switch
 from testbed.run.faults import Record
 from testbed.spec.graph import build_graph
 from testbed.roles import Task, assign_tasks
@@ -81,7 +81,7 @@ def _switcher(tmp_path, text=BASE, measured=9.56e6):
     exp = load(tmp_path, text)
     graph = build_graph(exp.topology)
     checks = [{"tool": "iperf3", "measured_bps": measured}, {"tool": "ping", "rtt_ms": 0.3}]
-    sw = switching.Switcher(exp, graph, checks, shared=True)
+    sw = strategy_switch.Switcher(exp, graph, checks, shared=True)
     tasks = assign_tasks(advisor.provisional(exp.workload), [h.name for h in graph.hosts])
     training = SimpleNamespace(workload=advisor.provisional(exp.workload), tasks=tasks, faults=None)
     return sw, training
@@ -206,7 +206,7 @@ def test_figures_of_a_run_that_switched_count_each_step_once_with_its_strategys_
     after.append({"event": "done", "t": 5.0, "steps": 8, "final_loss": 0.5})
     outcome = Outcome(True, None, {chief: before, worker: after}, [], [{"from": "ps", "to": "allreduce"}],
                       [chief, worker])
-    cols = switching.columns(outcome, SimpleNamespace(batch_per_worker=16), hosts=3)
+    cols = strategy_switch.columns(outcome, SimpleNamespace(batch_per_worker=16), hosts=3)
     assert cols["switches"] == 1 and cols["steps"] == 8 and cols["final_loss"] == 0.5
     assert cols["training_time_s"] == 5.0 and cols["time_per_step_s"] == pytest.approx(5.0 / 8)
     assert cols["samples_per_s"] == pytest.approx((4 * 16 + 4 * 48) / 5.0)   # step 5 counted once, as all-reduce

@@ -5,7 +5,7 @@ Each configuration is measured `--repeats` times; min, median and max are printe
 retransmissions. The unshaped path of each switch is measured first in the same run: a shaper cannot
 deliver more than the path carries (the userspace OVS datapath and the Linux bridge are CPU-bound
 on this machine). The machine's load and timer overshoot are printed before and after.
-Run as root:  .venv/bin/python bench/fidelity.py [--rates 1mbit,10mbit,100mbit,1gbit,5gbit]
+Run as root:  .venv/bin/python bench/shaping_fidelity.py [--rates 1mbit,10mbit,100mbit,1gbit,5gbit]
               [--duration 3] [--repeats 3] [--dumbbell 10mbit,100mbit,1gbit] [--flows 4]
 """
 from __future__ import annotations

@@ -86,7 +86,7 @@ class BringUp:
     def __enter__(self) -> BringUp:
         if self.pinned:
             self.progress(self.pinned)
-        from testbed.cluster.bringup import site_for     # loads Mininet's cluster edition: only when a network is made
+        from testbed.cluster.cluster_site import site_for     # loads Mininet's cluster edition: only when a network is made
         self.net = Network(self.graph, self.spec.topology, self.progress, site=site_for(self.spec.cluster))
         self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
         for note in self.net.notes:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from testbed.nodes.base import REPO, NodeError
 
-log = logging.getLogger("testbed.nodes.ssh")
+log = logging.getLogger("testbed.nodes.ssh_connection")
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)   # its tracebacks; connect_error says it in a sentence
 CODE = ("testbed/__init__.py", "testbed/callback.py")   # with workloads/: what tasks and users' scripts import
 # Run argv (after "sh" cwd NAME=VALUE...) in cwd, in a new process group whose id is printed first;

@@ -22,9 +22,9 @@ from typing import Callable
 SOCKET = "/var/run/docker.sock"
 PID_FILE = Path("/var/run/docker.pid")
 BASE_URL = f"unix://{SOCKET}"
-LOG_FILE = Path("/var/log/dltestbed-dockerd.log")
+LOG_FILE = Path("/var/log/dltestbed-docker_engine.log")
 STATE_DIR = Path(os.environ.get("DLTB_STATE_DIR", "/run/dltestbed"))
-LOCK_FILE = STATE_DIR / "dockerd.lock"
+LOCK_FILE = STATE_DIR / "docker_engine.lock"
 START_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 2.0
 

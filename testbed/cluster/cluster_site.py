@@ -24,7 +24,7 @@ from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite, Site
 from testbed.nodes.base import NodeError
 from testbed.nodes.remote import ENGINE_IMPORTS
-from testbed.nodes.ssh import Connection, Target
+from testbed.nodes.ssh_connection import Connection, Target
 from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
 from testbed.owner import identity

@@ -1,4 +1,4 @@
-"""What the remote kind and cluster nodes share: a node driven over one SSH connection (testbed.nodes.ssh).
+"""What the remote kind and cluster nodes share: a node driven over one SSH connection (testbed.nodes.ssh_connection).
 
 Every process is an exec channel in a process group of its own that carries the node's token in its
 environment (DLTESTBED_RUN); the token, the groups and anything else the node makes there are
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from testbed.nodes.base import STANDARD_PATH, Node, NodeError, Usage
-from testbed.nodes.ssh import Connection, Lines, RemotePopen, Target, copy_tree
+from testbed.nodes.ssh_connection import Connection, Lines, RemotePopen, Target, copy_tree
 
 log = logging.getLogger("testbed.remote")
 
