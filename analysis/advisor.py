@@ -192,8 +192,8 @@ def job_of(workload) -> dict:
 
 
 def advise_inputs(exp, graph, check_rows: list[dict], results: list[str], shared: bool = True) -> dict:
-    """`advise`'s arguments but `steps` for one run point (`decide`; strategy switch asks again at
-    every epoch's end with the bandwidth of the moment)."""
+    """`advise`'s arguments but the job (`steps` or `samples`: ``job_of``) for one run point
+    (`decide`; strategy switch asks again at every epoch's end with the bandwidth of the moment)."""
     w = exp.workload
     measured = [r["measured_bps"] for r in check_rows
                 if r.get("tool") == "iperf3" and r.get("measured_bps") and r["measured_bps"] > 0]
