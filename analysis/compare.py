@@ -2,10 +2,11 @@
 
 The thesis ran every virtual node on one 2-core laptop, so its time-vs-nodes curves carry CPU
 sharing as well as the network. Its faithful twin runs the same file with compute "budgets"
-(every node held to its own ``cores``). Per bandwidth, the 1 -> N slowdown of the time per step
-(emulated) under each is
+(every node held to its own ``cores``). Per bandwidth, the 1 -> N slowdown under each is the
+inverse of the report's steady speedup (tables.summary: steady samples/s at one node over steady
+samples/s at N nodes, of the same model, engine, batch per worker and fixed mode):
 
-    shared_slowdown = T_shared(N) / T_shared(1),   faithful_slowdown = T_faithful(N) / T_faithful(1)
+    shared_slowdown = 1 / speedup_shared(N),   faithful_slowdown = 1 / speedup_faithful(N)
 
 The faithful twin keeps what the network (and the collective's fixed costs) adds; what disappears
 when every node has its own cores came from sharing the CPU:
@@ -13,7 +14,7 @@ when every node has its own cores came from sharing the CPU:
     share_cpu = 1 - (faithful_slowdown - 1) / (shared_slowdown - 1),   share_network = 1 - share_cpu
 
 clipped to [0, 1] (a note says when and why); undefined when the shared runs did not slow down.
-N is the largest node count both measured. Degraded runs are left out unless include_degraded.
+N is the largest node count both judged steady. Degraded runs are left out unless include_degraded.
 """
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import faithful, tables
+from analysis import faithful, tables, trends
 from analysis.plotstyle import mbit
 
-COLUMNS = ["model", "strategy", "bw_bps", "bw", "nodes", "shared_step_1_s", "shared_step_n_s",
-           "shared_slowdown", "faithful_step_1_s", "faithful_step_n_s", "faithful_slowdown",
-           "share_cpu", "share_network", "note"]
+COLUMNS = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "bw", "nodes",
+           "shared_samples_per_s_1", "shared_samples_per_s_n", "shared_slowdown", "faithful_samples_per_s_1",
+           "faithful_samples_per_s_n", "faithful_slowdown", "share_cpu", "share_network", "note"]
 FORMULA = "share_cpu = 1 - (faithful slowdown - 1) / (shared slowdown - 1)"
 
 
@@ -54,19 +55,19 @@ def ordered(a, b, include_degraded: bool = False) -> tuple[tables.Experiment, ta
     return modes["shared"], modes["budgets"]
 
 
-def steps_by_nodes(runs: pd.DataFrame) -> dict:
-    """(model, strategy, bw_bps) -> {nodes: mean time per step}; the 1-node point is the same
-    strategy's, else single's, else all-reduce's at the same model and bandwidth."""
-    s = tables.time_summary(runs)
-    s = s[s["time_per_step_mean_s"].notna()]
+POINT = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps"]
+
+
+def speedups_by_nodes(runs: pd.DataFrame) -> dict:
+    """(model, engine, batch per worker, fixed, strategy, bw_bps) -> {nodes: (speedup, baseline samples/s,
+    samples/s)} of the summary's configurations with a steady speedup (N > 1; the one-node baseline is
+    the summary's: the same strategy, else single, else allreduce)."""
+    s = tables.summary(runs)
+    s = s[s["speedup"].notna() & (s["hosts"] > 1) & (s["strategy"] != "single")]
     out = {}
-    for (model, strat, bw), rows in s[s["strategy"] != "single"].groupby(["model", "strategy", "bw_bps"]):
-        points = dict(zip(rows["hosts"].astype(int), rows["time_per_step_mean_s"]))
-        one = s[(s["hosts"] == 1) & (s["model"] == model) & (s["bw_bps"] == bw)]
-        for base in (strat, "single", "allreduce"):
-            if 1 not in points and (one["strategy"] == base).any():
-                points[1] = float(one.loc[one["strategy"] == base, "time_per_step_mean_s"].iloc[0])
-        out[(model, strat, bw)] = points
+    for key, rows in s.groupby(POINT, dropna=False):
+        out[key] = {int(r.hosts): (r.speedup, r.baseline_samples_per_s, r.steady_samples_per_s_mean)
+                    for r in rows.itertuples()}
     return out
 
 
@@ -84,40 +85,53 @@ def cpu_share(shared_slowdown: float, faithful_slowdown: float) -> tuple[float, 
     return float(raw), ""
 
 
+def _order(key: tuple) -> tuple:
+    return tuple(str(v) if isinstance(v, str) else float(v) if pd.notna(v) else -1.0 for v in key)
+
+
 def compare(shared, faithful_twin, include_degraded: bool = False) -> pd.DataFrame:
-    """Per model, strategy and bandwidth both measured at 1 node and at N > 1 nodes: the 1 -> N
-    slowdown under each condition and the shares of the shared slowdown from CPU and network.
-    shared / faithful_twin: folders or loaded experiments ('shared' and 'budgets' compute)."""
+    """Per model, engine, batch, mode, strategy and bandwidth both judged at 1 node and at N > 1 nodes: the
+    1 -> N slowdown (1 / the steady speedup) under each condition and the shares of the shared slowdown
+    from CPU and network. shared / faithful_twin: folders or loaded experiments ('shared' and 'budgets'
+    compute)."""
     sh = _experiment(shared, include_degraded)
     fa = _experiment(faithful_twin, include_degraded)
-    a, b = steps_by_nodes(tables.counted_runs(sh)), steps_by_nodes(tables.counted_runs(fa))
+    a, b = speedups_by_nodes(tables.counted_runs(sh)), speedups_by_nodes(tables.counted_runs(fa))
     rows = []
-    for key in sorted(set(a) & set(b)):
+    for key in sorted(set(a) & set(b), key=_order):
         common = sorted(set(a[key]) & set(b[key]))
-        if 1 not in common or common[-1] <= 1:
+        if not common:
             continue
         n = common[-1]
-        s_slow, f_slow = a[key][n] / a[key][1], b[key][n] / b[key][1]
+        (s_speed, s_one, s_n), (f_speed, f_one, f_n) = a[key][n], b[key][n]
+        s_slow, f_slow = 1 / s_speed, 1 / f_speed
         cpu, note = cpu_share(s_slow, f_slow)
-        model, strat, bw = key
-        rows.append(dict(model=model, strategy=strat, bw_bps=bw, bw=mbit(bw), nodes=n,
-                         shared_step_1_s=a[key][1], shared_step_n_s=a[key][n], shared_slowdown=s_slow,
-                         faithful_step_1_s=b[key][1], faithful_step_n_s=b[key][n], faithful_slowdown=f_slow,
-                         share_cpu=cpu, share_network=1 - cpu, note=note))
+        point = dict(zip(POINT, key))
+        rows.append(dict(point, bw=mbit(point["bw_bps"]), nodes=n, shared_samples_per_s_1=s_one,
+                         shared_samples_per_s_n=s_n, shared_slowdown=s_slow, faithful_samples_per_s_1=f_one,
+                         faithful_samples_per_s_n=f_n, faithful_slowdown=f_slow, share_cpu=cpu,
+                         share_network=1 - cpu, note=note))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def sentences(table: pd.DataFrame, shared: tables.Experiment, faithful_twin: tables.Experiment) -> list[str]:
     """The pair report's text: what each side emulated, then per bandwidth where the slowdown came from."""
     out = [f"{shared.name} (the thesis's condition): {faithful.setup_sentence(shared.runs)}",
-           f"{faithful_twin.name} (its faithful twin): {faithful.setup_sentence(faithful_twin.runs)}"]
+           f"{faithful_twin.name} (its faithful twin): {faithful.setup_sentence(faithful_twin.runs)}",
+           "The slowdown from 1 to N nodes is the inverse of the steady speedup (steady samples per second at one "
+           "node over those at N), the ratio each experiment's report states."]
+    if len(table) and table["fixed"].nunique() == 1:
+        out[-1] += f" Both ran {tables.MODE_TEXT.get(table['fixed'].iloc[0], table['fixed'].iloc[0])}."
     if table.empty:
-        return out + ["The pair has no bandwidth measured at 1 node and at more nodes in both experiments, "
+        return out + ["The pair has no bandwidth judged steady at 1 node and at more nodes in both experiments, "
                       "so the slowdowns cannot be compared."]
+    modes = set(table["fixed"])
     for r in table.itertuples():
-        what = (f"At {r.bw} ({r.strategy}, {r.model}), going from 1 to {r.nodes} nodes made the step "
-                f"×{r.shared_slowdown:.3g} slower with the nodes sharing the machine and ×{r.faithful_slowdown:.3g} "
-                f"with every node held to its own cores")
+        mode = f", {tables.MODE_TEXT.get(r.fixed, r.fixed)}" if len(modes) > 1 else ""
+        what = (f"At {r.bw} ({r.strategy}, {r.model}{mode}), {r.nodes} nodes were "
+                f"{trends.speed_words(1 / r.shared_slowdown, 'one')} in steady throughput with the nodes sharing "
+                f"the machine and {trends.speed_words(1 / r.faithful_slowdown)} with every node held to its own "
+                "cores")
         if np.isfinite(r.share_cpu):
             what += (f": about {r.share_cpu:.0%} of the shared slowdown came from sharing the CPU and "
                      f"{r.share_network:.0%} from the network ({FORMULA})")

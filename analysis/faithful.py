@@ -7,9 +7,12 @@ nodes', when equal), ``node_cores`` ("h1=1;h2=0.5"), ``machine_cores``, ``fideli
 "degraded: <reason>; <reason>") and ``compute_per_step_s`` (the workload's probe: one worker's
 compute per step, without the collective).
 
-Time split: time per step = compute + the rest, the rest being communication and waiting (for the
-network, for the slowest worker, for the framework). A point is said to be dominated by whichever
-part is larger, and only when its compute was measured.
+Time split of the steady step (runs.csv steady_step_s: the median step after the warm-up, analysis.steady):
+compute (the probe), the wire (the measured bytes a worker sent per step, x 8 / the link's rate: the
+least time the bandwidth allows them) and the rest = steady step - compute - wire (the collective's own
+CPU, latency and waiting, for the slowest worker and the framework). A point is said to be dominated
+by whichever part is largest, and only when its compute was measured: by the wire, it is
+bandwidth-bound; by the rest, it is bound by the collective's CPU and latency, not by the bandwidth.
 """
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ import pandas as pd
 from analysis import tables
 from analysis.plotstyle import mbit, plural
 
-SPLIT_COLUMNS = tables.CONFIG_KEYS + ["bw", "compute", "n_runs", "time_per_step_s", "compute_s", "rest_s",
-                                      "compute_share"]
+SPLIT_COLUMNS = tables.CONFIG_KEYS + ["bw", "compute", "n_runs", "steady_step_s", "compute_s", "wire_s", "rest_s",
+                                      "compute_share", "wire_share", "rest_share", "not_judged"]
+PARTS = ("compute", "wire", "rest")
 
 
 def _k(x: float) -> str:
@@ -103,28 +107,39 @@ def dilation_note(runs: pd.DataFrame) -> str:
 
 
 # -- where the time went -------------------------------------------------------------------------
-def time_split(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per point (model, strategy, nodes, bandwidth; ok runs): mean time per step, mean compute per
-    step (the probe; NaN when not measured), the rest (communication and waiting) = time per step -
-    compute, and compute's share of the step.
+def time_split(runs: pd.DataFrame, steps: pd.DataFrame | None = None,
+               usage: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per point (CONFIG_KEYS; ok runs): the steady step (mean over the repeats judged steady), compute
+    per step (the probe, which times steady steps too; NaN when not measured), the wire (measured
+    bytes per worker step x 8 / bw_bps: net_bytes_total / steps / workers, filled from usage.csv;
+    net_bytes_total counts the warm-up's bytes too), the rest = steady step - compute - wire (may be
+    below 0 from noise: kept; when the bytes were not measured, the rest holds the wire too), and
+    each part's share of the steady step. not_judged: why a point has no steady step.
 
-    Like is compared with like: the probe times steady steps (after its warm-up), so a run's step is
-    its steady step too, the median after the first (which builds the training function), where
-    steps.csv has it; else runs.csv's time_per_step_s, which includes that first step."""
-    ok = tables.ok_runs(tables.with_faithful_defaults(runs))
-    if steps is not None and len(steps):
-        steady = tables.steady_steps(steps)
-        ok = ok.assign(time_per_step_s=[steady.get(r, t) for r, t in zip(ok["run_id"], ok["time_per_step_s"])])
-    ok = ok[ok["time_per_step_s"].notna()]
+    Runs without the steady columns get them from `steps` (tables.with_steady_columns)."""
+    runs = tables.with_faithful_defaults(runs)
+    runs = runs if tables.has_steady_columns(runs) else tables.with_steady_columns(runs, steps)
+    ok = tables.ok_runs(runs)
     if ok.empty:
         return pd.DataFrame(columns=SPLIT_COLUMNS)
-    out = ok.groupby(tables.CONFIG_KEYS, dropna=False).agg(
-        bw=("bw", "first"), compute=("compute", lambda c: "/".join(sorted(set(c)))),
-        n_runs=("run_id", "size"), time_per_step_s=("time_per_step_s", "mean"),
-        compute_s=("compute_per_step_s", "mean")).reset_index()
-    out["rest_s"] = out["time_per_step_s"] - out["compute_s"]
-    out["compute_share"] = out["compute_s"] / out["time_per_step_s"]
-    return out[SPLIT_COLUMNS].sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+    have = {"net_bytes_total", "steps", "gradient_bytes"} <= set(runs)
+    net = (tables.network_per_run(runs, usage).set_index("run_id")["bytes_per_worker_step"] if have
+           else pd.Series(dtype=float))
+    judged = ok["steady"].astype(str).eq("ok") & ok["steady_step_s"].gt(0)
+    wire = ok["run_id"].map(net) * 8 / ok["bw_bps"].where(ok["bw_bps"] > 0)
+    ok = ok.assign(_step=ok["steady_step_s"].where(judged), _wire=wire.where(judged),
+                   _reason=ok["steady"].where(~judged, ""))
+    g = ok.groupby(tables.CONFIG_KEYS, dropna=False)
+    out = g.agg(bw=("bw", "first"), compute=("compute", lambda c: "/".join(sorted(set(c)))),
+                n_runs=("run_id", "size"), steady_step_s=("_step", "mean"),
+                compute_s=("compute_per_step_s", "mean"), wire_s=("_wire", "mean")).reset_index()
+    out["not_judged"] = ["" if rows["_reason"].eq("").any() else "; ".join(dict.fromkeys(rows["_reason"].astype(str)))
+                         for _, rows in g]
+    out["rest_s"] = out["steady_step_s"] - out["compute_s"] - out["wire_s"].fillna(0)
+    for part in PARTS:
+        out[f"{part}_share"] = out[f"{part}_s"] / out["steady_step_s"]
+    out = out[SPLIT_COLUMNS].sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+    return tables.blank_as_nan(out, ["not_judged"])
 
 
 def _where(points: pd.DataFrame) -> str:
@@ -142,36 +157,45 @@ def _range(shares) -> str:
 
 
 def domination_sentences(split: pd.DataFrame) -> list[str]:
-    """What dominates the time per step (of the multi-node points, if any), from the measured split
-    only; under shared compute, a warning that the node-count trend includes CPU sharing."""
+    """What dominates the steady step (of the multi-node points, if any), from the measured split only:
+    compute, the wire (bandwidth-bound) or the rest (the collective's CPU, latency and waiting); under
+    shared compute, a warning that the node-count trend includes CPU sharing."""
     out = []
     split = split[split["strategy"] != "single"] if (split["strategy"] != "single").any() else split
     multi = split[split["hosts"] > 1] if (split["hosts"] > 1).any() else split
-    measured = multi[multi["compute_s"].notna() & (multi["time_per_step_s"] > 0)]
+    measured = multi[multi["compute_s"].notna() & (multi["steady_step_s"] > 0)]
     every = "every multi-node point measured" if (multi["hosts"] > 1).any() else "every point measured"
     if measured.empty:
-        out.append("No compute time was measured (compute_per_step_s), so this report does not say "
-                   "whether compute or communication dominates the time per step.")
+        out.append("No compute time was measured (compute_per_step_s) at a point with a steady step, so this "
+                   "report does not say what dominates the steady step.")
     else:
-        compute = measured[measured["compute_share"] >= 0.5]
-        rest = measured[measured["compute_share"] < 0.5]
-        shares = _range(measured["compute_share"].clip(upper=1))
-        if rest.empty:
-            out.append(f"Compute dominates the time per step at {every} (compute is {shares} of the step): "
-                       "a faster network could not make these steps much faster.")
-        elif compute.empty:
-            out.append(f"Communication and waiting (the step beyond one worker's compute) dominate the time "
-                       f"per step at {every}: compute is only {shares} of the step.")
+        parts = measured[["compute_s", "wire_s", "rest_s"]].fillna(-np.inf).to_numpy()
+        top = pd.Series(np.array(PARTS)[parts.argmax(axis=1)], index=measured.index)
+        shares = {p: _range(measured[f"{p}_share"].dropna().clip(0, 1)) for p in PARTS
+                  if measured[f"{p}_share"].notna().any()}
+        said = {"compute": "compute dominates (a faster network could not make these steps much faster)",
+                "wire": "the wire dominates: bandwidth-bound (the measured bytes at the link's rate take most of "
+                        "the step)",
+                "rest": "the rest dominates: bound by the collective's own CPU, latency and waiting, not by the "
+                        "bandwidth (the measured bytes at the link's rate take less)"}
+        groups = [(p, measured[top == p]) for p in PARTS if (top == p).any()]
+        if len(groups) == 1:
+            text = f"At {every} {said[groups[0][0]]}"
         else:
-            out.append(f"Compute dominates the time per step at {_where(compute)}; communication and waiting "
-                       f"dominate at {_where(rest)} (compute is {shares} of the step).")
+            text = "; ".join(f"at {_where(rows)} {said[p]}" for p, rows in groups)
+            text = text[0].upper() + text[1:]
+        of_step = ", ".join(f"{p} {v}" for p, v in shares.items())
+        out.append(f"{text[0].upper() + text[1:]} (shares of the steady step: {of_step}).")
+        if measured["wire_s"].isna().any():
+            out.append(f"{plural(int(measured['wire_s'].isna().sum()), 'point')} had no byte counts, so their rest "
+                       "includes the wire.")
         missing = len(multi) - len(measured)
         if missing:
-            out.append(f"{plural(missing, 'point')} had no compute measurement and "
+            out.append(f"{plural(missing, 'point')} had no compute measurement or no steady step and "
                        f"{'is' if missing == 1 else 'are'} left out of this.")
     if split["compute"].str.contains("shared").any():
         out.append("The nodes shared the machine's cores without budgets: every node added took CPU from "
-                   "the others, so the trend of time with the number of nodes includes CPU sharing, not "
+                   "the others, so the trend with the number of nodes includes CPU sharing, not "
                    "the network alone.")
     return out
 

@@ -26,68 +26,119 @@ from analysis.topology_figure import find_topology, layout, topology  # noqa: F4
 
 def degraded_ok(exp) -> pd.DataFrame:
     """The ok runs whose fidelity verdict is degraded (crossed in the figures)."""
-    ok = tables.ok_runs(exp.runs)
+    runs = exp.runs if tables.has_steady_columns(exp.runs) else tables.with_steady_columns(exp.runs, exp.steps)
+    ok = tables.ok_runs(runs)
     return ok[tables.is_degraded(ok)]
 
 
 # 1 ------------------------------------------------------------------------------------------
+def modes(df: pd.DataFrame) -> list[str]:
+    """The fixed modes present, in tables.FIXED_MODES order (a figure draws each in a panel of its own)."""
+    present = set(df["fixed"].dropna()) if "fixed" in df else {"steps"}
+    return [m for m in tables.FIXED_MODES if m in present] + sorted(present - set(tables.FIXED_MODES))
+
+
+def mode_title(mode: str) -> str:
+    return tables.MODE_TEXT.get(mode, f"mode {mode}")
+
+
+def lines(df: pd.DataFrame):
+    """(label, strategy, bw_bps, rows) per line of a figure of one mode: series (strategy, engine, bandwidth),
+    split further by model and batch per worker where they vary."""
+    more = [k for k in ("model", "batch_per_worker") if k in df and df[k].nunique(dropna=False) > 1]
+    parts = df.groupby(more, dropna=False) if more else [((), df)]
+    for key, rows in parts:
+        key = key if isinstance(key, tuple) else (key,)
+        extra = ", ".join(f"batch {v:g}" if k == "batch_per_worker" else str(v) for k, v in zip(more, key))
+        for strat, bw, r in series(rows):
+            yield (f"{strat}, {extra}" if extra else strat), strat, bw, r
+
+
+def _mode_axes(n_modes: int, per_row: int, size=(7.5, 5)):
+    """One row of `per_row` axes per mode."""
+    fig, axes = plt.subplots(n_modes, per_row, figsize=(size[0] * per_row, size[1] * n_modes), squeeze=False)
+    return fig, axes
+
+
 def training_time(exp, outdir: Path):
-    """Training time vs nodes, one line per bandwidth (and strategy), error bars = std."""
-    s = tables.time_summary(tables.counted_runs(exp))
+    """Measured training time vs nodes, one line per bandwidth (and strategy), error bars = std over
+    repeats; one panel per fixed mode. Not a ratio: the speedup (scaling) is the one to read."""
+    s = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
     if s.empty:
         raise FigureSkipped("no successful runs")
     pal = palette_for(exp)
+    found = modes(s)
     with plt.rc_context(RC):
-        fig, ax = plt.subplots(figsize=(7.5, 5))
-        for strat, bw, rows in series(s):
-            m, ls = style(strat)
-            ax.errorbar(rows["hosts"], rows["time_mean_s"], yerr=rows["time_std_s"].fillna(0),
-                        marker=m, ls=ls, capsize=4, color=pal.colour("bw", bw),
-                        label=f"{mbit(bw)}, {strat}")
-        deg = degraded_ok(exp)
-        mark_degraded(ax, deg["hosts"], deg["training_time_s"], exp.include_degraded)
-        node_axis(ax, s["hosts"])
-        log_if_wide(ax, s["time_mean_s"])
-        ax.set_ylabel("training time (s), mean ± std over repeats")
-        ax.set_title("Training time vs number of nodes")
-        legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="bandwidth, strategy")
+        fig, axes = _mode_axes(len(found), 1)
+        for ax, mode in zip(axes[:, 0], found):
+            rows_of = s[s["fixed"] == mode]
+            for label, strat, bw, rows in lines(rows_of):
+                m, ls = style(strat)
+                ax.errorbar(rows["hosts"], rows["time_mean_s"], yerr=rows["time_std_s"].fillna(0),
+                            marker=m, ls=ls, capsize=4, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {label}")
+            deg = degraded_ok(exp)
+            deg = deg[deg["fixed"] == mode]
+            mark_degraded(ax, deg["hosts"], deg["training_time_s"], exp.include_degraded)
+            node_axis(ax, rows_of["hosts"])
+            log_if_wide(ax, rows_of["time_mean_s"])
+            ax.set_ylabel("training time (s), mean ± std over repeats")
+            ax.set_title(f"Measured training time ({mode_title(mode)})", fontsize=11)
+            legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="bandwidth, strategy")
+        fig.suptitle("Training time vs number of nodes (warm-up included; the speedup is in scaling.png)",
+                     fontsize=12)
         path = save(fig, outdir / "training_time.png")
     return path, s[s["strategy"] != "single"].reset_index(drop=True)
 
 
 # 2 ------------------------------------------------------------------------------------------
+def degraded_speedups(exp, summary: pd.DataFrame) -> pd.DataFrame:
+    """The degraded ok runs judged steady, with their speedup: their steady samples/s over the one-node
+    mean of their configuration's baseline (the counted runs')."""
+    deg = degraded_ok(exp)
+    deg = deg[deg["steady"].astype(str).eq("ok") & deg["steady_samples_per_s"].gt(0)]
+    base = [tables.baseline_row(summary, r) for _, r in deg.iterrows()]
+    rate = np.array([b["steady_samples_per_s_mean"] if b is not None else np.nan for b in base], dtype=float)
+    return deg.assign(speedup=deg["steady_samples_per_s"].to_numpy(dtype=float) / rate)
+
+
 def scaling(exp, outdir: Path):
-    """Speedup T(1)/T(n) and scaling efficiency speedup/n vs nodes."""
-    every = tables.time_summary(tables.counted_runs(exp))
+    """The speedup (steady samples/s over one node's, bars: the range over repeats) and the scaling
+    efficiency speedup/n vs nodes; one row of panels per fixed mode."""
+    every = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
     s = every[every["speedup"].notna() & (every["strategy"] != "single")].reset_index(drop=True)
     if s.empty:
-        raise FigureSkipped("no 1-node run to compute a speedup against")
+        raise FigureSkipped("no speedup: no one-node run judged steady to compare with (see summary.csv "
+                            "not_judged)")
     pal = palette_for(exp)
+    found = modes(s)
+    deg = degraded_speedups(exp, every)
     with plt.rc_context(RC):
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
-        for strat, bw, rows in series(s):
-            m, ls = style(strat)
-            kw = dict(marker=m, ls=ls, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
-            a1.plot(rows["hosts"], rows["speedup"], **kw)
-            a2.plot(rows["hosts"], rows["efficiency"], **kw)
-        deg = degraded_ok(exp)
-        speedup = np.array([tables.baseline_time(every, r)[0] for _, r in deg.iterrows()], dtype=float) \
-            / deg["training_time_s"].to_numpy(dtype=float)
-        mark_degraded(a1, deg["hosts"], speedup, exp.include_degraded)
-        mark_degraded(a2, deg["hosts"], speedup / deg["hosts"].to_numpy(dtype=float), exp.include_degraded)
-        a1.axhline(1, color="black", lw=1, ls=":", label="no slowdown, T(n) = T(1)")
-        for ax in (a1, a2):
-            node_axis(ax, s["hosts"])
-        log_if_wide(a1, s["speedup"], ratio=20)
-        log_if_wide(a2, s["efficiency"], ratio=20)
-        a1.set_ylabel("speedup T(1 node) / T(n nodes)")
-        a2.set_ylabel("scaling efficiency = speedup / n")
-        a1.set_title("Speedup")
-        a2.set_title("Scaling efficiency")
-        handles, labels = a1.get_legend_handles_labels()
-        a2.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5),
-                  title="bandwidth, strategy", framealpha=0.9)
-        fig.suptitle("Speedup and scaling efficiency vs number of nodes", fontsize=13)
+        fig, axes = _mode_axes(len(found), 2, size=(6, 4.8))
+        for (a1, a2), mode in zip(axes, found):
+            rows_of = s[s["fixed"] == mode]
+            for label, strat, bw, rows in lines(rows_of):
+                m, ls = style(strat)
+                kw = dict(marker=m, ls=ls, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {label}")
+                err = [rows["speedup"] - rows["speedup_min"], rows["speedup_max"] - rows["speedup"]]
+                a1.errorbar(rows["hosts"], rows["speedup"], yerr=np.clip(np.nan_to_num(err), 0, None), capsize=4, **kw)
+                a2.plot(rows["hosts"], rows["efficiency"], **kw)
+            d = deg[deg["fixed"] == mode]
+            mark_degraded(a1, d["hosts"], d["speedup"], exp.include_degraded)
+            mark_degraded(a2, d["hosts"], d["speedup"] / d["hosts"].to_numpy(dtype=float), exp.include_degraded)
+            a1.axhline(1, color="black", lw=1, ls=":", label="as fast as one node")
+            for ax in (a1, a2):
+                node_axis(ax, rows_of["hosts"])
+            log_if_wide(a1, rows_of["speedup"], ratio=20)
+            log_if_wide(a2, rows_of["efficiency"], ratio=20)
+            a1.set_ylabel("speedup: steady samples/s over one node's")
+            a2.set_ylabel("scaling efficiency = speedup / n")
+            a1.set_title(f"Speedup ({mode_title(mode)})", fontsize=11)
+            a2.set_title("Scaling efficiency", fontsize=11)
+            handles, labels = a1.get_legend_handles_labels()
+            a2.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5),
+                      title="bandwidth, strategy", framealpha=0.9)
+        fig.suptitle("Speedup and scaling efficiency vs number of nodes (steady state, bars: range of repeats)",
+                     fontsize=13)
         path = save(fig, outdir / "scaling.png")
     return path, s
 
@@ -154,77 +205,90 @@ def bandwidth_checks(exp, outdir: Path):
 
 # 4 ------------------------------------------------------------------------------------------
 def resources(exp, outdir: Path):
-    """Mean CPU %, peak memory and mean network throughput per node count (three panels)."""
+    """Mean CPU %, peak memory and mean network throughput per node count (three panels; a row per
+    fixed mode)."""
     r = tables.resource_summary(tables.counted_runs(exp), exp.usage)
     cols = ["cpu_mean_pct", "mem_peak_bytes", "net_throughput_mean_bps"]
     if r.empty or r[cols].isna().all().all():
         raise FigureSkipped("no CPU/memory/network columns in runs.csv and no usage.csv samples")
     pal = palette_for(exp)
+    found = modes(r)
     with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+        fig, grid = _mode_axes(len(found), 3, size=(5, 4.8))
         spec = [("cpu_mean_pct", 1, "mean CPU per node (%)", "CPU"),
                 ("mem_peak_bytes", 1e6, "peak memory of a node (MB)", "Memory"),
                 ("net_throughput_mean_bps", 1e6, "traffic per node, sent + received (Mbit/s)",
                  "Network")]
-        for ax, (col, f, ylabel, title) in zip(axes, spec):
-            for strat, bw, rows in series(r):
-                rows = rows[rows[col].notna()]
-                m, ls = style(strat)
-                ax.plot(rows["hosts"], rows[col] / f, marker=m, ls=ls,
-                        color=pal.colour("bw", bw), label=f"{mbit(bw)}, {strat}")
-            deg = tables.with_usage(degraded_ok(exp), exp.usage)
-            mark_degraded(ax, deg["hosts"], deg[col] / f, exp.include_degraded)
-            node_axis(ax, r["hosts"])
-            ax.set_ylabel(ylabel)
-            ax.set_title(title)
-            if col == "net_throughput_mean_bps":
-                log_if_wide(ax, r[col])
-            if ax.get_yscale() == "linear":
-                ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
-        legend(axes[2], loc="center left", bbox_to_anchor=(1.01, 0.5),
-                title="bandwidth, strategy")
-        fig.suptitle("Resource use per node count", fontsize=13)
+        for axes, mode in zip(grid, found):
+            rows_of = r[r["fixed"] == mode]
+            for ax, (col, f, ylabel, title) in zip(axes, spec):
+                for label, strat, bw, rows in lines(rows_of):
+                    rows = rows[rows[col].notna()]
+                    m, ls = style(strat)
+                    ax.plot(rows["hosts"], rows[col] / f, marker=m, ls=ls,
+                            color=pal.colour("bw", bw), label=f"{mbit(bw)}, {label}")
+                deg = tables.with_usage(degraded_ok(exp), exp.usage)
+                deg = deg[deg["fixed"] == mode]
+                mark_degraded(ax, deg["hosts"], deg[col] / f, exp.include_degraded)
+                node_axis(ax, rows_of["hosts"])
+                ax.set_ylabel(ylabel)
+                ax.set_title(title + (f" ({mode_title(mode)})" if len(found) > 1 else ""), fontsize=11)
+                if col == "net_throughput_mean_bps":
+                    log_if_wide(ax, rows_of[col])
+                if ax.get_yscale() == "linear":
+                    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
+            legend(axes[2], loc="center left", bbox_to_anchor=(1.01, 0.5),
+                   title="bandwidth, strategy")
+        fig.suptitle("Resource use per node count" + (f" ({mode_title(found[0])})" if len(found) == 1 else ""),
+                     fontsize=13)
         path = save(fig, outdir / "resources.png")
     return path, r
 
 
 # 5 ------------------------------------------------------------------------------------------
 def strategies(exp, outdir: Path):
-    """All-reduce vs parameter server: training time per (nodes, bandwidth) where both ran."""
-    s = tables.time_summary(tables.counted_runs(exp))
+    """All-reduce vs parameter server: steady samples per second per (nodes, bandwidth) where both ran
+    (bars: the range over repeats); the training time is not compared, a ps step trains one worker's
+    batch and an all-reduce step every worker's."""
+    s = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
     have = set(s["strategy"])
     if "ps" not in have:
         raise FigureSkipped("no parameter-server runs")
     if "allreduce" not in have:
         raise FigureSkipped("no all-reduce runs")
-    both = s[s["strategy"].isin(["allreduce", "ps"])]
-    keys = both.groupby(["hosts", "bw_bps"])["strategy"].nunique()
+    both = s[s["strategy"].isin(["allreduce", "ps"]) & s["steady_samples_per_s_mean"].notna()]
+    point = ["model", "engine", "batch_per_worker", "fixed", "hosts", "bw_bps"]
+    keys = both.groupby(point, dropna=False)["strategy"].nunique()
     keys = keys[keys == 2].index
-    df = both.set_index(["hosts", "bw_bps"]).loc[list(keys)].reset_index()
+    df = both.set_index(point).loc[list(keys)].reset_index() if len(keys) else both.iloc[0:0]
     if df.empty:
-        raise FigureSkipped("no node count and bandwidth with both all-reduce and ps runs")
-    df = df.sort_values(["bw_bps", "hosts", "strategy"]).reset_index(drop=True)
+        raise FigureSkipped("no node count and bandwidth with both all-reduce and ps runs judged steady")
+    df = df.sort_values(["fixed", "bw_bps", "hosts", "strategy"]).reset_index(drop=True)
     pal = palette_for(exp)
-    groups = list(dict.fromkeys(zip(df["hosts"], df["bw_bps"])))
+    groups = list(dict.fromkeys(zip(df["hosts"], df["bw_bps"], df["fixed"])))
+    many = df["fixed"].nunique() > 1
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(groups) + 2), 5))
         width = 0.38
         for j, strat in enumerate(["allreduce", "ps"]):
-            rows = df[df["strategy"] == strat].set_index(["hosts", "bw_bps"]).loc[groups]
+            rows = df[df["strategy"] == strat].set_index(["hosts", "bw_bps", "fixed"]).loc[groups]
             x = np.arange(len(groups)) + (j - 0.5) * width
-            ax.bar(x, rows["time_mean_s"], width, yerr=rows["time_std_s"].fillna(0), capsize=4,
+            err = [rows["steady_samples_per_s_mean"] - rows["steady_samples_per_s_min"],
+                   rows["steady_samples_per_s_max"] - rows["steady_samples_per_s_mean"]]
+            ax.bar(x, rows["steady_samples_per_s_mean"], width, yerr=err, capsize=4,
                    color=pal.colour("strategy", strat), label=strat)
             deg = degraded_ok(exp)
-            deg = deg[deg["strategy"] == strat]
-            at = [(groups.index(g) + (j - 0.5) * width, t)
-                  for g, t in zip(zip(deg["hosts"], deg["bw_bps"]), deg["training_time_s"]) if g in groups]
-            mark_degraded(ax, [a for a, _ in at], [t for _, t in at], exp.include_degraded)
+            deg = deg[(deg["strategy"] == strat) & deg["steady"].astype(str).eq("ok")]
+            at = [(groups.index(g) + (j - 0.5) * width, v) for g, v in
+                  zip(zip(deg["hosts"], deg["bw_bps"], deg["fixed"]), deg["steady_samples_per_s"]) if g in groups]
+            mark_degraded(ax, [a for a, _ in at], [v for _, v in at], exp.include_degraded)
         ax.set_xticks(np.arange(len(groups)),
-                      [f"{int(h)} nodes\n{mbit(b)}" for h, b in groups])
-        log_if_wide(ax, df["time_mean_s"])
+                      [f"{int(h)} nodes\n{mbit(b)}" + (f"\n{m}" if many else "") for h, b, m in groups])
+        log_if_wide(ax, df["steady_samples_per_s_mean"])
         ax.set_xlabel("nodes and link bandwidth")
-        ax.set_ylabel("training time (s), mean ± std")
-        ax.set_title("All-reduce vs parameter server")
+        ax.set_ylabel("steady samples per second, mean and range")
+        ax.set_title("All-reduce vs parameter server: steady throughput"
+                     + ("" if many else f" ({mode_title(df['fixed'].iloc[0])})"), fontsize=11)
         legend(ax, title="strategy")
         path = save(fig, outdir / "strategies.png")
     return path, df
@@ -500,23 +564,31 @@ def _link_rates(ax, changes: pd.DataFrame, last_step: float):
 
 
 # 11 -----------------------------------------------------------------------------------------
+WIRE_COLOUR = "#ff7f0e"
+
+
 def time_split(exp, outdir: Path):
-    """Where the time per step went, per point: compute (the workload's probe: one worker's local
-    steps without the collective) and the rest (communication and waiting), stacked; left in
-    seconds, below as shares of the step. A point without a compute measurement is one hatched bar
-    (older results: every point, and no shares panel)."""
-    split = faithful.time_split(tables.counted_runs(exp), exp.steps)
+    """Where the steady step went, per point: compute (the workload's probe: one worker's local steps
+    without the collective), the wire (the measured bytes a worker sent per step at the link's rate) and
+    the rest (the collective's own CPU, latency and waiting), stacked; above in seconds, below as shares of
+    the step. A point without a compute measurement is one hatched bar; points not judged steady are left
+    out (time_split.csv says why)."""
+    split = faithful.time_split(tables.counted_runs(exp), exp.steps, exp.usage)
+    split = split[split["steady_step_s"].notna()]
     if split.empty:
-        raise FigureSkipped("no successful run with a time per step")
-    split = split.sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
+        raise FigureSkipped("no successful run judged steady (time_split.csv: not_judged)")
+    split = split.sort_values(["fixed", "model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
     pal = palette_for(exp)
     x = np.arange(len(split))
-    total = split["time_per_step_s"].to_numpy(dtype=float)
+    total = split["steady_step_s"].to_numpy(dtype=float)
     compute = np.minimum(split["compute_s"].to_numpy(dtype=float), total)   # the probe can read above a short step
+    wire = np.clip(np.nan_to_num(split["wire_s"].to_numpy(dtype=float)), 0, total - np.nan_to_num(compute))
+    rest = np.clip(total - compute - wire, 0, None)          # below 0 from noise: drawn as 0, kept in the table
     known = np.isfinite(compute)
     many_models = split["model"].nunique() > 1
+    many_modes = split["fixed"].nunique() > 1
     names = [f"{plural(r.hosts, 'node')}\n{mbit(r.bw_bps)}\n{r.strategy}" + (f"\n{r.model}" if many_models else "")
-             for r in split.itertuples()]
+             + (f"\n{r.fixed}" if many_modes else "") for r in split.itertuples()]
     with plt.rc_context(RC):
         rows = 2 if known.any() else 1
         fig, axes = plt.subplots(rows, 1, squeeze=False, sharex=True,
@@ -524,48 +596,59 @@ def time_split(exp, outdir: Path):
         a1, a2 = axes[0][0], axes[-1][0]
         for ax, scale in ((a1, np.ones_like(total)), (a2, 100 / total))[:rows]:
             if known.any():
-                ax.bar(x[known], (compute * scale)[known], color=pal.colour("part", "compute"),
-                       label="compute: one worker's steps without the collective (measured)")
-                ax.bar(x[known], ((total - compute) * scale)[known], bottom=(compute * scale)[known],
-                       color=pal.colour("part", "rest"), label="the rest: communication and waiting")
+                bottom = np.zeros(known.sum())
+                for part, values, colour, label in (
+                        ("compute", compute, pal.colour("part", "compute"),
+                         "compute: one worker's steps without the collective (measured)"),
+                        ("wire", wire, WIRE_COLOUR, "the wire: measured bytes per worker step at the link's rate"),
+                        ("rest", rest, pal.colour("part", "rest"),
+                         "the rest: the collective's CPU, latency and waiting")):
+                    height = (values * scale)[known]
+                    ax.bar(x[known], height, bottom=bottom, color=colour, label=label)
+                    bottom = bottom + height
             if (~known).any():
                 ax.bar(x[~known], (total * scale)[~known], color=pal.colour("part", "unsplit"), hatch="//",
                        label="not split: compute not measured")
             ax.set_xticks(x, names)
-        keys = list(zip(split["model"], split["strategy"], split["hosts"], split["bw_bps"]))
+        keys = list(zip(split["model"], split["fixed"], split["strategy"], split["hosts"], split["bw_bps"]))
         deg = degraded_ok(exp)
-        at = [(keys.index(k), t) for k, t in zip(zip(deg["model"], deg["strategy"], deg["hosts"], deg["bw_bps"]),
-                                                 deg["time_per_step_s"]) if k in keys]
+        at = [(keys.index(k), t) for k, t in zip(zip(deg["model"], deg["fixed"], deg["strategy"], deg["hosts"],
+                                                     deg["bw_bps"]), deg["steady_step_s"]) if k in keys]
         mark_degraded(a1, [a for a, _ in at], [t for _, t in at], exp.include_degraded)
-        a1.set_ylabel("time per step (s), mean over runs")
+        a1.set_ylabel("steady step (s), mean over runs")
         if known.any():
-            a2.set_ylabel("share of the time per step (%)")
+            a2.set_ylabel("share of the steady step (%)")
             a2.set_ylim(0, 100)
-            a1.set_title("Time per step: compute and the rest")
+            a1.set_title("Steady step: compute, the wire and the rest")
             a2.set_title("Shares of the step")
         else:
-            a1.set_title("Time per step (compute not measured, so not split)")
+            a1.set_title("Steady step (compute not measured, so not split)")
         legend(a1, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        fig.suptitle("Where the time per step went", fontsize=13)
+        fig.suptitle("Where the steady step went"
+                     + ("" if many_modes else f" ({mode_title(split['fixed'].iloc[0])})"), fontsize=13)
         path = save(fig, outdir / "time_split.png")
     return path, split
 
 
 # name -> (function, caption); the report shows them in this order.
 FIGURES = {
-    "training_time": (training_time, "Training time vs number of nodes, one line per bandwidth "
-                      "(reproduces thesis figures 15 and 18)."),
-    "scaling": (scaling, "Speedup T(1)/T(n) and scaling efficiency speedup/n (derived from "
-                "thesis figures 15 and 18)."),
-    "time_split": (time_split, "Where the time per step went, per point: compute (one worker's local "
-                   "steps without the collective, measured after training) and the rest "
-                   "(communication and waiting), in seconds and as shares of the step."),
+    "training_time": (training_time, "Measured training time vs number of nodes, one line per bandwidth, one "
+                      "panel per mode (reproduces thesis figures 15 and 18). The ratio to read between node counts "
+                      "is the speedup (scaling.png, summary.csv), not a ratio of these times: they include the "
+                      "warm-up, and under fixed steps N nodes trained N× the samples of one."),
+    "scaling": (scaling, "The speedup, steady samples per second over one node's (bars: from the slowest to the "
+                "fastest ratio of the repeats), and the scaling efficiency speedup/n, one row per mode "
+                "(the answer to thesis figures 15 and 18)."),
+    "time_split": (time_split, "Where the steady step went, per point: compute (one worker's local steps "
+                   "without the collective, measured after training), the wire (the measured bytes a worker "
+                   "sent per step at the link's rate) and the rest (the collective's own CPU, latency and "
+                   "waiting), in seconds and as shares of the step."),
     "bandwidth_checks": (bandwidth_checks, "iperf3 measured vs configured bandwidth with the "
                          "TCP-over-HTB ceiling (reproduces thesis figure 17)."),
     "resources": (resources, "Mean CPU, peak memory and network throughput per node count "
                   "(reproduces thesis figure 19, without GPU)."),
-    "strategies": (strategies, "All-reduce vs parameter server (companion plan: both "
-                   "strategies measured on the same network)."),
+    "strategies": (strategies, "All-reduce vs parameter server: steady samples per second, mean and range of "
+                   "the repeats (companion plan: both strategies measured on the same network)."),
     "convergence": (convergence, "Loss against training time for PS and all-reduce on the same network, "
                     "every repeat a line, with the time each run took to reach the target loss (the "
                     "companion abstract: PS faster, all-reduce more stable)."),

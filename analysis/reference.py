@@ -1,7 +1,10 @@
 """A run against stored reference results of the same set-up (`report DIR --compare REFERENCE`).
 
 Both experiments' ok runs (degraded ones left out unless asked) are grouped by configuration
-(tables.CONFIG_KEYS). Per configuration and metric, each side's spread is the range of its
+(tables.CONFIG_KEYS). The metrics are the steady samples per second (of the runs judged steady), the
+speedup (each side's tables.summary: the same figure its own report states, with its range from the
+slowest to the fastest ratio of the repeats) and the final loss; training times are not compared
+(they include the warm-up). Per configuration and metric, each side's spread is the range of its
 repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap and so few
 orders of the runs would put them apart by chance (analysis/spread.py); with one run on each side
 there is no spread, and with too few repeats the table says so instead of judging.
@@ -15,13 +18,15 @@ import pandas as pd
 from analysis import spread, tables
 from analysis.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
 
-METRICS = {"training_time_s": "training time (s)", "final_loss": "final loss"}
+METRICS = {"steady_samples_per_s": "steady samples per second", "speedup": "speedup", "final_loss": "final loss"}
 SIDES = ("reference", "yours")
 COLUMNS = [*tables.CONFIG_KEYS, "metric", *(f"{side}_{k}" for side in SIDES for k in ("runs", "mean", "min", "max")),
            "ratio", "verdict"]
 # what, beside the configuration, makes two runs' times incomparable
-SET_UP = {"compute": "compute", "steps": "steps per run", "global_batch": "global batch"}
+SET_UP = {"compute": "compute", "fixed": "mode (workload.fixed)", "steps": "steps per run",
+          "global_batch": "global batch"}
 WITHIN, NO_SPREAD, ONLY = "within the spread", "one run each: no spread to judge", "measured on one side only"
+NOT_JUDGED = "not judged on one side"
 TOO_FEW = "apart, but too few repeats to judge"
 
 
@@ -40,25 +45,47 @@ def verdict(ref: pd.Series, yours: pd.Series) -> str:
     return {spread.WITHIN: WITHIN, spread.NO_SPREAD: NO_SPREAD, spread.TOO_FEW: TOO_FEW}[judged.verdict]
 
 
+EMPTY = pd.Series({"runs": 0, "mean": np.nan, "min": np.nan, "max": np.nan})
+
+
+def _stats(exp: tables.Experiment, metric: str) -> pd.DataFrame:
+    """Per configuration: runs, mean, min, max of `metric` on one side."""
+    if metric == "speedup":
+        s = tables.summary(tables.counted_runs(exp))
+        s = s[s["speedup"].notna() & (s["hosts"] > 1)]
+        return s.set_index(tables.CONFIG_KEYS)[["n_steady", "speedup", "speedup_min", "speedup_max"]].set_axis(
+            ["runs", "mean", "min", "max"], axis=1)
+    runs = _counted_ok(exp)
+    if metric == "steady_samples_per_s":
+        runs = runs[runs["steady"].astype(str).eq("ok")]
+    return runs.dropna(subset=[metric]).groupby(tables.CONFIG_KEYS, dropna=False)[metric] \
+        .agg(runs="size", mean="mean", min="min", max="max")
+
+
 def against(reference: tables.Experiment, yours: tables.Experiment) -> pd.DataFrame:
     """One row per configuration measured on either side and metric: each side's runs, mean, min
-    and max, yours / the reference's mean, and the verdict."""
-    sides = {side: _counted_ok(exp) for side, exp in zip(SIDES, (reference, yours))}
+    and max, yours / the reference's mean, and the verdict (not judged on one side: a side ran the
+    configuration but has no steady figure or speedup for it)."""
+    exps = dict(zip(SIDES, (reference, yours)))
+    ran = {side: set(_counted_ok(exp).set_index(tables.CONFIG_KEYS).index) for side, exp in exps.items()}
     rows = []
     for metric in METRICS:
-        stats = {side: runs.dropna(subset=[metric]).groupby(tables.CONFIG_KEYS, dropna=False)[metric]
-                 .agg(runs="size", mean="mean", min="min", max="max") for side, runs in sides.items()}
+        stats = {side: _stats(exp, metric) for side, exp in exps.items()}
         keys = stats["reference"].index.union(stats["yours"].index)
+        if metric != "speedup":
+            keys = keys.union(pd.MultiIndex.from_tuples(sorted(ran["reference"] | ran["yours"], key=str),
+                                                        names=tables.CONFIG_KEYS)) if ran["reference"] | ran["yours"] \
+                else keys
         for key in keys:
-            got = {side: (stats[side].loc[key] if key in stats[side].index else
-                          pd.Series({"runs": 0, "mean": np.nan, "min": np.nan, "max": np.nan}))
-                   for side in SIDES}
+            got = {side: (stats[side].loc[key] if key in stats[side].index else EMPTY) for side in SIDES}
             row = dict(zip(tables.CONFIG_KEYS, key), metric=metric)
             for side in SIDES:
                 row.update({f"{side}_{k}": got[side][k] for k in ("runs", "mean", "min", "max")})
             ref_mean = got["reference"]["mean"]
             row["ratio"] = got["yours"]["mean"] / ref_mean if ref_mean else np.nan
             row["verdict"] = verdict(got["reference"], got["yours"])
+            if row["verdict"] == ONLY and all(key in ran[side] for side in SIDES):
+                row["verdict"] = NOT_JUDGED
             rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)
     for side in SIDES:
@@ -86,8 +113,8 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
         ran = {side: _values(_counted_ok(exp), column) for side, exp in zip(SIDES, (reference, yours))}
         if ran["reference"] and ran["yours"] and ran["reference"] != ran["yours"]:
             out.append(f"The reference ran with {what} {', '.join(ran['reference'])} and yours with "
-                       f"{', '.join(ran['yours'])}: their times and losses differ for that reason alone.")
-    both = table[~table["verdict"].isin([ONLY])]
+                       f"{', '.join(ran['yours'])}: their throughput and losses may differ for that reason alone.")
+    both = table[~table["verdict"].isin([ONLY, NOT_JUDGED])]
     for metric, label in METRICS.items():
         rows = both[both["metric"] == metric]
         if rows.empty:
@@ -106,7 +133,8 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
                           if rows["ratio"].notna().any() else "."))
         else:
             each = "; ".join(f"{_point(r)}: {r.yours_mean:.3g} against {r.reference_mean:.3g} "
-                             f"(×{r.ratio:.2f}, {r.verdict.split(' beyond')[0]})" for r in beyond.itertuples())
+                             f"(yours / reference {r.ratio:.2f}, {r.verdict.split(' beyond')[0]})"
+                             for r in beyond.itertuples())
             out.append(f"{head}; {len(beyond)} differ{'s' * (len(beyond) == 1)} beyond the spread of the repeats: {each}.")
         few = rows[rows["verdict"] == TOO_FEW]
         if len(few):
@@ -114,7 +142,11 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
             out.append(f"{label.capitalize()}: the ranges lie apart at {len(few)} configuration"
                        f"{'s' * (len(few) != 1)} ({'; '.join(_point(q) for q in few.itertuples())}), but at "
                        f"{spread.too_few_text(r.yours_runs, r.reference_runs)}.")
-    only = table[(table["verdict"] == ONLY) & (table["metric"] == "training_time_s")]
+    unjudged = table[(table["verdict"] == NOT_JUDGED) & (table["metric"] == "steady_samples_per_s")]
+    if len(unjudged):
+        out.append("Not judged steady on one side (no steady throughput to compare; summary.csv's not_judged says "
+                   "why): " + "; ".join(_point(r) for r in unjudged.itertuples()) + ".")
+    only = table[(table["verdict"] == ONLY) & (table["metric"] == "final_loss")]
     for side in SIDES:
         missing = only[only[f"{side}_runs"] == 0]
         if len(missing):
@@ -125,30 +157,36 @@ def sentences(table: pd.DataFrame, reference: tables.Experiment, yours: tables.E
 
 
 def figure(table: pd.DataFrame, yours: tables.Experiment, outdir) -> tuple:
-    """Training time against nodes from `against`'s table: the reference dashed over the band of its
-    repeats, yours solid with bars from its fastest to its slowest repeat; one colour per bandwidth."""
-    t = table[(table["metric"] == "training_time_s") & (table["strategy"] != "single")]
+    """Steady samples per second against nodes from `against`'s table: the reference dashed over the band
+    of its repeats, yours solid with bars from its slowest to its fastest repeat; one colour per bandwidth,
+    one panel per fixed mode."""
+    t = table[(table["metric"] == "steady_samples_per_s") & (table["strategy"] != "single")
+              & ((table["reference_runs"] > 0) | (table["yours_runs"] > 0))]
     if t.empty:
-        raise FigureSkipped("no successful runs on either side")
+        raise FigureSkipped("no run judged steady on either side")
     pal = Palette(list(t["bw_bps"]))
+    found = [m for m in tables.FIXED_MODES if m in set(t["fixed"])] + sorted(set(t["fixed"]) - set(tables.FIXED_MODES))
     with plt.rc_context(RC):
-        fig, ax = plt.subplots(figsize=(7.5, 5))
-        for (strat, bw), rows in t.groupby(["strategy", "bw_bps"], sort=True):
-            rows = rows.sort_values("hosts")
-            marker, _ = style(strat)
-            colour = pal.colour("bw", bw)
-            ref = rows[rows["reference_runs"] > 0]
-            ax.fill_between(ref["hosts"], ref["reference_min"], ref["reference_max"], color=colour, alpha=0.15, lw=0)
-            ax.plot(ref["hosts"], ref["reference_mean"], ls="--", marker=marker, mfc="none", color=colour, alpha=0.8,
-                    label=f"reference: {mbit(bw)}, {strat}")
-            mine = rows[rows["yours_runs"] > 0]
-            err = [mine["yours_mean"] - mine["yours_min"], mine["yours_max"] - mine["yours_mean"]]
-            ax.errorbar(mine["hosts"], mine["yours_mean"], yerr=err, marker=marker, ls="-", capsize=4,
-                        color=colour, label=f"yours: {mbit(bw)}, {strat}")
-        node_axis(ax, t["hosts"])
-        log_if_wide(ax, pd.concat([t["reference_mean"], t["yours_mean"]]))
-        ax.set_ylabel("training time (s): mean, range of repeats")
-        ax.set_title(f"{yours.name} against the reference")
-        legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="reference (dashed, band) / yours")
+        fig, axes = plt.subplots(len(found), 1, figsize=(7.5, 5 * len(found)), squeeze=False)
+        for ax, mode in zip(axes[:, 0], found):
+            of = t[t["fixed"] == mode]
+            for (strat, bw), rows in of.groupby(["strategy", "bw_bps"], sort=True):
+                rows = rows.sort_values("hosts")
+                marker, _ = style(strat)
+                colour = pal.colour("bw", bw)
+                ref = rows[rows["reference_runs"] > 0]
+                ax.fill_between(ref["hosts"], ref["reference_min"], ref["reference_max"], color=colour, alpha=0.15,
+                                lw=0)
+                ax.plot(ref["hosts"], ref["reference_mean"], ls="--", marker=marker, mfc="none", color=colour,
+                        alpha=0.8, label=f"reference: {mbit(bw)}, {strat}")
+                mine = rows[rows["yours_runs"] > 0]
+                err = [mine["yours_mean"] - mine["yours_min"], mine["yours_max"] - mine["yours_mean"]]
+                ax.errorbar(mine["hosts"], mine["yours_mean"], yerr=err, marker=marker, ls="-", capsize=4,
+                            color=colour, label=f"yours: {mbit(bw)}, {strat}")
+            node_axis(ax, of["hosts"])
+            log_if_wide(ax, pd.concat([of["reference_mean"], of["yours_mean"]]))
+            ax.set_ylabel("steady samples per second: mean, range of repeats")
+            ax.set_title(f"{yours.name} against the reference ({tables.MODE_TEXT.get(mode, mode)})", fontsize=11)
+            legend(ax, loc="center left", bbox_to_anchor=(1.01, 0.5), title="reference (dashed, band) / yours")
         path = save(fig, outdir / "against_reference.png")
     return path, t.reset_index(drop=True)

@@ -34,10 +34,10 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     bleu = tables.bleu_summary(runs, exp.evals)
     degraded = tables.degraded_runs(exp.runs)
     derived = {
-        "summary": tables.time_summary(runs),
+        "summary": tables.summary(runs, tables.training_job(exp)),
         "failed_runs": tables.failed_runs(exp.runs),
         **({"degraded_runs": degraded} if len(degraded) else {}),
-        "time_split": faithful.time_split(runs, exp.steps),
+        "time_split": faithful.time_split(runs, exp.steps, exp.usage),
         "iperf_checks": tables.iperf_checks(exp.checks),
         "resources": tables.resource_summary(runs, exp.usage),
         "network": tables.network_per_run(runs, exp.usage),
@@ -57,14 +57,170 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     return {**derived, "thesis_vs_measured": thesis.side_by_side(exp, derived)}
 
 
-def _trend_nodes(found: list[trends.NodeTrend]) -> list[str]:
-    """Sentences on time vs nodes per strategy and bandwidth."""
+def _qualifier(trend, many_groups: bool, many_modes: bool) -> str:
+    """', mlp, tensorflow, batch 32' and the mode, where the report has several of them."""
+    model, engine, batch = (trend.group + (None, None, None))[:3]
+    out = f", {model}, {engine}, batch {batch:g}" if many_groups and model is not None else ""
+    return out + (f"; {tables.MODE_TEXT.get(trend.fixed, trend.fixed)}" if many_modes else "")
+
+
+def _trend_nodes(found: list[trends.NodeTrend], many_groups: bool = False, many_modes: bool = False) -> list[str]:
+    """Sentences on training time vs nodes per group, strategy and bandwidth."""
     how = {"grows": "grows with every node added", "falls": "falls with every node added",
            "mixed": "does not change monotonically with the number of nodes"}
-    return [f"At {figures.mbit(n.bw_bps)} ({n.strategy}) training time {how[n.shape]}: "
-            + " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
+    return [f"At {figures.mbit(n.bw_bps)} ({n.strategy}{_qualifier(n, many_groups, many_modes)}) training time "
+            f"{how[n.shape]}: " + " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
             + " [mean over repeats, (nodes)]"
             + _overlap_note([f"{a} and {b} nodes" for a, b in n.overlaps]) + "." for n in found]
+
+
+def _trend_speedups(found: list[trends.NodeTrend], many_groups: bool, many_modes: bool) -> list[str]:
+    """Per group and strategy measured at two bandwidths or more: the steady speedup of the most nodes
+    over one at each bandwidth, and whether the gap to one node narrows as bandwidth rises (thesis fig. 18)."""
+    out = []
+    by = {}
+    for n in found:
+        if n.speedup is not None:
+            by.setdefault((n.group, n.fixed, n.strategy), []).append(n)
+    for (_, _, strategy), rows in by.items():
+        if len(rows) < 2:
+            continue
+        rows = sorted(rows, key=lambda n: n.bw_bps)
+        rising = all(b.speedup > a.speedup for a, b in zip(rows, rows[1:]))
+        out.append(f"In steady throughput ({strategy}{_qualifier(rows[0], many_groups, many_modes)}), the most nodes "
+                   "against one: " + ", ".join(f"{n.most[0]} nodes {trends.speed_words(n.speedup)} at "
+                                               f"{figures.mbit(n.bw_bps)}" for n in rows)
+                   + (": the gap to one node narrows as bandwidth rises (as in thesis fig. 18)." if rising
+                      else ": the gap to one node does not narrow steadily as bandwidth rises."))
+    return out
+
+
+# -- the report's first answer: does distributed training pay off here, and by how much ----------------
+def duration(seconds: float) -> str:
+    """'45 s', '3.1 min', '2.5 h': two significant figures, whole numbers from 10 up."""
+    if not np.isfinite(seconds):
+        return "?"
+    value, unit = ((seconds, "s") if seconds < 120 else (seconds / 60, "min") if seconds < 7200
+                   else (seconds / 3600, "h"))
+    return f"{value:.2g} {unit}" if value < 10 else f"{value:.0f} {unit}"
+
+
+def _point_runs(runs: pd.DataFrame, row) -> pd.DataFrame:
+    """The counted ok runs of one summary row."""
+    ok = tables.ok_runs(runs)
+    keep = np.logical_and.reduce([[tables.same_value(v, getattr(row, k)) for v in ok[k]] for k in tables.CONFIG_KEYS])
+    return ok[keep]
+
+
+def machines(n: int, runs: pd.DataFrame) -> str:
+    """'4 one-core machines', 'one 2-core machine', '4 nodes sharing this machine's 2 cores', '2 machines'."""
+    runs = tables.with_faithful_defaults(runs)
+    many = n != 1
+    count = f"{n}" if many else "one"
+    if len(runs) and (runs["compute"] == "budgets").all():
+        cores = runs["cores"].dropna().unique()
+        if len(cores) == 1:
+            size = "one-core" if cores[0] == 1 else f"{cores[0]:g}-core"
+            return f"{count} {size} machine{'s' * many}"
+        if (runs["node_cores"] != "").any():
+            return f"{count} machine{'s' * many} of different sizes" if many else "one machine"
+    if len(runs) and (runs["compute"] == "shared").all():
+        machine = runs["machine_cores"].dropna().unique()
+        where = f"this machine's {machine[0]:g} cores" if len(machine) == 1 else "this machine's cores"
+        return f"{n} nodes sharing {where}" if many else f"one node on {where}"
+    return f"{count} machine{'s' * many}"
+
+
+def _projected(row) -> str:
+    """'3.1 min (2.9 to 3.3 min)'."""
+    lo, hi = row.projected_time_min_s, row.projected_time_max_s
+    span = duration(lo) == duration(hi) or not (np.isfinite(lo) and np.isfinite(hi))
+    return duration(row.projected_time_s) + ("" if span else f" ({duration(lo)} to {duration(hi)})")
+
+
+MODE_NOTE = {
+    "data": "Every node count trained the same data (workload.fixed: data).",
+    "steps": "Under fixed steps (workload.fixed: steps) every worker ran the same steps, so N nodes trained N× the "
+             "samples of one and their training times are not comparable; the projection uses each point's steady "
+             "throughput.",
+    "script": "Your script decided what each node count trained (workload.fixed: script); the projection uses each "
+              "point's steady throughput.",
+}
+
+
+def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
+    """The report's first answer: per group (model, engine, batch, mode), strategy and bandwidth, the time to
+    train the job on one node and on each larger node count (warm-up + job / steady samples/s), and the
+    steady speedup said as faster or slower, with whether it lies beyond the spread of the repeats. Points
+    not judged are said so, with the reason."""
+    s = t["summary"]
+    if s.empty:
+        return ["No successful run, so there is no answer."]
+    runs = tables.counted_runs(exp)
+    job = tables.training_job(exp)
+    out = []
+    groups = list(s.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
+    for key, g in groups:
+        model, engine, batch, fixed = key
+        label = f" ({model}, {engine}, batch {batch:g} per worker)" if len(groups) > 1 else ""
+        first = g.iloc[0]
+        samples = first["job_samples"]
+        said = (job.describe(samples, first["job_epochs"], first["job_samples_per_epoch"]) if np.isfinite(samples)
+                else "unknown (no samples per epoch recorded)")
+        out.append(f"The job{label}: {said}. " + MODE_NOTE.get(fixed, ""))
+        shown = g[g["strategy"] != "single"] if (g["strategy"] != "single").any() else g
+        many_strategies = shown["strategy"].nunique() > 1
+        for (strategy, bw), rows in shown.groupby(["strategy", "bw_bps"], sort=True):
+            rows = rows.sort_values("hosts")
+            out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce"))
+    return out
+
+
+def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy) -> str:
+    head = f"At {figures.mbit(bw)}" + (f" ({strategy})" if say_strategy else "")
+    what = f"{tables.count(samples)} samples" if np.isfinite(samples) else "the job"
+    multi = rows[rows["hosts"] > 1]
+    base_name = next((tables.text(b) for b in multi["baseline_strategy"] if tables.text(b)), "") \
+        if len(multi) else strategy
+    base = g[(g["hosts"] == 1) & (g["bw_bps"] == bw) & (g["strategy"] == (base_name or strategy))]
+    parts, few = [], []
+    if len(base):
+        b = next(base.itertuples())
+        who = machines(1, _point_runs(runs, b)) + (f" ({b.strategy})" if b.strategy != strategy else "")
+        parts.append(f"{who} would train {what} in {_projected(b)}" if b.n_steady else
+                     f"{who}: not judged ({tables.text(b.not_judged)})")
+        first = False
+    else:
+        first = True
+    for r in multi.itertuples():
+        who = machines(int(r.hosts), _point_runs(runs, r))
+        if not r.n_steady:
+            parts.append(f"{who}: not judged ({tables.text(r.not_judged)})")
+            continue
+        text = f"{who}{' would train ' + what if first else ''} in {_projected(r)}"
+        first = False
+        if np.isfinite(r.speedup):
+            one = base.iloc[0]
+            text += (f": {trends.speed_words(r.speedup)}, "
+                     f"{trends.spread_words(tables.text(r.speedup_verdict), one['n_steady'], r.n_steady, short=True)}"
+                     + (f" ({tables.text(r.not_judged)})" if tables.text(r.not_judged) else ""))
+            few.append(r.speedup_verdict == "too few repeats to judge")
+        elif len(base) and base.iloc[0]["n_steady"]:
+            text += f" (no speedup: {tables.text(r.not_judged)})"
+        parts.append(text)
+    if not len(base):
+        parts.append("no one-node run to compare with, so no speedup")
+    return head + ", " + "; ".join(parts) + "." + (" Ranges that far apart come about by chance alone too often "
+                                                    "with so few repeats: run more (sweep.repeats) to decide."
+                                                    if any(few) else "")
+
+
+def prediction_sentences(exp: tables.Experiment) -> list[str]:
+    """The cost model's break-even (a PREDICTION), where analysis.predict provides it."""
+    from analysis import predict
+    if not hasattr(predict, "break_even_sentences"):
+        return []
+    return list(predict.break_even_sentences(exp))
 
 
 def _overlap_note(pairs: list[str]) -> str:
@@ -87,13 +243,28 @@ def _trend_stability(t: dict[str, pd.DataFrame]) -> list[str]:
     return stability.sentences(t["stability"], float(t["stability_runs"]["target_loss"].iloc[0]), figures.mbit)
 
 
-def _trend_bw(found: list[trends.BandwidthTrend]) -> list[str]:
-    """Sentences on time vs bandwidth at each node count > 1."""
-    return [f"With {b.hosts} nodes ({b.strategy}) training time {'falls' if b.falls else 'does not fall steadily'} "
-           f"as bandwidth rises ({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
-           f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
-           + _overlap_note([f"{figures.mbit(x)} and {figures.mbit(y)}" for x, y in b.overlaps]) + "."
-           for b in found]
+def _trend_bw(found: list[trends.BandwidthTrend], many_groups: bool = False, many_modes: bool = False) -> list[str]:
+    """Sentences on training time vs bandwidth at each node count > 1."""
+    return [f"With {b.hosts} nodes ({b.strategy}{_qualifier(b, many_groups, many_modes)}) training time "
+            f"{'falls' if b.falls else 'does not fall steadily'} as bandwidth rises "
+            f"({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
+            f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
+            + _overlap_note([f"{figures.mbit(x)} and {figures.mbit(y)}" for x, y in b.overlaps]) + "."
+            for b in found]
+
+
+def _modes_sentence(s: pd.DataFrame) -> list[str]:
+    """Which mode the comparisons below are of (one sentence; each comparison stays within one mode)."""
+    modes = [m for m in dict.fromkeys(s["fixed"]) if isinstance(m, str)] if "fixed" in s else []
+    if len(modes) == 1:
+        return [f"Every comparison below is between points of one mode: {tables.MODE_TEXT.get(modes[0], modes[0])} "
+                f"(workload.fixed: {modes[0]})" + (", so training times of different node counts are of different "
+                                                   "work; the steady speedup is the ratio to read." if modes[0] == "steps"
+                                                   else ".")]
+    if len(modes) > 1:
+        return ["This experiment ran several modes (workload.fixed: " + ", ".join(modes) + "): each comparison "
+                "below stays within one and names it."]
+    return []
 
 
 def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
@@ -103,31 +274,25 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     if s.empty:
         return _trend_bleu(t) + _trend_faults(t) or ["No successful runs, so no trend can be stated."]
     found, bandwidth = trends.node_trends(s), trends.bandwidth_trends(s)
+    many_groups = len({n.group for n in found} | {b.group for b in bandwidth}) > 1
+    many_modes = len({n.fixed for n in found} | {b.fixed for b in bandwidth}) > 1
     falls_all = all(b.falls for b in bandwidth) if bandwidth else None
-    out = _trend_nodes(found) + _trend_bw(bandwidth)
+    out = (_modes_sentence(s) + _trend_nodes(found, many_groups, many_modes)
+           + _trend_bw(bandwidth, many_groups, many_modes) + _trend_speedups(found, many_groups, many_modes))
     grows_all = bool(found) and all(n.shape == "grows" for n in found)
-    with_one_node = [n for n in found if n.gap is not None]
-    for strat in sorted({n.strategy for n in with_one_node}):
-        g = sorted((n.bw_bps, n.gap) for n in with_one_node if n.strategy == strat)
-        if len(g) >= 2:
-            narrows = all(b[1] < a[1] for a, b in zip(g, g[1:]))
-            out.append(f"The gap between one node and the most nodes ({strat}) is "
-                       + ", ".join(f"×{r:.3g} at {figures.mbit(bw)}" for bw, r in g)
-                       + (": it narrows as bandwidth rises (as in thesis fig. 18)." if narrows
-                          else ": it does not narrow steadily as bandwidth rises."))
     noisy = any(n.overlaps for n in found) or any(b.overlaps for b in bandwidth)
     if grows_all and falls_all:
-        out.append("This matches the thesis (figs. 15 and 18): more nodes are slower and more "
-                   "bandwidth is faster" + (" on the means; where the repeats' ranges overlap (above) the step "
-                                            "is within the noise." if noisy else "."))
+        out.append("This matches the thesis (figs. 15 and 18): training time grew with every node added and fell "
+                   "as bandwidth rose" + (" on the means; where the repeats' ranges overlap (above) the step is "
+                                          "within the noise." if noisy else "."))
     elif grows_all and falls_all is None:
-        out.append("Time grows with every node added, as in the thesis (figs. 15/18); no node count was "
+        out.append("Training time grew with every node added, as in the thesis (figs. 15/18); no node count was "
                    "measured at two bandwidths, so whether more bandwidth is faster is not tested here.")
     elif found:
-        out.append("This does NOT fully match the thesis (figs. 15/18: time grows with every "
-                   "node and falls as bandwidth rises); see the sentences above for where.")
+        out.append("This does NOT fully match the thesis (figs. 15/18: training time grew with every "
+                   "node and fell as bandwidth rose); see the sentences above for where.")
     out += faithful.domination_sentences(t["time_split"])    # what dominates, from measured compute only
-    out += thesis.one_against_two(tables.counted_runs(exp), t["resources"])
+    out += thesis.one_against_two(t["summary"], t["resources"])
     r = trends.iperf_ratios(t["iperf_checks"])
     if len(r):
         out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
@@ -257,8 +422,8 @@ def _against_reference(ref_dir, exp: tables.Experiment, figdir: Path, e) -> tupl
     try:
         path, _ = reference.figure(table, exp, figdir)
         parts.append(f"<figure><img src='{e(path.relative_to(exp.path).as_posix())}' alt='against_reference'>"
-                     "<figcaption>Training time against nodes: the reference dashed over the band of its "
-                     "repeats, yours solid from your fastest to your slowest repeat.</figcaption></figure>")
+                     "<figcaption>Steady samples per second against nodes: the reference dashed over the band "
+                     "of its repeats, yours solid from your slowest to your fastest repeat.</figcaption></figure>")
     except figures.FigureSkipped as why:
         parts.append(f"<p class='skip'>Figure against_reference skipped: {e(str(why))}.</p>")
     return parts, table
@@ -293,10 +458,18 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
     n_bad = len(exp.runs) - n_ok
     e = html.escape
     setup = f"{faithful.setup_sentence(exp.runs)} {faithful.dilation_note(exp.runs)}".strip()
+    predicted = prediction_sentences(exp)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(exp.name)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>Experiment {e(exp.name)}</h1>",
              f"<p class='setup'>{e(setup)}</p>",
+             "<h2>Does distributed training pay off here?</h2><p>Measured: the time each point would take to train "
+             "the job (its warm-up plus the job at its steady throughput), and the speedup (steady samples per second "
+             "against one node's), which every table and figure of this report uses.</p><ul class='answer'>"
+             + "".join(f"<li>{e(x)}</li>" for x in answer_sentences(exp, t)) + "</ul>"
+             + ("<p class='prediction'><b>PREDICTION</b> of the cost model, not measured: where more machines "
+                "would pay off.</p><ul class='prediction'>" + "".join(f"<li>{e(x)}</li>" for x in predicted)
+                + "</ul>" if predicted else ""),
              f"<p>{len(exp.runs)} runs: <b>{n_ok} ok</b>, <b>{n_bad} failed or skipped</b>. "
              f"Source: <code>{e(str(exp_dir))}</code>.</p>"]
     note = faithful.degraded_note(exp.runs, include_degraded)

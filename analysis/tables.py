@@ -13,6 +13,13 @@ Conventions used by the derived tables:
 * ``usage.csv`` byte counters are cumulative per node (as testbed/run/monitor.py samples them):
   a node sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span,
   the same as ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
+* Every run has the work and steady columns (``STEADY_COLUMNS``): the runner records them; results
+  recorded before them get them here, from steps.csv with analysis.steady (``with_steady_columns``),
+  so that every consumer reads the same figures.
+* The speedup is the one the report states everywhere: steady samples/s at N nodes over steady
+  samples/s at one node of the same model, engine, batch per worker, bandwidth and ``fixed`` mode
+  (``summary``). Training times include the warm-up, and under fixed steps N nodes train N times the
+  samples of one: they are never divided into a speedup.
 """
 from __future__ import annotations
 
@@ -21,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
+
+from analysis import spread, steady
 
 RUNS_COLUMNS = [
     "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "engine", "model",
@@ -33,6 +43,16 @@ RUNS_COLUMNS = [
 # nodes shared the machine without budgets) and no fidelity verdict (not degraded).
 FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
                     "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]
+# What a point trained and its warm-up and steady state (testbed/run/record.py: work_columns and
+# analysis.steady); older results get them from steps.csv (with_steady_columns).
+WORK_COLUMNS = ["fixed", "steps_per_epoch", "samples_per_step", "samples_per_epoch", "samples_trained"]
+STEADY_COLUMNS = WORK_COLUMNS + ["warmup_steps", "warmup_s", "steady_steps", "steady_step_s", "steady_step_q1_s",
+                                 "steady_step_q3_s", "steady_samples_per_s", "steady"]
+_STEADY_NUMERIC = [c for c in STEADY_COLUMNS if c not in ("fixed", "steady")]
+FIXED_MODES = ("data", "steps", "script")
+MODE_TEXT = {"data": "same data at every node count",
+             "steps": "same steps per worker: N nodes train N× the samples",
+             "script": "your script decides what each node count trains"}
 CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps",
                   "measured_bps", "ratio", "rtt_ms", "passed", "detail"]
 STEPS_COLUMNS = ["experiment", "run_id", "role", "task_index", "host", "kind", "epoch",
@@ -62,8 +82,10 @@ _NUMERIC = {
     "link_changes.csv": ["row", "loop", "trace_t", "step", "t", "late_s", "bw_bps", "delay_ms", "loss_pct"],
 }
 
-# Keys that identify one configuration; repeats of a configuration are averaged.
-CONFIG_KEYS = ["model", "engine", "strategy", "hosts", "bw_bps"]
+# Keys that identify one configuration; repeats of a configuration are averaged. A speedup compares
+# the configurations of one GROUP (and bandwidth) at different node counts.
+GROUP_KEYS = ["model", "engine", "batch_per_worker", "fixed"]
+CONFIG_KEYS = GROUP_KEYS + ["strategy", "hosts", "bw_bps"]
 
 
 @dataclass
@@ -80,6 +102,7 @@ class Experiment:
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FAULTS_COLUMNS))
     link_changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LINK_CHANGES_COLUMNS))
     include_degraded: bool = False   # count degraded runs in trends, tables and fits (they are marked anyway)
+    specs: dict = field(default_factory=dict)   # run_id -> runs/<run_id>/spec.yaml (where kept)
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -109,12 +132,14 @@ def load_experiment(exp_dir) -> Experiment:
     runs["status"] = runs["status"].fillna("failed").astype(str)
     missing = [n for n in OPTIONAL_TABLES if not (exp_dir / n).is_file()]
     tables = {n: read_table(exp_dir / n, cols) for n, cols in OPTIONAL_TABLES.items()}
+    specs = run_specs(exp_dir, runs["run_id"])
+    runs = with_steady_columns(runs, tables["steps.csv"], specs)
     names = runs["experiment"].dropna().unique()
     name = str(names[0]) if len(names) else exp_dir.name
     return Experiment(exp_dir, name, runs, tables["checks.csv"], tables["steps.csv"],
                       tables["usage.csv"], missing, read_table(exp_dir / "evals.csv", EVALS_COLUMNS),
                       read_table(exp_dir / "faults.csv", FAULTS_COLUMNS),
-                      read_table(exp_dir / "link_changes.csv", LINK_CHANGES_COLUMNS))
+                      read_table(exp_dir / "link_changes.csv", LINK_CHANGES_COLUMNS), specs=specs)
 
 
 def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:
@@ -157,7 +182,7 @@ def degraded_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs with status ok and a training time (engine tensorflow where results predate PyTorch)."""
-    out = runs[(runs["status"] == "ok") & runs["training_time_s"].notna()].copy()
+    out = with_groups(runs[(runs["status"] == "ok") & runs["training_time_s"].notna()].copy())
     out["engine"] = with_engine(out)
     return out
 
@@ -177,44 +202,324 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def baseline_time(summary: pd.DataFrame, row) -> tuple[float, str]:
-    """1-node mean time for the row's model/bw: same strategy, else 'single', else any."""
-    one = summary[(summary["hosts"] == 1) & (summary["model"] == row["model"])
-                  & (summary["bw_bps"] == row["bw_bps"]) & (summary["engine"] == row["engine"])]
+def summary(runs: pd.DataFrame, job: "Job | None" = None) -> pd.DataFrame:
+    """Per configuration (CONFIG_KEYS; ok runs): the measured training time over repeats, the steady
+    throughput and the speedup, and the projected time to train `job` (default: the file's own
+    workload, Job()).
+
+    - steady_samples_per_s_mean/min/max: over the repeats whose steady state was judged (runs.csv
+      ``steady`` "ok"); n_steady of n_runs; the others are in ``not_judged`` with their reasons.
+    - speedup = steady samples/s here / steady samples/s of the one-node configuration of the same
+      model, engine, batch per worker, fixed mode and bandwidth (``baseline_strategy``: the same
+      strategy, else single, else allreduce, else whatever ran on one node): the ratio of the means;
+      speedup_min/max = this point's slowest repeat over one node's fastest, and its fastest over
+      one node's slowest; efficiency = speedup / nodes; speedup_verdict: analysis.spread's verdict
+      on the two groups of repeats. NaN where either side was not judged (``not_judged`` says why).
+    - projected_time_s = warm-up + job_samples / steady samples/s (means over repeats); min/max: over
+      the repeats and within each from the steady step's quartiles (ps: the repeats only, its
+      quartiles are of intervals between closures, not of steps).
+    - time_*: the measured training time (warm-up included; under fixed steps N nodes trained N
+      times the samples of one): never divided into a ratio.
+    """
+    runs = runs if has_steady_columns(runs) else with_steady_columns(runs)
+    ok = ok_runs(runs)
+    if ok.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    ok = _with_projection(ok, job or Job())
+    g = ok.groupby(CONFIG_KEYS, dropna=False)
+    out = g.agg(bw=("bw", "first"), n_runs=("training_time_s", "size"),
+                time_mean_s=("training_time_s", "mean"), time_std_s=("training_time_s", "std"),
+                time_min_s=("training_time_s", "min"), time_max_s=("training_time_s", "max"),
+                time_per_step_mean_s=("time_per_step_s", "mean"), n_steady=("_judged", "sum"),
+                steady_samples_per_s_mean=("_sps", "mean"), steady_samples_per_s_min=("_sps", "min"),
+                steady_samples_per_s_max=("_sps", "max"), steady_step_s_mean=("_step", "mean"),
+                warmup_s_mean=("_warm", "mean"), job_samples=("_job", "first"), job_epochs=("_epochs", "first"),
+                job_samples_per_epoch=("_per_epoch", "first"),
+                projected_time_min_s=("_lo", "min"), projected_time_max_s=("_hi", "max")).reset_index()
+    out["n_steady"] = out["n_steady"].astype(int)
+    out["not_judged"] = [_not_judged(rows) for _, rows in g]       # the groups in the order agg gives them
+    _add_speedups(out)
+    out["projected_time_s"] = out["warmup_s_mean"] + out["job_samples"] / out["steady_samples_per_s_mean"]
+    out = out.sort_values(["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "hosts"])
+    return blank_as_nan(out[SUMMARY_COLUMNS].reset_index(drop=True), ["baseline_strategy", "speedup_verdict",
+                                                                      "not_judged"])
+
+
+def blank_as_nan(df: pd.DataFrame, columns) -> pd.DataFrame:
+    """Empty text as NaN, as the table reads back from its CSV (text(v) reads it as '')."""
+    for col in columns:
+        df[col] = df[col].astype(object).where(df[col].astype(str).str.strip() != "", np.nan)
+    return df
+
+
+def text(value) -> str:
+    """A text cell of a table: '' for NaN."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+SUMMARY_COLUMNS = CONFIG_KEYS + [
+    "bw", "n_runs", "time_mean_s", "time_std_s", "time_min_s", "time_max_s", "time_per_step_mean_s", "n_steady",
+    "steady_samples_per_s_mean", "steady_samples_per_s_min", "steady_samples_per_s_max", "steady_step_s_mean",
+    "warmup_s_mean", "baseline_strategy", "baseline_samples_per_s", "speedup", "speedup_min", "speedup_max",
+    "efficiency", "speedup_verdict", "job_samples", "job_epochs", "job_samples_per_epoch", "projected_time_s", "projected_time_min_s",
+    "projected_time_max_s", "not_judged"]
+
+
+def _not_judged(rows: pd.DataFrame) -> str:
+    """Why some or all of a configuration's repeats have no steady figure ('' when all have one)."""
+    bad = rows[~rows["_judged"]]
+    if bad.empty:
+        return ""
+    why = "; ".join(dict.fromkeys(str(v) if pd.notna(v) and str(v).strip() else "no steady figure recorded"
+                                  for v in bad["steady"]))
+    return why if len(bad) == len(rows) else f"{len(bad)} of {len(rows)} runs not judged ({why}); the others counted"
+
+
+def same_value(a, b) -> bool:
+    return (pd.isna(a) and pd.isna(b)) or a == b
+
+
+def baseline_row(summary: pd.DataFrame, row) -> pd.Series | None:
+    """The one-node configuration `row` is compared with: same model, engine, batch per worker, fixed
+    mode and bandwidth; the same strategy, else single, else allreduce, else any."""
+    keys = GROUP_KEYS + ["bw_bps"]
+    one = summary[(summary["hosts"] == 1)
+                  & np.logical_and.reduce([[same_value(v, row[k]) for v in summary[k]] for k in keys])]
     for strat in (row["strategy"], "single", "allreduce"):
         hit = one[one["strategy"] == strat]
         if len(hit):
-            return float(hit["time_mean_s"].iloc[0]), strat
-    if len(one):
-        return float(one["time_mean_s"].iloc[0]), str(one["strategy"].iloc[0])
-    return np.nan, ""
+            return hit.iloc[0]
+    return one.iloc[0] if len(one) else None
 
 
-def time_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean/std of training time over repeats (ok runs) per configuration, with speedup.
+def _add_speedups(out: pd.DataFrame) -> None:
+    cols = {c: [] for c in ("baseline_strategy", "baseline_samples_per_s", "speedup", "speedup_min", "speedup_max",
+                            "speedup_verdict")}
+    for i, row in out.iterrows():
+        base = baseline_row(out, row)
+        got = dict(baseline_strategy="", baseline_samples_per_s=np.nan, speedup=np.nan, speedup_min=np.nan,
+                   speedup_max=np.nan, speedup_verdict="")
+        if base is None:
+            out.at[i, "not_judged"] = out.at[i, "not_judged"] or "no one-node run of the same model, engine, " \
+                "batch per worker, mode and bandwidth to compare with"
+        else:
+            got["baseline_strategy"] = base["strategy"]
+            got["baseline_samples_per_s"] = base["steady_samples_per_s_mean"]
+            if base["n_steady"] and row["n_steady"]:
+                got["speedup"] = row["steady_samples_per_s_mean"] / base["steady_samples_per_s_mean"]
+                got["speedup_min"] = row["steady_samples_per_s_min"] / base["steady_samples_per_s_max"]
+                got["speedup_max"] = row["steady_samples_per_s_max"] / base["steady_samples_per_s_min"]
+                if row["hosts"] != 1:
+                    got["speedup_verdict"] = spread.judge(
+                        (int(base["n_steady"]), base["steady_samples_per_s_min"], base["steady_samples_per_s_max"]),
+                        (int(row["n_steady"]), row["steady_samples_per_s_min"], row["steady_samples_per_s_max"])).verdict
+            elif not base["n_steady"] and row["n_steady"]:
+                out.at[i, "not_judged"] = f"one node ({base['strategy']}) not judged: {base['not_judged']}"
+        for k, v in got.items():
+            cols[k].append(v)
+    for k, v in cols.items():
+        out[k] = v
+    out["efficiency"] = out["speedup"] / out["hosts"]
 
-    speedup = T(1 node, same model/bw/strategy) / T(n); efficiency = speedup / n.
-    When no 1-node run of the same strategy exists the 1-node run of strategy 'single'
-    (then 'allreduce') at the same bandwidth is the baseline; ``baseline_strategy`` says which.
-    """
-    ok = ok_runs(runs)
-    cols = CONFIG_KEYS + ["bw", "n_runs", "time_mean_s", "time_std_s", "time_min_s", "time_max_s",
-                          "time_per_step_mean_s", "baseline_time_s", "baseline_strategy", "speedup", "efficiency"]
-    if ok.empty:
-        return pd.DataFrame(columns=cols)
-    g = ok.groupby(CONFIG_KEYS, dropna=False)
-    summary = g.agg(bw=("bw", "first"), n_runs=("training_time_s", "size"),
-                    time_mean_s=("training_time_s", "mean"),
-                    time_std_s=("training_time_s", "std"), time_min_s=("training_time_s", "min"),
-                    time_max_s=("training_time_s", "max"),
-                    time_per_step_mean_s=("time_per_step_s", "mean")).reset_index()
-    base = [baseline_time(summary, r) for _, r in summary.iterrows()]
-    summary["baseline_time_s"] = [b[0] for b in base]
-    summary["baseline_strategy"] = [b[1] for b in base]
-    summary["speedup"] = summary["baseline_time_s"] / summary["time_mean_s"]
-    summary["efficiency"] = summary["speedup"] / summary["hosts"]
-    summary = summary.sort_values(["model", "strategy", "bw_bps", "hosts"])
-    return summary[cols].reset_index(drop=True)
+
+def _with_projection(ok: pd.DataFrame, job: "Job") -> pd.DataFrame:
+    """ok runs with what summary aggregates: whether judged, the steady figures of the judged ones, the
+    job's samples (per group, from its fewest nodes) and each run's projected time range (_lo, _hi:
+    its warm-up plus the job at the quartiles' step; ps: at its mean interval)."""
+    judged = ok["steady"].astype(str).eq(steady.OK) & ok["steady_samples_per_s"].gt(0)
+    ok = ok.assign(_judged=judged, _sps=ok["steady_samples_per_s"].where(judged),
+                   _step=ok["steady_step_s"].where(judged), _warm=ok["warmup_s"].where(judged))
+    g = ok.groupby(GROUP_KEYS, dropna=False)
+    fewest = ok["hosts"] == g["hosts"].transform("min")
+    epochs = ok["epochs"].where(fewest).groupby([ok[k] for k in GROUP_KEYS], dropna=False).transform("median")
+    per_epoch = ok["samples_per_epoch"].where(fewest).groupby([ok[k] for k in GROUP_KEYS], dropna=False) \
+        .transform("median")
+    ok["_job"] = [job.samples_for(e, d) for e, d in zip(epochs, per_epoch)]
+    ok["_epochs"], ok["_per_epoch"] = epochs, per_epoch
+    step, per = ok["_step"], ok["samples_per_step"]
+    sync = ok["strategy"].ne("ps")
+    fast = step.where(~sync, np.fmin(ok["steady_step_q1_s"], step))
+    slow = step.where(~sync, np.fmax(ok["steady_step_q3_s"], step))
+    ok["_lo"] = ok["_warm"] + ok["_job"] * fast / per
+    ok["_hi"] = ok["_warm"] + ok["_job"] * slow / per
+    return ok
+
+
+@dataclass(frozen=True)
+class Job:
+    """The training the report projects every point to (the experiment file's report.job): a number of
+    samples, or epochs of samples_per_epoch (the data set's size; default: the workload's samples per
+    epoch). Not stated: the file's own workload, its epochs x its samples per epoch, both of the
+    configuration with the fewest nodes (under fixed steps the samples per epoch grow with the nodes;
+    the one-node point's is the work the file describes)."""
+    samples: float | None = None
+    epochs: float | None = None
+    samples_per_epoch: float | None = None
+    stated: bool = False
+
+    def samples_for(self, epochs, samples_per_epoch) -> float:
+        """The job's samples, given the workload's epochs and samples per epoch (at its fewest nodes)."""
+        if self.samples is not None:
+            return float(self.samples)
+        e = self.epochs if self.epochs is not None else epochs
+        d = self.samples_per_epoch if self.samples_per_epoch is not None else samples_per_epoch
+        try:
+            return float(e) * float(d)
+        except (TypeError, ValueError):
+            return np.nan
+
+    def describe(self, samples: float, epochs=None, samples_per_epoch=None) -> str:
+        """'1M samples (report.job)', or where the figure comes from (`epochs`, `samples_per_epoch`: the
+        workload's at its fewest nodes)."""
+        if self.samples is not None:
+            return f"{count(samples)} samples (report.job)"
+        e = self.epochs if self.epochs is not None else epochs
+        d = self.samples_per_epoch if self.samples_per_epoch is not None else samples_per_epoch
+        known = e is not None and d is not None and np.isfinite(float(e)) and np.isfinite(float(d))
+        of = f"{float(e):g} epoch{'s' if float(e) != 1 else ''} of {count(d)} samples" if known else \
+            "epochs x samples per epoch"
+        if self.stated:
+            per = "" if self.samples_per_epoch is not None else "; samples per epoch: the workload's"
+            return f"{count(samples)} samples ({of}, report.job{per})"
+        return (f"{count(samples)} samples (the file's own workload: {of} at its fewest nodes; report.job sets "
+                "another)")
+
+
+def count(x) -> str:
+    """1234567 -> '1.23M', 640 -> '640'."""
+    x = float(x)
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def training_job(exp: "Experiment") -> Job:
+    """report.job of the experiment file, as its runs' spec.yaml keep it (Job(): not stated)."""
+    for spec in exp.specs.values():
+        if "report" not in spec and "workload" not in spec:
+            continue
+        job = (spec.get("report") or {}).get("job")
+        if not job:
+            return Job()
+        return Job(samples=job.get("samples"), epochs=job.get("epochs"),
+                   samples_per_epoch=job.get("samples_per_epoch"), stated=True)
+    return Job()
+
+
+def run_specs(exp_dir, run_ids) -> dict:
+    """run_id -> its runs/<run_id>/spec.yaml as a dict (absent or unreadable: left out)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    out = {}
+    for run_id in dict.fromkeys(str(r) for r in run_ids if pd.notna(r)):
+        path = Path(exp_dir) / "runs" / run_id / "spec.yaml"
+        try:
+            spec = yaml.load(path.read_text(), Loader=loader) if path.is_file() else None
+        except (OSError, yaml.YAMLError):
+            spec = None
+        if isinstance(spec, dict):
+            out[run_id] = spec
+    return out
+
+
+def samples_per_step(runs: pd.DataFrame) -> pd.Series:
+    """Samples one step trains, from runs.csv's global_batch (batch_per_worker x workers under every
+    strategy): the global batch under all-reduce, PyTorch and single; one worker's batch under ps (a
+    step is one worker's closure)."""
+    batch = pd.to_numeric(runs["global_batch"], errors="coerce") if "global_batch" in runs \
+        else pd.Series(np.nan, index=runs.index)
+    workers = pd.to_numeric(runs["workers"], errors="coerce").where(lambda w: w > 0) if "workers" in runs \
+        else pd.Series(np.nan, index=runs.index)
+    return batch.where(runs["strategy"] != "ps", batch / workers)
+
+
+def with_groups(runs: pd.DataFrame) -> pd.DataFrame:
+    """runs with the group keys a speedup is taken within: batch_per_worker (global_batch / workers) and
+    fixed (older results: 'steps', they ran steps_per_epoch on every worker; 'script' for a user's
+    script)."""
+    if "batch_per_worker" in runs and "fixed" in runs and runs["fixed"].notna().all():
+        return runs
+    runs = runs.copy()
+    if "batch_per_worker" not in runs:
+        batch = pd.to_numeric(runs.get("global_batch", pd.Series(np.nan, index=runs.index)), errors="coerce")
+        workers = pd.to_numeric(runs.get("workers", pd.Series(np.nan, index=runs.index)), errors="coerce")
+        runs["batch_per_worker"] = batch / workers.where(workers > 0, 1)
+    model = runs.get("model", pd.Series("", index=runs.index)).astype(str)
+    older = np.where(model.str.startswith("script"), "script", "steps")
+    fixed = runs["fixed"] if "fixed" in runs else pd.Series(np.nan, index=runs.index)
+    runs["fixed"] = fixed.astype(object).where(fixed.notna() & (fixed.astype(str).str.strip() != ""), older)
+    return runs
+
+
+def has_steady_columns(runs: pd.DataFrame) -> bool:
+    """Whether runs has every steady column (else with_steady_columns fills them)."""
+    return set(STEADY_COLUMNS) <= set(runs) and "epochs" in runs and "batch_per_worker" in runs
+
+
+def with_steady_columns(runs: pd.DataFrame, steps: pd.DataFrame | None = None, specs: dict | None = None
+                        ) -> pd.DataFrame:
+    """runs with every STEADY_COLUMNS column (plus batch_per_worker and epochs), the one place results
+    recorded before them get them: from steps.csv, the lead task's step times split by analysis.steady
+    (steady "no step timings ..." without steps.csv rows); fixed 'steps' (they ran steps_per_epoch on
+    every worker); samples per step from global_batch and the strategy (samples_per_step); steps per
+    epoch from spec.yaml's workload.steps_per_epoch, else the lead task's steps over its epochs;
+    samples per epoch = steps per epoch x samples per step; samples trained = steps x samples per
+    step. Values runs.csv has are kept. epochs: spec.yaml's workload.epochs, else steps / steps per
+    epoch."""
+    runs = runs.copy()
+    specs = specs or {}
+    for col in STEADY_COLUMNS:
+        if col not in runs:
+            runs[col] = np.nan
+    for col in _STEADY_NUMERIC:
+        runs[col] = pd.to_numeric(runs[col], errors="coerce")
+    for col in ("fixed", "steady"):
+        runs[col] = runs[col].astype(object)
+    blank = lambda col: runs[col].isna() | (runs[col].astype(str).str.strip() == "")     # noqa: E731
+    old_work, old_steady = blank("fixed"), blank("steady")
+    per_step = samples_per_step(runs)
+    if old_work.any():
+        spec_steps = pd.Series([_workload(specs, r).get("steps_per_epoch") for r in runs["run_id"]],
+                               index=runs.index, dtype=float)
+        counted = _steps_per_epoch(steps)
+        spe = spec_steps.fillna(runs["run_id"].map(counted))
+        fill = dict(samples_per_step=per_step, steps_per_epoch=spe, samples_per_epoch=spe * per_step,
+                    samples_trained=pd.to_numeric(runs["steps"], errors="coerce") * per_step)
+        for col, values in fill.items():
+            runs[col] = runs[col].where(~old_work | runs[col].notna(), values)
+    if old_steady.any():
+        times = steady.lead_times(steps) if steps is not None and len(steps) else {}
+        for i in runs.index[old_steady]:
+            r = runs.loc[i]
+            split = steady.split(times.get(r["run_id"], []), asynchronous=r.get("strategy") == "ps")
+            per = r["samples_per_step"] if pd.notna(r["samples_per_step"]) else per_step[i]
+            for col, value in split.columns(per).items():
+                if col == "steady" or pd.isna(runs.at[i, col]):
+                    runs.at[i, col] = value
+    runs = with_groups(runs)
+    epochs = pd.Series([_workload(specs, r).get("epochs") for r in runs["run_id"]], index=runs.index, dtype=float)
+    by_steps = (pd.to_numeric(runs["steps"], errors="coerce") / runs["steps_per_epoch"]).round()
+    runs["epochs"] = epochs.fillna(by_steps.where(by_steps > 0))
+    return runs
+
+
+def _workload(specs: dict, run_id) -> dict:
+    return (specs.get(str(run_id)) or {}).get("workload") or {}
+
+
+def _steps_per_epoch(steps: pd.DataFrame | None) -> dict:
+    """run_id -> the lead task's step rows over its epochs (results without spec.yaml)."""
+    if steps is None or steps.empty:
+        return {}
+    s = steps[(steps["kind"] == "step") & steps["time_s"].notna()]
+    out = {}
+    for run_id, rows in s.groupby("run_id"):
+        for role in steady.LEAD_ROLES:
+            lead = rows[(rows["role"] == role) & (rows["task_index"].fillna(0) == 0)]
+            if len(lead):
+                out[run_id] = len(lead) / max(1, lead["epoch"].nunique())
+                break
+    return out
 
 
 def usage_per_run(usage: pd.DataFrame) -> pd.DataFrame:

@@ -7,9 +7,10 @@ experiment's tables, never copied from a run.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from analysis import faithful, spread, stability, tables, trends
+from analysis import faithful, stability, tables, trends
 from analysis.plotstyle import HTB_TCP_CEILING, THESIS_FIG14, THESIS_FIG17, mbit, plural
 
 COLUMNS = ["figure", "thesis", "measured"]
@@ -30,32 +31,43 @@ THESIS = {
 }
 
 
-def one_against_two(runs: pd.DataFrame, resources: pd.DataFrame) -> list[str]:
-    """Thesis fig. 19, where a sweep ran exactly 1 and 2 nodes at a bandwidth: how many more samples
-    per second one node trained than two (means over repeats, with their ranges and whether they lie
-    apart beyond chance), next to the thesis's 55 %, with each point's mean CPU, peak memory and mean
-    network throughput per node."""
-    ok = tables.ok_runs(runs)
+def one_against_two(summary: pd.DataFrame, resources: pd.DataFrame) -> list[str]:
+    """Thesis fig. 19, where a sweep ran exactly 1 and 2 nodes at a bandwidth: the summary's steady
+    speedup of two nodes over one (the means over repeats, their ranges and whether they lie apart beyond
+    chance), next to the thesis's 55 %, with each point's mean CPU, peak memory and mean network
+    throughput per node."""
     out = []
-    for (engine, bw), rows in ok.groupby(["engine", "bw_bps"]):
+    keys = [k for k in ("model", "engine", "batch_per_worker", "fixed") if k in summary]
+    for group, rows in summary.groupby(keys + ["bw_bps"], dropna=False):
         if set(rows["hosts"]) != {1, 2}:
             continue
-        one = rows[rows["hosts"] == 1]
-        points = resources[(resources["bw_bps"] == bw) & (resources["engine"] == engine)]
-        for strategy, two in rows[rows["hosts"] == 2].groupby("strategy"):
-            base = one[one["strategy"] == strategy]
-            base = base if len(base) else one            # else the 1-node run of whatever strategy ran
-            rate = {1: base["samples_per_s"].dropna(), 2: two["samples_per_s"].dropna()}
-            res = {1: points[(points["hosts"] == 1) & points["strategy"].isin(set(base["strategy"]))],
-                   2: points[(points["hosts"] == 2) & (points["strategy"] == strategy)]}
+        group = dict(zip(keys + ["bw_bps"], group))
+        for two in rows[rows["hosts"] == 2].itertuples():
+            one = rows[(rows["hosts"] == 1) & (rows["strategy"] == two.baseline_strategy)]
+            if one.empty:
+                continue
+            one = next(one.itertuples())
+            points = resources[(resources["bw_bps"] == group["bw_bps"])
+                               & (resources["engine"] == group.get("engine", "tensorflow"))]
+            for k in ("model", "batch_per_worker", "fixed"):
+                if k in points and k in group:
+                    points = points[[tables.same_value(v, group[k]) for v in points[k]]]
+            res = {1: points[(points["hosts"] == 1) & (points["strategy"] == one.strategy)],
+                   2: points[(points["hosts"] == 2) & (points["strategy"] == two.strategy)]}
             res = {n: r.mean(numeric_only=True) for n, r in res.items()}
-            out.append(_one_against_two_sentence(engine, strategy, bw, rate, res))
+            out.append(_one_against_two_sentence(group, one, two, res))
     return out
 
 
-def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
-    mean = {n: r.mean() for n, r in rate.items()}
-    faster = mean[1] / mean[2] - 1
+def _span(row) -> str:
+    lo, hi = row.steady_samples_per_s_min, row.steady_samples_per_s_max
+    return f"{lo:.4g}-{hi:.4g}" if row.n_steady > 1 else f"{lo:.4g}"
+
+
+def _one_against_two_sentence(group, one, two, res) -> str:
+    head = (f"One node against two at {mbit(group['bw_bps'])} ({two.strategy}, {group.get('engine', 'tensorflow')}"
+            f"{', ' + tables.MODE_TEXT.get(group.get('fixed'), '') if group.get('fixed') else ''})")
+    thesis = f"Thesis fig. 19: one PC about {THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN."
     per_node = ""
     if all(res[n].notna().any() for n in (1, 2)):
         per_node = " Per node, 1 → 2 nodes: " + "; ".join(
@@ -63,39 +75,41 @@ def _one_against_two_sentence(engine, strategy, bw, rate, res) -> str:
                 ("CPU", "cpu_mean_pct", lambda v: f"{v:.0f} %"),
                 ("peak memory", "mem_peak_bytes", lambda v: f"{v / 2**20:.0f} MiB"),
                 ("network", "net_throughput_mean_bps", lambda v: f"{v / 1e6:.3g} Mbit/s"))) + "."
-    n, m = len(rate[1]), len(rate[2])
-    judged = spread.judge(spread.of(rate[2]), spread.of(rate[1]))
-    how = {spread.APART: "the two ranges lie apart",
-           spread.WITHIN: "the two ranges overlap, so the difference is within the spread of the repeats",
-           spread.NO_SPREAD: "one run each, so no spread to judge the difference by",
-           spread.TOO_FEW: f"the two ranges lie apart, but at {spread.too_few_text(n, m)}"}[judged.verdict]
-    span = {k: f"{r.min():.4g}-{r.max():.4g}" if len(r) > 1 else f"{r.iloc[0]:.4g}" for k, r in rate.items()}
-    return (f"One node against two at {mbit(bw)} ({strategy}, {engine}): one node trained "
-            f"{abs(faster):.0%} {'more' if faster >= 0 else 'fewer'} samples per second than two ({mean[1]:.4g} "
-            f"against {mean[2]:.4g}, means of {n} and {m} runs; {span[1]} and {span[2]}): {how}. Thesis fig. 19: one "
-            f"PC about {THESIS_ONE_FASTER:.0%} faster than two on a 1 Gbit/s LAN.{per_node}")
+    if not np.isfinite(two.speedup):
+        return f"{head}: not judged ({tables.text(two.not_judged)}). {thesis}{per_node}"
+    how = trends.spread_words(tables.text(two.speedup_verdict), one.n_steady, two.n_steady)
+    return (f"{head}: two nodes were {trends.speed_words(two.speedup, 'one')} in steady samples per second "
+            f"({one.steady_samples_per_s_mean:.4g} against {two.steady_samples_per_s_mean:.4g}, means of "
+            f"{one.n_steady} and {two.n_steady} runs; {_span(one)} and {_span(two)}): {how}. {thesis}{per_node}")
 
 
 def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
-    """Figures 15/18 measured: per strategy and bandwidth, time from one node to the most, whether
-    it grew with every node, and whether it fell as bandwidth rose at every node count above one."""
+    """Figures 15/18 measured: per strategy and bandwidth, the steady speedup of the most nodes over one
+    and whether training time grew with every node, and whether it fell as bandwidth rose at every node
+    count above one."""
     s = summary[summary["strategy"] != "single"]
     parts, nodes = [], trends.node_trends(s)
+    modes = {n.fixed for n in nodes}
     for n in nodes:
-        grows = "grew with every node" if n.shape == "grows" else "did not grow with every node"
-        span = (f"×{n.gap:.3g} from 1 to {n.hosts[-1]} nodes" if n.gap is not None
-                else f"{n.times_s[0]:.3g} s to {n.times_s[-1]:.3g} s from {n.hosts[0]} to {n.hosts[-1]} nodes")
-        parts.append(f"{mbit(n.bw_bps)} ({n.strategy}): {span}, {grows}")
+        grows = "training time grew with every node" if n.shape == "grows" else \
+            "training time did not grow with every node"
+        mode = f", {tables.MODE_TEXT.get(n.fixed, n.fixed)}" if len(modes) > 1 else ""
+        span = (f"{n.most[0]} nodes {trends.speed_words(n.speedup, 'one')} in steady throughput"
+                if n.speedup is not None else
+                f"training time {n.times_s[0]:.3g} s to {n.times_s[-1]:.3g} s from {n.hosts[0]} to {n.hosts[-1]} "
+                "nodes (no steady speedup)")
+        parts.append(f"{mbit(n.bw_bps)} ({n.strategy}{mode}): {span}, {grows}")
     if not parts:
         return ""
     bandwidth = trends.bandwidth_trends(s)
     falls = [b.falls for b in bandwidth]
-    tail = ("" if not falls else "; time fell as bandwidth rose at every node count above one" if all(falls)
-            else "; time did not fall as bandwidth rose at every node count above one")
+    tail = ("" if not falls else "; training time fell as bandwidth rose at every node count above one"
+            if all(falls) else "; training time did not fall as bandwidth rose at every node count above one")
     overlaps = sum(len(n.overlaps) for n in nodes) + sum(len(b.overlaps) for b in bandwidth)
-    noise = (f"; at {overlaps} of these steps the repeats' ranges overlap, so those steps are within the noise"
-             if overlaps else "")
-    return "Training time " + "; ".join(parts) + tail + " (means over repeats" + noise + ")."
+    noise = (f"; at {overlaps} of these steps the repeats' ranges of training time overlap, so those steps are "
+             "within the noise" if overlaps else "")
+    mode = f" ({tables.MODE_TEXT[modes.pop()]})" if len(modes) == 1 and next(iter(modes)) in tables.MODE_TEXT else ""
+    return "; ".join(parts) + tail + f" (means over repeats{noise}){mode}."
 
 
 def iperf_measured(checks: pd.DataFrame) -> str:
@@ -125,7 +139,7 @@ def side_by_side(exp: tables.Experiment, derived: dict[str, pd.DataFrame]) -> pd
     measured = {
         "15, 18": nodes_and_bandwidth(derived["summary"]),
         "17": iperf_measured(derived["iperf_checks"]),
-        "19": " ".join(one_against_two(tables.counted_runs(exp), derived["resources"])),
+        "19": " ".join(one_against_two(derived["summary"], derived["resources"])),
         "14": bleu_measured(derived.get("bleu", pd.DataFrame())),
         "abstract": " ".join(stability.sentences(derived["stability"], float(derived["stability_runs"]["target_loss"].iloc[0]),
                                                  mbit)) if "stability" in derived else "",

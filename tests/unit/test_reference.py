@@ -9,21 +9,25 @@ import pandas as pd
 import pytest
 
 from analysis import reference, report, tables, thesis
+from test_steady import as_new_results
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "tests" / "fixtures" / "report_small"
+RATE = "steady_samples_per_s"
 
 
 def _copy(tmp_path, name, change=None) -> Path:
+    """report_small as the runner now records it (steady columns), changed by `change`."""
     folder = tmp_path / name
     shutil.copytree(SMALL, folder)
+    as_new_results(folder)
     if change is not None:
         change(pd.read_csv(folder / "runs.csv")).to_csv(folder / "runs.csv", index=False)
     return folder
 
 
 def _slower_two_nodes(runs):
-    runs.loc[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000), "training_time_s"] *= 1.8
+    runs.loc[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000), RATE] /= 1.8
     return runs
 
 
@@ -32,8 +36,7 @@ def _five_slower_repeats(runs):
     point = (runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000)
     extra = pd.concat([runs[point].iloc[[0]].assign(run_id=f"extra-{i}", repeat=9 + i) for i in range(3)])
     runs = pd.concat([runs, extra], ignore_index=True)
-    runs.loc[runs["run_id"].str.startswith("extra-") | point.reindex(runs.index, fill_value=False),
-             "training_time_s"] *= 1.8
+    runs.loc[runs["run_id"].str.startswith("extra-") | point.reindex(runs.index, fill_value=False), RATE] /= 1.8
     return runs
 
 
@@ -51,23 +54,29 @@ def test_a_point_outside_the_reference_range_differs_beyond_the_spread(tmp_path)
     ref = tables.load_experiment(_copy(tmp_path, "ref"))
     mine = tables.load_experiment(_copy(tmp_path, "mine", _five_slower_repeats))
     table = reference.against(ref, mine)
-    moved = _row(table, "training_time_s", 2, 10_000_000)
-    runs = pd.read_csv(SMALL / "runs.csv")
-    base = runs[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000) & (runs["status"] == "ok")]["training_time_s"]
+    moved = _row(table, RATE, 2, 10_000_000)
+    runs = pd.read_csv(ref.path / "runs.csv")
+    base = runs[(runs["hosts"] == 2) & (runs["bw_bps"] == 10_000_000) & (runs["status"] == "ok")][RATE]
     assert (moved.reference_runs, moved.reference_min, moved.reference_max) == (len(base), base.min(), base.max())
-    assert moved.yours_runs == 5 and moved.verdict == "higher beyond the spread"
-    assert moved.ratio == pytest.approx(1.8 * (2 * base.mean() + 3 * base.iloc[0]) / 5 / base.mean())
-    others = table[(table["metric"] == "training_time_s") & ~((table["hosts"] == 2) & (table["bw_bps"] == 10_000_000))]
+    assert moved.yours_runs == 5 and moved.verdict == "lower beyond the spread"
+    assert moved.ratio == pytest.approx((2 * base.mean() + 3 * base.iloc[0]) / 1.8 / 5 / base.mean())
+    others = table[(table["metric"] == RATE) & ~((table["hosts"] == 2) & (table["bw_bps"] == 10_000_000))]
     assert set(others["verdict"]) == {reference.WITHIN}
+    # the speedup compared is each side's own summary's (the figure its report states)
+    speedup = _row(table, "speedup", 2, 10_000_000)
+    summary = tables.summary(tables.counted_runs(mine)).set_index(["strategy", "hosts", "bw_bps"])
+    assert speedup.yours_mean == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup"])
+    assert speedup.yours_max == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup_max"])
     said = " ".join(reference.sentences(table, ref, mine))
-    assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and ", higher)" in said
+    assert "Steady samples per second: 11 configurations measured on both sides" in said
+    assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and ", lower)" in said
 
 
 def test_ranges_apart_with_two_repeats_a_side_are_too_few_to_judge(tmp_path):
     ref = tables.load_experiment(_copy(tmp_path, "ref"))
     mine = tables.load_experiment(_copy(tmp_path, "mine", _slower_two_nodes))
     table = reference.against(ref, mine)
-    assert _row(table, "training_time_s", 2, 10_000_000).verdict == reference.TOO_FEW
+    assert _row(table, RATE, 2, 10_000_000).verdict == reference.TOO_FEW
     said = " ".join(reference.sentences(table, ref, mine))
     assert "none differs from the reference beyond the spread of the repeats where it could be judged" in said
     assert "the ranges lie apart at 1 configuration (10 Mbit/s, allreduce, 2 nodes)" in said
@@ -113,7 +122,7 @@ def test_report_compare_on_two_folders_writes_the_section_figure_and_table(tmp_p
     assert "Against the reference results" in page and "figures/against_reference.png" in page
     assert (mine / "figures" / "against_reference.png").stat().st_size > 10_000
     stored = pd.read_csv(mine / "tables" / "against_reference.csv")
-    assert (stored["verdict"] == "higher beyond the spread").sum() == 1
+    assert (stored[stored["metric"] == RATE]["verdict"] == "lower beyond the spread").sum() == 1
     again = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", str(mine)],
                            capture_output=True, text=True, cwd=REPO, timeout=300)
     assert again.returncode == 0 and "Against the reference" not in (mine / "report.html").read_text()
@@ -123,8 +132,8 @@ def test_report_compare_on_two_folders_writes_the_section_figure_and_table(tmp_p
     assert missing.returncode == 2 and "nowhere" in missing.stderr and "Traceback" not in missing.stderr
 
 
-def test_thesis_side_by_side_from_the_tables():
-    exp = tables.load_experiment(SMALL)
+def test_thesis_side_by_side_from_the_tables(tmp_path):
+    exp = tables.load_experiment(_copy(tmp_path, "small"))
     derived = report.derived_tables(exp)
     side = thesis.side_by_side(exp, derived).set_index("figure")
     assert list(side.index) == ["set-up", "15, 18", "17"]
@@ -133,8 +142,12 @@ def test_thesis_side_by_side_from_the_tables():
     median = (checks["measured_bps"] / checks["configured_bps"]).median()
     assert f"{median:.3f} of the configured rate" in side.loc["17", "measured"]
     s = derived["summary"]
-    ten = s[(s["strategy"] == "allreduce") & (s["bw_bps"] == 10_000_000)].sort_values("hosts")["time_mean_s"].to_numpy()
-    assert f"10 Mbit/s (allreduce): ×{ten[-1] / ten[0]:.3g} from 1 to 4 nodes" in side.loc["15, 18", "measured"]
+    ten = s[(s["strategy"] == "allreduce") & (s["bw_bps"] == 10_000_000)].set_index("hosts")
+    rate = exp.runs[(exp.runs["strategy"] == "allreduce") & (exp.runs["bw_bps"] == 10_000_000)
+                    & (exp.runs["status"] == "ok")].groupby("hosts")[RATE].mean()
+    assert ten.loc[4, "speedup"] == pytest.approx(rate[4] / rate[1])
+    assert (f"10 Mbit/s (allreduce): 4 nodes {rate[1] / rate[4]:.3g}× slower than one in steady throughput, "
+            "training time grew with every node") in side.loc["15, 18", "measured"]
 
 
 def test_one_node_against_two_is_a_row_where_the_sweep_ran_both(tmp_path):

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures, report, tables, thesis
+from test_steady import as_new_results
 from testbed.cli import report as report_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
@@ -18,8 +19,10 @@ ALL_FIGURES = [n for n in figures.FIGURES if n not in ("bleu", "timeline", "conv
 
 @pytest.fixture
 def exp_dir(tmp_path):
+    """The fixture as the runner now records it (runs.csv with the steady columns)."""
     dst = tmp_path / "report-small"
     shutil.copytree(FIXTURE, dst)
+    as_new_results(dst)
     return dst
 
 
@@ -28,6 +31,7 @@ def standard(tmp_path_factory):
     """One report built from an untouched copy: (exp_dir, html_path, {figure: (path, plotted)})."""
     dst = tmp_path_factory.mktemp("built") / "report-small"
     shutil.copytree(FIXTURE, dst)
+    as_new_results(dst)
     returned = {}
 
     def recording(name, func):
@@ -107,20 +111,30 @@ def test_failed_run_excluded_from_means(built):
 
 
 def test_speedup_and_efficiency_equal_pandas(built):
+    """The speedup is steady samples/s over the one-node configuration's (means over repeats), with the
+    range from this point's slowest repeat over one node's fastest to its fastest over one node's slowest."""
     exp_dir, _ = built
     ok = _ok(exp_dir)
-    ar = ok[ok["strategy"] == "allreduce"].groupby(["bw_bps", "hosts"])["training_time_s"].mean()
+    rate = ok.groupby(["strategy", "bw_bps", "hosts"])["steady_samples_per_s"].agg(["mean", "min", "max"])
     got = pd.read_csv(exp_dir / "tables" / "summary.csv")
-    got = got[got["strategy"] == "allreduce"]
-    for _, r in got.iterrows():
-        sp = ar.loc[(r["bw_bps"], 1)] / ar.loc[(r["bw_bps"], r["hosts"])]
-        assert r["speedup"] == pytest.approx(sp)
-        assert r["efficiency"] == pytest.approx(sp / r["hosts"])
+    for _, r in got[got["strategy"] == "allreduce"].iterrows():
+        here, one = rate.loc[("allreduce", r["bw_bps"], r["hosts"])], rate.loc[("allreduce", r["bw_bps"], 1)]
+        assert r["speedup"] == pytest.approx(here["mean"] / one["mean"])
+        assert (r["speedup_min"], r["speedup_max"]) == pytest.approx((here["min"] / one["max"], here["max"] / one["min"]))
+        assert r["efficiency"] == pytest.approx(r["speedup"] / r["hosts"])
     # ps has no 1-node run: its baseline is the 1-node all-reduce run at the same bandwidth
-    ps = pd.read_csv(exp_dir / "tables" / "summary.csv").query("strategy == 'ps'")
+    ps = got.query("strategy == 'ps'")
     assert (ps["baseline_strategy"] == "allreduce").all()
     for _, r in ps.iterrows():
-        assert r["baseline_time_s"] == pytest.approx(ar.loc[(r["bw_bps"], 1)])
+        assert r["baseline_samples_per_s"] == pytest.approx(rate.loc[("allreduce", r["bw_bps"], 1), "mean"])
+        assert r["speedup"] == pytest.approx(rate.loc[("ps", r["bw_bps"], r["hosts"]), "mean"]
+                                             / rate.loc[("allreduce", r["bw_bps"], 1), "mean"])
+    # the projection: warm-up + the job (the file's epochs x samples per epoch at one node) at steady samples/s
+    warm = ok.groupby(["strategy", "bw_bps", "hosts"])["warmup_s"].mean()
+    for _, r in got.iterrows():
+        key = (r["strategy"], r["bw_bps"], r["hosts"])
+        assert r["projected_time_s"] == pytest.approx(warm.loc[key] + r["job_samples"] / rate.loc[key, "mean"])
+        assert r["projected_time_min_s"] <= r["projected_time_s"] <= r["projected_time_max_s"]
 
 
 def test_report_lists_counts_failures_and_trend(built):
@@ -343,7 +357,7 @@ def test_cli_include_degraded_counts_the_degraded_run(tmp_path, capsys, monkeypa
     _only_figures(monkeypatch)
     budgets = tmp_path / "budgets"
     shutil.copytree(FIXTURE.parent / "faithful_budgets", budgets)
-    runs = pd.read_csv(budgets / "runs.csv")
+    runs = as_new_results(budgets)
     degraded = runs[runs["fidelity"].str.startswith("degraded")].iloc[0]
     point = runs[(runs["hosts"] == degraded["hosts"]) & (runs["bw_bps"] == degraded["bw_bps"])]
 
@@ -354,9 +368,9 @@ def test_cli_include_degraded_counts_the_degraded_run(tmp_path, capsys, monkeypa
 
     left_out, included = counted(), counted("--include-degraded")
     assert left_out["n_runs"] == len(point) - 1 and included["n_runs"] == len(point)
-    assert included["time_per_step_s"] == pytest.approx(point["time_per_step_s"].mean())
-    assert left_out["time_per_step_s"] == pytest.approx(point.loc[point.index != degraded.name,
-                                                                  "time_per_step_s"].mean())
+    assert included["steady_step_s"] == pytest.approx(point["steady_step_s"].mean())
+    assert left_out["steady_step_s"] == pytest.approx(point.loc[point.index != degraded.name,
+                                                                "steady_step_s"].mean())
 
 
 def test_cli_refuses_a_table_it_cannot_read_in_one_sentence(tmp_path, capsys):
@@ -387,32 +401,45 @@ def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw
     assert f"report {tmp_path / 'out'}`" in " ".join(capsys.readouterr().err.split())
 
 
+def _two_points(rates: dict) -> pd.DataFrame:
+    """Runs of 1 node (single) and 2 (allreduce) at 1 Gbit/s with the given steady samples/s."""
+    rows = [dict(run_id=f"{n}-{i}", status="ok", training_time_s=1.0, time_per_step_s=0.1, engine="tensorflow",
+                 model="mlp", bw_bps=1e9, bw="1gbit", hosts=n, strategy="single" if n == 1 else "allreduce",
+                 global_batch=32 * n, workers=n, steps=40, fixed="data", steady="ok", steady_samples_per_s=v,
+                 warmup_s=0.5) for n, values in rates.items() for i, v in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
 def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
-    """1 node (single) against 2 (allreduce) at 1 Gbit/s, two repeats each: samples/s means 300 and
-    200, so one node trained 50 % faster; a 4-node sweep says nothing of the kind."""
-    runs = pd.DataFrame({"status": "ok", "training_time_s": 1.0, "engine": "tensorflow", "bw_bps": 1e9,
-                         "hosts": [1, 1, 2, 2], "strategy": ["single", "single", "allreduce", "allreduce"],
-                         "samples_per_s": [290.0, 310.0, 190.0, 210.0]})
-    resources = pd.DataFrame({"engine": "tensorflow", "bw_bps": 1e9, "hosts": [1, 2],
+    """1 node (single) against 2 (allreduce) at 1 Gbit/s, two repeats each: steady samples/s means 300 and
+    200, so two nodes were 1.5x slower (the summary's speedup 2/3); a 4-node sweep says nothing of the kind."""
+    runs = _two_points({1: [290.0, 310.0], 2: [190.0, 210.0]})
+    resources = pd.DataFrame({"engine": "tensorflow", "bw_bps": 1e9, "hosts": [1, 2], "model": "mlp",
+                              "batch_per_worker": 32.0, "fixed": "data",
                               "strategy": ["single", "allreduce"], "cpu_mean_pct": [95.0, 60.0],
                               "mem_peak_bytes": [600 * 2**20, 650 * 2**20],
                               "net_throughput_mean_bps": [0.0, 120e6]})
-    [said] = thesis.one_against_two(runs, resources)
-    assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow): one node trained 50% more "
-                           "samples per second than two (300 against 200, means of 2 and 2 runs; 290-310 and 190-210): "
-                           "the two ranges lie apart, but at 2 runs against 2: ranges that far apart come about by "
-                           "chance alone 33% of the time, so no verdict (run more repeats, sweep.repeats). "
-                           "Thesis fig. 19: one PC about 55% faster than two on a 1 Gbit/s LAN.")
+    [said] = thesis.one_against_two(tables.summary(runs), resources)
+    assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow, same data at every node "
+                           "count): two nodes were 1.5× slower than one in steady samples per second (300 against "
+                           "200, means of 2 and 2 runs; 290-310 and 190-210): the two ranges lie apart, but at 2 "
+                           "runs against 2: ranges that far apart come about by chance alone 33% of the time, so no "
+                           "verdict (run more repeats, sweep.repeats). Thesis fig. 19: one PC about 55% faster than "
+                           "two on a 1 Gbit/s LAN.")
     assert said.endswith("Per node, 1 → 2 nodes: CPU 95 % → 60 %; peak memory 600 MiB → 650 MiB; "
                          "network 0 Mbit/s → 120 Mbit/s.")
-    three = pd.concat([runs, runs.iloc[[0, 2]]])
-    assert "means of 3 and 3 runs; 290-310 and 190-210): the two ranges lie apart. Thesis" in \
-        thesis.one_against_two(three, resources)[0]
-    close = runs.assign(samples_per_s=[290.0, 310.0, 280.0, 300.0])
-    assert "the two ranges overlap, so the difference is within the spread of the repeats" in \
-        thesis.one_against_two(close, resources)[0]
-    four = pd.concat([runs, runs.assign(hosts=4)])
-    assert thesis.one_against_two(four, resources) == []
+    three = _two_points({1: [290.0, 310.0, 290.0], 2: [190.0, 210.0, 190.0]})
+    assert "means of 3 and 3 runs; 290-310 and 190-210): beyond the spread of the repeats. Thesis" in \
+        thesis.one_against_two(tables.summary(three), resources)[0]
+    close = _two_points({1: [290.0, 310.0], 2: [280.0, 300.0]})
+    assert "within the spread of the repeats (their ranges overlap)" in \
+        thesis.one_against_two(tables.summary(close), resources)[0]
+    four = pd.concat([runs, runs.assign(hosts=4, run_id=runs["run_id"] + "x")])
+    assert thesis.one_against_two(tables.summary(four), resources) == []
+    unjudged = runs.assign(steady=np.where(runs["hosts"] == 2, "too few steady steps to judge: 3 after a 1-step "
+                                           "warm-up", "ok"))
+    assert "(allreduce, tensorflow, same data at every node count): not judged (too few steady steps to judge: 3" \
+        in thesis.one_against_two(tables.summary(unjudged), resources)[0]
 
 
 def test_one_bandwidth_judges_the_node_trend_only(exp_dir):
