@@ -23,7 +23,7 @@ from testbed.cluster.placement import crossing_links, place
 from testbed.net.errors import NetworkError
 from testbed.net.site import LocalSite, Site
 from testbed.nodes.base import NodeError
-from testbed.nodes.remote import ENGINE_IMPORTS
+from testbed.nodes.engines import engine_problem
 from testbed.nodes.ssh_connection import Connection, Target
 from testbed.spec.models import LOCAL
 from testbed.units import format_bandwidth
@@ -38,10 +38,6 @@ class BringupError(NetworkError):
     """A cluster's network could not be brought up (a login, the fidelity guard, a tunnel)."""
 
 
-# the modules named in argv that this python cannot find, without importing them (fast: TensorFlow's
-# import alone takes seconds)
-FIND_MODULES = ("import importlib.util, sys; missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]; "
-                "print('missing: ' + ', '.join(missing) if missing else ''); sys.exit(1 if missing else 0)")
 
 def site_for(cluster_conf) -> Site:
     """The site of a run: its cluster's servers (spec ClusterConf), or this machine alone (None)."""
@@ -210,20 +206,9 @@ class ClusterSite(Site):
     def check_engines(self, graph) -> None:
         """Refuse, before anything is made, a server whose cluster.python lacks the modules of the
         engine its hosts run (TensorFlow and tf_keras, or torch)."""
-        wanted: dict[str, set[str]] = {}
-        for h in graph.hosts:
-            server = self._elsewhere(h.name)
-            if server is not None:
-                wanted.setdefault(server.name, set()).add(graph.engine)
-        lacking = []
-        for name, engines in sorted(wanted.items()):
-            server = self.servers[name]
-            for engine in sorted(engines):
-                modules, what, package = ENGINE_IMPORTS[engine]
-                status, out = server.run([server.python, "-c", FIND_MODULES, *modules.split(", ")])
-                if status != 0:
-                    lacking.append(f"{name}: {server.python} cannot import {what} ({out.strip()[-200:]}); "
-                                   f"pip install {package} into it, or set cluster.python to a python that has it")
+        used = sorted({s.name for s in map(self._elsewhere, (h.name for h in graph.hosts)) if s is not None})
+        lacking = [f"{name}: {problem}, or set cluster.python to a python that has it" for name in used
+                   if (problem := engine_problem(self.servers[name].run, self.servers[name].python, graph.engine))]
         if lacking:
             raise BringupError(f"engine {graph.engine} on cluster "
                                "server(s): " + "; ".join(lacking))

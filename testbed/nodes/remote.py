@@ -16,6 +16,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from testbed.nodes.base import NodeError
+from testbed.nodes.engines import engine_problem
 from testbed.nodes.ssh_node import AGENT, RECORDS, SshNode, log, undo
 from testbed.nodes.ssh_connection import Connection, Lines, Target, sync_code
 from testbed.owner import OVS_OWNER_KEY, OWNER_VAR
@@ -25,8 +26,6 @@ TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "ss": "iproute2", "setsid":
 
 # ---- what a machine lacks -----------------------------------------------------------------------
 
-ENGINE_IMPORTS = {"tensorflow": ("tensorflow, tf_keras", "tensorflow and tf_keras", "tensorflow-cpu tf_keras"),
-                  "pytorch": ("torch", "torch", "torch (its CPU build)")}   # import, what, pip install
 
 
 def machine_problems(run, remote, engine: str = "tensorflow") -> list[tuple[str, str]]:
@@ -35,12 +34,8 @@ def machine_problems(run, remote, engine: str = "tensorflow") -> list[tuple[str,
     status, out = run([remote.python, "-c", "import sys; print(sys.version_info >= (3, 9))"])
     if status != 0 or out.strip() != "True":
         found.append(("python", f"python {remote.python} does not run there (Python 3.9+ needed): {_last(out)}"))
-    else:
-        modules, what, package = ENGINE_IMPORTS[engine]
-        status, out = run([remote.python, "-c", f"import {modules}"])
-        if status != 0:
-            found.append(("python", f"{remote.python} cannot import {what}: {_last(out)} "
-                          f"(pip install {package} into it)"))
+    elif problem := engine_problem(run, remote.python, engine):
+        found.append(("python", problem))
     tools = [*TOOLS, *(["tc"] if remote.shape else [])]
     _, out = run(["sh", "-c", 'for t in "$@"; do command -v "$t" >/dev/null || echo "$t"; done', "sh", *tools])
     missing = out.split()

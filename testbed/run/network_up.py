@@ -3,8 +3,6 @@ refused before anything starts (preflight), the graph with the file's `ssh:` sec
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 
 from analysis import advisor
@@ -14,6 +12,7 @@ from testbed.roles import PlacementError, assign_tasks
 from testbed.run import faults, traces
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
+from testbed.nodes.engines import local_engine_problem
 from testbed.spec.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue
 
@@ -31,12 +30,11 @@ def key_file_problems(spec, graph) -> list[tuple[str, str]]:
 
 
 def engine_problems(spec, graph) -> list[tuple[str, str]]:
-    """engine pytorch on hosts of this machine: torch in this venv (their python)."""
+    """The engine on hosts of this machine: its modules in this venv (their python)."""
     local = [h for h in graph.hosts if not h.real_machine]
-    if spec.workload.engine != "pytorch" or not local or importlib.util.find_spec("torch") is not None:
-        return []
-    return [("workload.engine", f"engine pytorch needs PyTorch in {sys.prefix}, which lacks it: run "
-             "scripts/bootstrap.sh (it installs the pinned requirements, torch among them)")]
+    problem = local_engine_problem(graph.engine) if local else None
+    return [("workload.engine", f"engine {graph.engine}: {problem} (scripts/bootstrap.sh installs the pinned "
+             "requirements)")] if problem else []
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:

@@ -170,7 +170,7 @@ def test_a_server_python_without_the_engine_is_refused_naming_server_and_module(
     runs = table(out, "runs")
     reason = runs["reason"].iloc[0]
     assert runs["status"].iloc[0] == "failed", reason
-    assert "srv1: /usr/bin/python3 cannot import torch (missing: torch)" in reason, reason
+    assert "srv1: /usr/bin/python3 cannot import torch: pip install torch" in reason, reason
     assert "srv2: /usr/bin/python3 cannot import torch" in reason and "set cluster.python" in reason, reason
     assert table(out, "steps").empty
     assert server_state(cluster) == before
