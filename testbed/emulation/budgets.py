@@ -38,15 +38,18 @@ class Quota(NamedTuple):
 
     def v1(self) -> dict[str, str]:
         """File -> text for cgroup v1's cpu controller."""
-        return {"cpu.cfs_period_us": str(self.period_us), "cpu.cfs_quota_us": str(self.quota_us)}
+        return {"cpu.cfs_period_us": str(self.period_us), "cpu.cfs_quota_us": str(max(self.quota_us, -1))}
 
     def v2(self) -> str:
         """The text of cgroup v2's cpu.max."""
-        return f"{self.quota_us} {self.period_us}"
+        return f"{self.quota_us if self.quota_us >= 0 else 'max'} {self.period_us}"
 
     def docker(self) -> dict[str, int]:
         """Docker's container options (docker SDK's cpu_period and cpu_quota)."""
         return {"cpu_period": self.period_us, "cpu_quota": self.quota_us}
+
+
+UNLIMITED = Quota(-1, PERIOD_US)     # a quota lifted: the group may use every CPU it runs on
 
 
 def real_cores(cores: float, dilation: float = 1.0) -> float:

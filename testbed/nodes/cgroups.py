@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from testbed.emulation.budgets import Quota, cpuset_text, quota as cpu_quota
+from testbed.emulation.budgets import UNLIMITED, Quota, cpuset_text, quota as cpu_quota
 from testbed.emulation import readers
 from testbed.emulation.readers import stat_fields
 
@@ -94,25 +94,12 @@ def cpu_dir(name: str, root: Path = ROOT) -> Path:
 
 
 def set_cpu(name: str, cpu: float | None, root: Path = ROOT, cores: int | None = None) -> Path:
-    """Create the host's CPU cgroup if need be and set its limit, now (None: no limit); its directory.
-    `cpu` is a fraction of the machine's `cores`, held by a quota over a short period (budgets.quota)."""
-    cores = cores or os.cpu_count() or 1
-    d = cpu_dir(name, root)
-    limit = cpu_quota(cpu * cores) if cpu is not None else cpu_quota(1.0)
-    quota = limit.quota_us if cpu is not None else None
-    if version(root) == 2:
-        for parent in (root, root / SUBTREE):
-            parent.mkdir(exist_ok=True)
-            control = parent / "cgroup.subtree_control"
-            if "cpu" not in (control.read_text() if control.exists() else "").replace("+", "").split():
-                control.write_text("+cpu")
-        d.mkdir(exist_ok=True)
-        (d / "cpu.max").write_text(f"{quota if quota is not None else 'max'} {limit.period_us}")
-    else:
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "cpu.cfs_period_us").write_text(str(limit.period_us))
-        (d / "cpu.cfs_quota_us").write_text(str(quota if quota is not None else -1))
-    return d
+    """Set the host's CPU limit now through its limit plan, creating its group(s) if need be (None: lift
+    the quota); the directory holding the limit. `cpu` is a fraction of the machine's `cores`, held by a
+    quota over a short period (budgets.quota)."""
+    limit = cpu_quota(cpu * (cores or os.cpu_count() or 1)) if cpu is not None else UNLIMITED
+    carry_out(limit_plan(name, limit, None, version(root), root))
+    return cpu_dir(name, root)
 
 
 def join(path: Path, pids) -> None:

@@ -33,13 +33,16 @@ class NetnsNode(Node):
     def set_cpu(self, fraction):
         """Rewrite the host's CPU quota; a host started without one gets its cgroup now, with every
         process of its namespace moved in (and later ones joining it)."""
-        where = cgroups.cpu_dir(self.name)
-        self._registry.add("cgroup_dirs", str(where))
+        dirs = cgroups.limit_dirs(self.name, fraction or 1.0, None)
+        self._registry.add("cgroup_dirs", *map(str, dirs))
         cgroups.set_cpu(self.name, fraction)
-        if where not in self.cgroup_dirs:
+        new = [d for d in dirs if d not in self.cgroup_dirs]
+        if new:
             inode = _netns_inode(self.anchor_pid)
-            cgroups.join(where, [p.pid for p in psutil.process_iter() if _same_netns(p.pid, inode)])
-            self.cgroup_dirs = [*self.cgroup_dirs, where]
+            pids = [p.pid for p in psutil.process_iter() if _same_netns(p.pid, inode)]
+            for where in new:
+                cgroups.join(where, pids)
+            self.cgroup_dirs = [*self.cgroup_dirs, *new]
 
     def shared_dir(self, path):
         return str(path)           # this machine's file system
