@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from testbed.spec.kinds import SWITCH_KINDS
 from testbed.nodes import cgroups
 from testbed.owner import OVS_OWNER_KEY, ProcessLock, alive, identity, process_owner
 from workloads.events import TASK_TMP_PREFIX
@@ -47,7 +48,7 @@ class State:
     records (docker: containers, remote: {machine, token|pgid|tc}) and sysctl name -> value to restore.
     `owner` is the run's identity ("PID-START", testbed.owner); pids are processes' identities too."""
 
-    LISTS = ("bridges", "linux_bridges", "interfaces", "pids",
+    LISTS = (*(k.records for k in SWITCH_KINDS.values()), "interfaces", "pids",
              "cgroups",        # cgroup-tools names (state files of older versions)
              "cgroup_dirs")
 

@@ -198,7 +198,7 @@ class Network:
                 self.site.record_shell(h.name)
                 self._net.addHost(h.name, cls=cls, ip=h.cidr, **params)
         self._ipv6_off(self._net.hosts)
-        self._registry.add(self.switch.cleanup_key, *here)
+        self._registry.add(self.switch.records, *here)
         for s in self.graph.switches:
             self._net.addSwitch(s.name, cls=self.site.switch_class(s.name, local_class), dpid=f"{s.dpid:016x}")
         self._registry.add("interfaces", *self.site.record_interfaces(self._root_interfaces()))

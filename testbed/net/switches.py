@@ -14,6 +14,7 @@ from testbed import shaping
 from testbed.net.errors import NetworkError
 from testbed.cleanup import ovs_running
 from testbed.owner import OVS_OWNER_KEY, identity
+from testbed.spec.kinds import SWITCH_KINDS
 
 log = logging.getLogger("testbed.net.switches")
 
@@ -26,7 +27,12 @@ LINUX_BRIDGE_MAX_PORTS = 1023   # the kernel's BR_MAX_PORTS (1024), port 0 being
 class SwitchKind:
     """What bring-up needs of one kind of switch; one instance per run (conf: the spec's SwitchConf)."""
 
-    cleanup_key = ""    # the testbed.cleanup Registry list its bridges are recorded in
+    name = ""           # its spec name (spec.kinds.SWITCH_KINDS, which says its cleanup list)
+
+    @property
+    def records(self) -> str:
+        """The testbed.cleanup Registry list its bridges are recorded in."""
+        return SWITCH_KINDS[self.name].records
 
     def __init__(self, conf):
         self.conf = conf
@@ -64,7 +70,7 @@ class SwitchKind:
 class OvsKind(SwitchKind):
     """Open vSwitch bridges, standalone: kernel datapath when the module is there, else userspace."""
 
-    cleanup_key = "bridges"
+    name = "ovs"
 
     def port_limit(self):
         if ovs_datapath_guess(self.conf.datapath) != "user":
@@ -98,7 +104,7 @@ class OvsKind(SwitchKind):
 class LinuxBridgeKind(SwitchKind):
     """Linux bridges (bridge-utils), no STP."""
 
-    cleanup_key = "linux_bridges"
+    name = "linuxbridge"
 
     def port_limit(self):
         return LINUX_BRIDGE_MAX_PORTS, f"a Linux bridge takes at most {LINUX_BRIDGE_MAX_PORTS} ports", ""
@@ -118,7 +124,7 @@ class LinuxBridgeKind(SwitchKind):
                               "restored after")
 
 
-KINDS: dict[str, type[SwitchKind]] = {"ovs": OvsKind, "linuxbridge": LinuxBridgeKind}
+KINDS: dict[str, type[SwitchKind]] = {k.name: k for k in (OvsKind, LinuxBridgeKind)}
 
 
 def switch_kind(conf) -> SwitchKind:

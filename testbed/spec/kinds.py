@@ -1,7 +1,8 @@
-"""The node kinds as the spec knows them: a declarative table of names, what each kind is (a machine of
-its own, or emulated here with a CPU budget that can be pinned) and its own host setting, with that
-setting's type and rules. Pure: pydantic and the standard library; the kinds' run-time classes are
-registered apart (testbed.nodes.KINDS, one line each), and a unit test keeps the two in step."""
+"""The node and switch kinds as the spec knows them, in declarative tables: a node kind's name, what it
+is (a machine of its own, or emulated here with a CPU budget that can be pinned) and its own host setting
+with that setting's type and rules; a switch kind's name and the cleanup list of its bridges. Pure:
+pydantic and the standard library; the run-time classes are registered apart (testbed.nodes.KINDS,
+testbed.net.switches.KINDS: one line each), and unit tests keep the tables and registries in step."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -127,6 +128,22 @@ def kind(name: str | None) -> Kind:
 def real_machine(name: str | None) -> bool:
     """Whether nodes of this kind are machines of their own (not emulated here)."""
     return kind(name).real_machine
+
+
+# ---- switch kinds ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SwitchKind:
+    """A kind of switch as the spec knows it: its name and the cleanup list its bridges are recorded in
+    (testbed.cleanup removes them; testbed.net.switches registers the run-time class of each)."""
+    name: str
+    records: str
+
+
+SWITCH_KINDS: dict[str, SwitchKind] = {
+    "ovs": SwitchKind("ovs", "bridges"),                      # Open vSwitch bridges
+    "linuxbridge": SwitchKind("linuxbridge", "linux_bridges"),   # Linux bridges
+}
 
 
 def kind_settings() -> dict[str, KindSettings]:

@@ -18,7 +18,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, cr
 import testbed.units as units
 from testbed.spec import limits
 from testbed.spec.faults import ACTIONS, parse_start, parse_task, parse_trigger
-from testbed.spec.kinds import DEFAULT_KIND, kind_names, kind_settings
+from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
 
@@ -219,7 +219,7 @@ class LinkParams(Strict):
 class SwitchConf(Strict):
     """Switch implementation. datapath auto = kernel if available, else user space."""
 
-    kind: Literal["ovs", "linuxbridge"] = "ovs"
+    kind: Literal[tuple(SWITCH_KINDS)] = "ovs"
     datapath: Literal["auto", "kernel", "user"] = "auto"
 
 

@@ -8,16 +8,17 @@ import pytest
 from testbed.net import switches
 from testbed.net.network import port_problems
 from testbed.cleanup import State
+from testbed.spec.kinds import SWITCH_KINDS
 from testbed.spec.models import SwitchConf
 
 
 def test_every_spec_kind_has_an_entry_whose_bridges_cleanup_knows():
     kinds = get_args(SwitchConf.model_fields["kind"].annotation)
-    assert set(kinds) == set(switches.KINDS)
+    assert list(kinds) == list(switches.KINDS) == list(SWITCH_KINDS)
     lists = set(State(0).as_dict())
     for kind in kinds:
         entry = switches.switch_kind(SwitchConf(kind=kind))
-        assert entry.cleanup_key in lists, kind
+        assert entry.name == kind and entry.records in lists, kind
 
 
 @pytest.mark.parametrize("datapath,limit", [("user", switches.USERSPACE_MAX_PORTS), ("kernel", None)])
