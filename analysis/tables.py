@@ -334,7 +334,11 @@ def _with_projection(ok: pd.DataFrame, job: "Job") -> pd.DataFrame:
     epochs = ok["epochs"].where(fewest).groupby([ok[k] for k in GROUP_KEYS], dropna=False).transform("median")
     per_epoch = ok["samples_per_epoch"].where(fewest).groupby([ok[k] for k in GROUP_KEYS], dropna=False) \
         .transform("median")
+    trained = ok["samples_trained"].where(fewest).groupby([ok[k] for k in GROUP_KEYS], dropna=False) \
+        .transform("median")
     ok["_job"] = [job.samples_for(e, d) for e, d in zip(epochs, per_epoch)]
+    if job.samples is None and job.epochs is None:      # a script's own work: what it trained at its fewest nodes
+        ok["_job"] = ok["_job"].fillna(trained)
     ok["_epochs"], ok["_per_epoch"] = epochs, per_epoch
     step, per = ok["_step"], ok["samples_per_step"]
     sync = ok["strategy"].ne("ps")
@@ -377,7 +381,7 @@ class Job:
         d = self.samples_per_epoch if self.samples_per_epoch is not None else samples_per_epoch
         known = e is not None and d is not None and np.isfinite(float(e)) and np.isfinite(float(d))
         of = f"{float(e):g} epoch{'s' if float(e) != 1 else ''} of {count(d)} samples" if known else \
-            "epochs x samples per epoch"
+            "the samples it trained"
         if self.stated:
             per = "" if self.samples_per_epoch is not None else "; samples per epoch: the workload's"
             return f"{count(samples)} samples ({of}, report.job{per})"

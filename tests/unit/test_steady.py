@@ -101,6 +101,23 @@ def test_ps_samples_per_step_is_one_workers_batch_and_recorded_values_are_kept()
     assert got.loc["p", "steps_per_epoch"] == 20 and got.loc["p", "epochs"] == 2         # from steps.csv
 
 
+def test_the_job_is_the_files_workload_at_its_fewest_nodes_unless_stated():
+    runs = pd.DataFrame(dict(run_id=["a", "b"], status="ok", model="mlp", engine="tensorflow", strategy="allreduce",
+                             hosts=[1, 2], bw_bps=1e7, bw="10mbit", training_time_s=10.0, time_per_step_s=0.5,
+                             global_batch=[32, 64], workers=[1, 2], steps=20, fixed="steps", steps_per_epoch=10,
+                             samples_per_step=[32, 64], samples_per_epoch=[320, 640], samples_trained=[640, 1280],
+                             steady="ok", steady_step_s=0.4, steady_samples_per_s=[80.0, 160.0], warmup_s=1.0))
+    own = tables.summary(runs)
+    assert list(own["job_samples"]) == [640, 640] and list(own["job_epochs"]) == [2, 2]     # 2 epochs of 320
+    assert list(own["projected_time_s"]) == pytest.approx([1 + 640 / 80, 1 + 640 / 160])
+    assert tables.Job().describe(640, 2, 320).startswith("640 samples (the file's own workload: 2 epochs of 320")
+    stated = tables.summary(runs, tables.Job(epochs=3, stated=True))
+    assert list(stated["job_samples"]) == [960, 960]
+    assert list(tables.summary(runs, tables.Job(samples=1e6, stated=True))["job_samples"]) == [1e6, 1e6]
+    script = runs.assign(fixed="script", steps_per_epoch=np.nan, samples_per_epoch=np.nan)
+    assert list(tables.summary(script)["job_samples"]) == [640, 640]    # what the script trained on one node
+
+
 # -- a results folder as the runner now writes it (used by the report tests) --------------------------
 def as_new_results(folder: Path, step_of=None, fixed: str = "steps") -> pd.DataFrame:
     """Give `folder`'s runs.csv the work and steady columns the runner records (runs.csv as of
