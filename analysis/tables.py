@@ -658,18 +658,3 @@ def fault_windows(faults: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
             rows.append([f.run_id, f.fault, f.action, f.target, role, index, host, len(before), b, len(during), d,
                          d / b if b > 0 else np.nan])
     return pd.DataFrame(rows, columns=cols)
-
-
-def steady_steps(steps: pd.DataFrame) -> dict:
-    """run_id -> median step time of the run's lead task (chief, else worker 0, else single),
-    leaving out the first step to complete (it traces the function)."""
-    s = steps[(steps["kind"] == "step") & steps["time_s"].notna()]
-    out = {}
-    for run_id, rows in s.groupby("run_id"):
-        for role in ("chief", "worker", "single"):
-            lead = rows[(rows["role"] == role) & (rows["task_index"].fillna(0) == 0)]
-            if len(lead) >= 3:
-                lead = lead.sort_values("t") if lead["t"].notna().all() else lead.sort_values("step")
-                out[run_id] = float(lead["time_s"].iloc[1:].median())
-                break
-    return out

@@ -26,7 +26,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis.costmodel import steady_steps  # noqa: E402
+from analysis import steady as steady_state  # noqa: E402
 from machine import machine_state  # noqa: E402
 
 SPEC = """name: dilation
@@ -74,7 +74,8 @@ def main() -> None:
         checks = pd.read_csv(out / "checks.csv") if (out / "checks.csv").exists() else pd.DataFrame(
             columns=["run_id", "tool", "measured_bps", "configured_bps"])
         steps = pd.read_csv(out / "steps.csv") if (out / "steps.csv").exists() else pd.DataFrame()
-    steady = steady_steps(steps) if len(steps) else {}
+    steady = ({run_id: steady_state.split(times).step_s for run_id, times in steady_state.lead_times(steps).items()}
+              if len(steps) else {})
     iperf = iperf_ratios(checks)
     runs = runs.sort_values("dilation")
     ref = runs[runs["status"] == "ok"].iloc[0] if (runs["status"] == "ok").any() else None

@@ -7,7 +7,6 @@ switch is, nor which server holds a node."""
 from __future__ import annotations
 
 import logging
-import os
 import resource
 import shlex
 import subprocess

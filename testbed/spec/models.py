@@ -8,28 +8,22 @@ input again. Cross-field rules live in `rules.py`; loading in `load.py`.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 
-from pydantic import (BeforeValidator, Discriminator, Field, PlainSerializer, create_model,
+from pydantic import (BeforeValidator, Discriminator, Field, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
-import testbed.units as units
 from testbed.spec import limits
-from testbed.spec.faults import ACTIONS, parse_start, parse_task, parse_trigger
+from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
 from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
-from testbed.spec.keypaths import KnownKeys, Path, canonical, get_in, parse_path, suggest
-
-NODE_NAME = r"^[a-z][a-z0-9]{0,7}$"
-EXPERIMENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-MODEL_PARAMS = {
-    "mlp": ("width", "depth", "input_dim", "classes"),
-    "cnn": ("filters", "dense", "classes"),
-    "caption": ("vocab_size", "max_len", "feature_dim", "embed_dim", "units"),
-}
-
+from testbed.spec.keypaths import Path, canonical, get_in, parse_path
+from testbed.spec.values import (EXPERIMENT_NAME, NODE_NAME, Bandwidth, Count, Kind, NodeName,  # noqa: F401
+                                 Percent, PositiveTime, Size, Subnet, Time, TraceStart, Whole, _count_or_list,
+                                 check_experiment_name)
+from testbed.spec.workload import (DEFAULT_STEPS_PER_EPOCH, MODEL_PARAMS, AdvisorConf, AllreduceConf,  # noqa: F401
+                                   DataConf, PsConf, StrategySwitchConf, Workload)
 
 class SpecIssue(NamedTuple):
     """One problem in a spec, located at FILE:LINE and a dotted KEY."""
@@ -72,117 +66,6 @@ class Source:
         return Source(self.file, dict(self.locations))
 
 
-def _ci(word: str) -> str:
-    """Case-insensitive regex for a word, for JSON schema patterns (which have no flags)."""
-    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
-
-
-def _quantity(kind: type, parse, fmt, unit_names, example: str, doc: str):
-    pattern = rf"^\s*[+-]?[0-9.]+([eE][+-]?[0-9]+)?\s*({'|'.join(_ci(u) for u in unit_names)})\s*$"
-    schema = {"type": "string", "pattern": pattern, "examples": [example], "description": doc}
-    return Annotated[kind, BeforeValidator(parse), PlainSerializer(fmt, when_used="json"),
-                     WithJsonSchema(schema)]
-
-
-def _bandwidth(value: object) -> int:
-    return units.parse_bandwidth(value, limits.MIN_BANDWIDTH, limits.MAX_BANDWIDTH)
-
-
-def _time(value: object) -> float:
-    return units.parse_time(value, limits.MAX_TIME)
-
-
-def _size(value: object) -> int:
-    return units.parse_size(value, limits.MAX_SIZE)
-
-
-def _positive_time(value: object) -> float:
-    seconds = _time(value)
-    if seconds <= 0:
-        raise ValueError(f"time must be greater than 0 (got {value!r})")
-    return seconds
-
-
-def check_node_name(value: object) -> str:
-    """Host/switch names: 1-8 of [a-z0-9], starting with a letter, with the reason why."""
-    if not isinstance(value, str):
-        raise ValueError(f"a node name must be a string (got {value!r})")
-    if re.fullmatch(NODE_NAME, value):
-        return value
-    why = ("names become interface names like h1-eth0, which Linux limits to 15 characters, "
-           "and they reach shell commands")
-    if len(value) > 8:
-        problem = f"{value!r} is too long ({len(value)} characters, at most 8)"
-    else:
-        problem = f"{value!r} is not a valid node name"
-    raise ValueError(f"{problem}: use 1-8 lowercase letters or digits starting with a letter; {why}")
-
-
-def check_kind(value: object) -> str:
-    if value in kind_names():
-        return value
-    hint = suggest(value, kind_names()) if isinstance(value, str) else ""
-    raise ValueError(f"unknown node kind {value!r} (known kinds: {', '.join(kind_names())}){hint}")
-
-
-def check_experiment_name(value: object) -> str:
-    if isinstance(value, str) and re.fullmatch(EXPERIMENT_NAME, value):
-        return value
-    raise ValueError(f"{value!r} is not a valid experiment name: 1-64 of letters, digits, _ . -, "
-                     "starting with a letter or digit (it becomes a results folder name)")
-
-
-Bandwidth = _quantity(int, _bandwidth, units.format_bandwidth, units.BANDWIDTH_UNITS,
-                      "10mbit", "bits/s: bit, kbit, mbit, gbit, tbit (not bps: tc reads that as bytes/s)")
-Time = _quantity(float, _time, units.format_time, units.TIME_UNITS, "10ms",
-                 "time: us, ms, s, m (minutes)")
-PositiveTime = _quantity(float, _positive_time, units.format_time, units.TIME_UNITS, "500ms",
-                         "time > 0: us, ms, s, m (minutes)")
-Size = _quantity(int, _size, units.format_size, units.SIZE_UNITS, "512mb",
-                 "bytes: b, kb, mb, gb (SI), kib, mib, gib (binary)")
-Percent = _quantity(float, units.parse_percent, units.format_percent, ["%"], "0.5%", "percent 0-100")
-NodeName = Annotated[str, BeforeValidator(check_node_name),
-                     WithJsonSchema({"type": "string", "pattern": NODE_NAME})]
-Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT)]
-Whole = Annotated[int, Field(ge=0, le=limits.MAX_COUNT)]
-Kind = Annotated[str, BeforeValidator(check_kind), WithJsonSchema({"enum": kind_names()})]
-
-
-def check_subnet(value: object) -> str:
-    """An IPv4 network for the emulated hosts' addresses, written as NETWORK/PREFIX (e.g. 10.0.0.0/16)."""
-    import ipaddress
-    example = "e.g. 10.0.0.0/22 (1022 hosts) or 172.16.0.0/16"
-    try:
-        net = ipaddress.IPv4Network(value, strict=False) if isinstance(value, str) and "/" in value else None
-    except ValueError:
-        net = None
-    if net is None:
-        raise ValueError(f"{value!r} is not an IPv4 network: write NETWORK/PREFIX, {example}")
-    if str(net) != value:
-        raise ValueError(f"{value!r} has host bits set: write {net}")
-    if net.prefixlen > 30:
-        raise ValueError(f"{value} holds no hosts: use a /30 or larger network, {example}")
-    if not net.is_private or net.is_loopback or net.is_link_local:
-        raise ValueError(f"{value} is not a private network: use one inside 10.0.0.0/8, 172.16.0.0/12 or "
-                         f"192.168.0.0/16, {example}")
-    return value
-
-
-Subnet = Annotated[str, BeforeValidator(check_subnet),
-                   WithJsonSchema({"type": "string", "examples": ["10.0.0.0/24", "10.0.0.0/22", "172.16.0.0/16"]})]
-
-
-def _count_or_list(value: Any) -> str:
-    return "list" if isinstance(value, list) else "count"
-
-
-def _trace_start(value: object) -> str:
-    parse_start(value)
-    return " ".join(value.split())
-
-
-TraceStart = Annotated[str, BeforeValidator(_trace_start), WithJsonSchema(
-    {"type": "string", "pattern": r"^\s*(start|(step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "examples": ["step 20"]})]
 TRACE_KEYS = ("trace", "trace_format", "trace_mode", "trace_start", "trace_granularity")
 
 
@@ -330,137 +213,6 @@ class Topology(Strict):
     def host_conf(self, name: str) -> HostConf:
         """Resolved kind/image/cpu/memory of one host (defaults + its own settings)."""
         return self.host.merged(self.host_own(name)[1])
-
-
-class PsConf(Strict):
-    """ParameterServerStrategy. placement: role (chief, worker, ps) -> host names; null = default."""
-
-    servers: Count = 1
-    placement: dict[Literal["chief", "worker", "ps"], list[NodeName]] | None = None
-    partition: bool = False
-    steps_per_execution: Count = 1
-
-
-class AllreduceConf(Strict):
-    """MultiWorkerMirroredStrategy collective options."""
-
-    implementation: Literal["auto", "ring"] = "auto"
-    bytes_per_pack: Annotated[int, Field(ge=0, le=limits.MAX_SIZE)] = 0
-
-
-class DataConf(Strict):
-    """Training data: synthetic, or Flickr8k features/captions at path."""
-
-    kind: Literal["synthetic", "flickr8k"] = "synthetic"
-    path: str | None = None
-
-
-class AdvisorConf(Strict):
-    """strategy auto: where the cost model's parameters come from, and the gradient of a script."""
-
-    results: str | list[str] | None = Field(
-        None, description="results folder(s) whose runs the cost model is fitted on (relative to this file, "
-        "else to the working directory), e.g. an all-reduce and a ps sweep; null: rough defaults")
-    gradient_size: Size | None = Field(None, description="gradient bytes per step (needed with workload.script; "
-                                       "default: the built-in model's parameters x 4 bytes)")
-
-
-class StrategySwitchConf(Strict):
-    """strategy switch: the strategy training starts with, and when it changes to the other."""
-
-    start: Literal["allreduce", "ps"] = Field("allreduce", description="the strategy of the first epoch")
-    margin: Annotated[float, Field(ge=0, le=100)] = Field(
-        0.2, description="switch at an epoch's end when the cost model predicts the other strategy this much "
-        "more samples/s than the epoch measured (0.2: 20% more)")
-    max_switches: Whole = Field(1, description="switches per run")
-
-
-DEFAULT_STEPS_PER_EPOCH = 20
-
-
-class Workload(Strict):
-    """What trains: engine, strategy, model and its size, and the training loop."""
-
-    engine: Literal["tensorflow", "pytorch"] = Field(
-        "tensorflow", description="pytorch: DistributedDataParallel over torch.distributed's gloo backend "
-        "(strategies single and allreduce, models mlp and cnn, or your own torchrun-style script)")
-    strategy: Literal["single", "allreduce", "ps", "auto", "switch"] = Field(
-        "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
-        "checks by the cost model (workload.advisor); switch: starts with workload.switch.start and "
-        "changes strategy at an epoch's end when the cost model predicts the other faster")
-    model: Literal["mlp", "cnn", "caption"] = "mlp"
-    model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
-                                                                      for k in ks})))] = Field(
-        default_factory=dict, description="mlp: width, depth, input_dim, classes; cnn: filters, "
-        "dense, classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
-    batch_per_worker: Count = 32
-    epochs: Count = 1
-    fixed: Literal["data", "steps"] = Field(
-        "data", description="what stays the same as nodes are added: data (samples_per_epoch split over the "
-        "workers, so each runs samples_per_epoch / global batch steps per epoch: every node count trains the same "
-        "samples) or steps (steps_per_epoch on every worker: weak scaling, more nodes train more samples)")
-    samples_per_epoch: Count | None = Field(
-        None, description="fixed data: samples per epoch over all workers (default: steps_per_epoch x "
-        "batch_per_worker, one worker's epoch)")
-    steps_per_epoch: Count | None = Field(
-        None, description=f"fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
-        f"steps of one worker alone, when samples_per_epoch is not set (null: {DEFAULT_STEPS_PER_EPOCH})",
-        json_schema_extra={"default": DEFAULT_STEPS_PER_EPOCH})
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
-    timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
-    port: Annotated[int, Field(ge=1024, le=65535)] = 50501
-    ps: PsConf = Field(default_factory=PsConf)
-    allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
-    advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
-    switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
-                                       description="strategy switch: start, margin, max_switches")
-    data: DataConf = Field(default_factory=DataConf)
-    threads: Annotated[int, Field(ge=0, le=limits.MAX_CORES)] | Literal["auto"] = Field(
-        "auto", description="TensorFlow intra-op threads per task; auto: the task's share of its "
-        "machine's cores within its CPU limit; 0: TensorFlow's default (all cores)")
-    eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
-                              "(null: on with flickr8k data)")
-    script: str | None = Field(None, description="your own training script (path relative to this file), run "
-                               "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
-    args: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
-        default_factory=list, description="command-line arguments of the script")
-    files: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
-        default_factory=list, description="files or folders the script needs besides itself, relative to its "
-        "folder (e.g. [model.py, data/]); docker and remote nodes get only the script and these")
-    script_roles: Literal["coordinator", "all"] = Field(
-        "coordinator", description="ps: the testbed runs the servers and the script as coordinator; all: the "
-        "script runs in every task")
-    env: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str],
-                   Field(max_length=limits.MAX_ENV)] = Field(
-        default_factory=dict, description="environment of every task (e.g. TF_USE_LEGACY_KERAS: '0')")
-    recovery: Literal["none", "backup"] = Field(
-        "none", description="backup: tf_keras BackupAndRestore into the run folder; a task that is killed or "
-        "crashes is started again (max_restarts) and training resumes from the last backup")
-    backup_every_steps: Count = Field(5, description="recovery backup: steps between backups (ps: every epoch)")
-    max_restarts: Whole = Field(1, description="recovery backup: restarts per run")
-
-    def epoch_samples(self) -> int:
-        """Samples per epoch over all workers under fixed data (samples_per_epoch, else one worker's
-        steps_per_epoch batches)."""
-        return self.samples_per_epoch or self.epoch_steps * self.batch_per_worker
-
-    @property
-    def epoch_steps(self) -> int:
-        """steps_per_epoch as the file sets it, else its default."""
-        return self.steps_per_epoch or DEFAULT_STEPS_PER_EPOCH
-
-    def samples_per_step(self, workers: int, strategy: str | None = None) -> int:
-        """Samples one step trains: the global batch under all-reduce; one worker's batch under ps (a
-        step is one worker's closure) and single."""
-        return self.batch_per_worker * (max(1, workers) if (strategy or self.strategy) == "allreduce" else 1)
-
-    def steps_at(self, workers: int, strategy: str | None = None) -> int:
-        """Steps per epoch at a point with `workers` workers: steps_per_epoch under fixed steps; under
-        fixed data the epoch's samples over the samples per step, to the nearest whole step (at least 1),
-        so every node count trains the same samples within one step's."""
-        if self.fixed == "steps":
-            return self.epoch_steps
-        return max(1, int(self.epoch_samples() / self.samples_per_step(workers, strategy) + 0.5))
 
 
 def _text_of(parse, pattern: str, example: str):

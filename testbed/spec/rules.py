@@ -1,4 +1,6 @@
-"""Cross-field rules of a structurally valid Experiment (one resolved point, no sweep).
+"""Cross-field rules of a structurally valid Experiment (one resolved point, no sweep): the entry
+(experiment_problems), the workload, emulation and cluster rules here; the topology's in
+topology_rules.py, the faults' and traces' in fault_rules.py.
 
 Each rule yields a Problem at the key path to blame, plus the other key paths it depends on,
 so a problem caused by a sweep value can be reported at that sweep axis.
@@ -7,31 +9,19 @@ so a problem caused by a sweep value can be reported at that sweep axis.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from testbed.spec.capabilities import SHAPERS, needs_netem
-from testbed.spec.faults import ACTIONS, parse_start
-from testbed.spec import limits, traces
-from testbed.spec.graph import build_graph, host_count, subnet, switch_total, usable
-from testbed.spec.graphfile import GraphFileError, read_graph
-from testbed.spec.kinds import DEFAULT_KIND, kind_settings, real_machine
-from testbed.spec.settings import KindHost, example_address
-from testbed.roles import PlacementError, assign_tasks
-from testbed.spec.keypaths import format_path, parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, TRACE_KEYS, AllreduceConf, Experiment, LinkParams, Topology
-
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: tuple
-    message: str
-    related: tuple[str, ...] = ()
+from testbed.spec.graph import build_graph
+from testbed.spec.keypaths import parse_path, suggest
+from testbed.spec.models import MODEL_PARAMS, AllreduceConf, Experiment
+from testbed.spec.problems import Problem, host_kinds, real_machines
+from testbed.spec.settings import example_address
+from testbed.spec.topology_rules import shape_problems, topology_problems
+from testbed.spec.fault_rules import fault_problems, trace_problems
 
 
 def experiment_problems(exp: Experiment) -> list[Problem]:
     """Every cross-field problem of one resolved point."""
-    shape = _shape_problems(exp.topology)
+    shape = shape_problems(exp.topology)
     if shape:
         return shape
     topology = topology_problems(exp.topology)
@@ -52,7 +42,7 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
     if exp.emulation.dilation == 1:
         return out
-    remote = [name for name in topo.host_names() if name in _real_machines(topo)]
+    remote = [name for name in topo.host_names() if name in real_machines(topo)]
     if remote:
         out.append(Problem(("emulation", "dilation"), f"{', '.join(remote)}: remote machines are real and run in "
                            "real time; dilation slows emulated nodes only (set emulation.dilation: 1)",
@@ -62,258 +52,6 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
                            "with cluster: set a number K at which every server holds its hosts' cores / K plus "
                            "emulation.reserve", ("cluster",)))
     return out
-
-
-def topology_problems(topo: Topology) -> list[Problem]:
-    shape = _shape_problems(topo)
-    if shape:
-        return shape
-    problems = _shaping_problems(topo) + _link_param_problems(topo) + _kind_problems(topo)
-    if topo.template == "custom":
-        problems += _custom_problems(topo)
-    else:
-        problems += _override_problems(topo)
-    return problems
-
-
-def _shape_problems(topo: Topology) -> list[Problem]:
-    """Which keys each template takes, and in which form."""
-    t, out, related = topo.template, [], ("topology.template",)
-    if t == "custom":
-        for key in ("hosts", "switches", "links"):
-            if not isinstance(getattr(topo, key), list):
-                out.append(Problem(("topology", key), f"template custom needs {key} as a list "
-                                   f"(e.g. {key}: [{{name: ...}}])", related))
-        if topo.host_overrides:
-            out.append(Problem(("topology", "host_overrides"), "template custom sets cpu/memory on "
-                               "each host item instead of host_overrides", related))
-    else:
-        if isinstance(topo.hosts, list):
-            out.append(Problem(("topology", "hosts"), f"template {t} takes a number of hosts; "
-                               "a list of hosts needs template: custom", related))
-        if topo.switches is not None and (t != "linear" or isinstance(topo.switches, list)):
-            out.append(Problem(("topology", "switches"), "switches is a number for template linear "
-                               "and a list for template custom; remove it", related))
-        if topo.links is not None:
-            out.append(Problem(("topology", "links"), "links are only for template custom", related))
-    if topo.fanout != Topology.model_fields["fanout"].default and t != "tree":
-        out.append(Problem(("topology", "fanout"), "fanout is only used by template tree", related))
-    if topo.bottleneck is not None and t != "dumbbell":
-        out.append(Problem(("topology", "bottleneck"), "bottleneck is only used by template dumbbell",
-                           related))
-    out += _graph_file_problems(topo)
-    count = host_count(topo)   # not host_names(): 10**9 names
-    switches = switch_total(topo) if not out else 0     # counted, not built
-    if not out and count > limits.MAX_HOSTS:
-        out.append(Problem(("topology", "hosts"), f"at most {limits.MAX_HOSTS} hosts on one machine (got {count})"))
-    elif not out and switches > limits.MAX_SWITCHES:
-        key = "fanout" if topo.template == "tree" else "switches"
-        out.append(Problem(("topology", key), f"template {topo.template} would build {switches:,} switches; at "
-                           f"most {limits.MAX_SWITCHES} on one machine", ("topology.hosts", "topology.template")))
-    elif not out and count + switches > limits.MAX_NODES:
-        out.append(Problem(("topology", "hosts"), f"{count} hosts and {switches} switches are {count + switches:,} "
-                           f"nodes; at most {limits.MAX_NODES} on one machine (a larger fanout needs fewer switches)",
-                           ("topology.template", "topology.fanout")))
-    elif not out and usable(subnet(topo)) < count:
-        net = subnet(topo)
-        out.append(Problem(("topology", "subnet"), f"{count} hosts do not fit {net} ({usable(net)} addresses); "
-                           "use a larger network, e.g. 10.0.0.0/"
-                           f"{32 - (count + 1).bit_length()}, or remove subnet to get one that fits",
-                           ("topology.hosts",)))
-    return out
-
-
-def _graph_file_problems(topo: Topology) -> list[Problem]:
-    """template graph: a graph file that reads (graphfile.py names its line), the sites hosts go to, and
-    distance delays only where they can be shaped; its keys only with it."""
-    related = ("topology.template",)
-    if topo.template != "graph":
-        given = [k for k in ("graph", "graph_hosts") if getattr(topo, k) is not None]
-        given += ["graph_delay"] if topo.graph_delay != "distance" else []
-        return [Problem(("topology", k), f"{k} is only used by template graph", related) for k in given]
-    if topo.graph is None:
-        return [Problem(("topology", "graph"), "template graph needs graph: FILE, a GraphML (.graphml) or GML "
-                        "(.gml) file relative to this file", related)]
-    try:
-        wan = read_graph(topo.graph)
-    except GraphFileError as err:
-        return [Problem(("topology", "graph"), str(err))]
-    try:
-        wan.sites(topo.graph_hosts)
-    except LookupError as err:
-        index, message = err.args
-        return [Problem(("topology", "graph_hosts", index), message, ("topology.graph",))]
-    if not SHAPERS[topo.shaping].netem and topo.graph_delay == "distance" and any(w.delay for w in wan.wires):
-        return [Problem(("topology", "graph_delay"), "OVS QoS shapes bandwidth only; the delays from the graph's "
-                        "distances need shaping: tc (or graph_delay: none for bandwidth only)", ("topology.shaping",))]
-    return []
-
-
-def _shaping_problems(topo: Topology) -> list[Problem]:
-    out = []
-    netem = [("topology", "link")] if needs_netem(topo.link) else []
-    netem += [("topology", "bottleneck")] if topo.bottleneck is not None and needs_netem(topo.bottleneck) else []
-    netem += [("topology", "links", i) for i, item in enumerate(topo.links or []) if needs_netem(item)]
-    if not SHAPERS[topo.shaping].netem and netem:
-        out.append(Problem(("topology", "shaping"), f"{SHAPERS[topo.shaping].what}; the delay, jitter or loss of "
-                           f"{format_path(netem[0])} needs shaping: tc", (format_path(netem[0]),)))
-    if topo.shaping == "ovs" and topo.switch.kind != "ovs":
-        out.append(Problem(("topology", "shaping"), "shaping ovs needs switch kind ovs "
-                           f"(got {topo.switch.kind})", ("topology.switch.kind",)))
-    if topo.shaping != "tc" and topo.qdisc == "tbf":
-        out.append(Problem(("topology", "qdisc"), "qdisc tbf needs shaping: tc "
-                           "(OVS shaping uses its own linux-htb queues)", ("topology.shaping",)))
-    return out
-
-
-def _jitter_problem(params: LinkParams, path: tuple, own: LinkParams | None = None) -> list[Problem]:
-    if params.jitter is None or params.delay is not None:
-        return []
-    where = path + ("jitter",) if own is None or own.jitter is not None else path
-    return [Problem(where, "jitter needs a delay on the same link (netem varies the delay by the "
-                    "jitter)", ("topology.link.delay", "topology.link.jitter"))]
-
-
-def _link_param_problems(topo: Topology) -> list[Problem]:
-    out = _jitter_problem(topo.link, ("topology", "link"))
-    if topo.bottleneck is not None:
-        out += _jitter_problem(topo.link.merged(topo.bottleneck), ("topology", "bottleneck"),
-                               topo.bottleneck)
-    for i, item in enumerate(topo.links or []):
-        out += _jitter_problem(topo.link.merged(item), ("topology", "links", i), item)
-    return out
-
-
-def _kinds(topo: Topology) -> dict[str, str]:
-    return {name: topo.host_conf(name).kind or DEFAULT_KIND for name in topo.host_names()}
-
-
-def _real_machines(topo: Topology) -> set[str]:
-    """The hosts that are machines of their own (spec.kinds: real time, no budget, their own link)."""
-    return {name for name, k in _kinds(topo).items() if real_machine(k)}
-
-
-def _kind_problems(topo: Topology) -> list[Problem]:
-    """Each kind's own setting set only where it means something, then the kinds' own rules."""
-    settings = kind_settings()
-    out = [p for kind, s in settings.items() for p in _kind_setting_problems(topo, s.key, kind)]
-    of_host = _kinds(topo)
-    for kind, s in settings.items():
-        hosts = [KindHost(name, parse_path(topo.host_own(name)[0]), topo.host_conf(name))
-                 for name, has in of_host.items() if has == kind]
-        others = [name for name, has in of_host.items() if has != kind]
-        out += [Problem(path, message, related) for path, message, related in s.problems(hosts, others)]
-    return out
-
-
-def _kind_setting_problems(topo: Topology, setting: str, kind: str) -> list[Problem]:
-    """A kind's own setting (image: docker, remote: remote) only means something on a node of that kind."""
-    of_host, out = _kinds(topo), []
-    if getattr(topo.host, setting) is not None and kind not in of_host.values():
-        out.append(Problem(("topology", "host", setting), f"{setting} is for {kind} nodes, and no host is "
-                           f"kind {kind} (set kind: {kind})", ("topology.host.kind",)))
-    for name, has in of_host.items():
-        key, own = topo.host_own(name)
-        if own is not None and getattr(own, setting) is not None and has != kind:
-            out.append(Problem(parse_path(key) + (setting,), f"{setting} is for {kind} nodes, and {name} is "
-                               f"kind {has} (set kind: {kind})", ("topology.host.kind",)))
-    return out
-
-
-def _override_problems(topo: Topology) -> list[Problem]:
-    names = topo.host_names()
-    span = f"h1..h{len(names)}" if len(names) > 1 else "h1"
-    return [Problem(("topology", "host_overrides", name), f"no host {name!r} in this topology "
-                    f"(hosts are {span})", ("topology.hosts",))
-            for name in topo.host_overrides if name not in names]
-
-
-def _custom_problems(topo: Topology) -> list[Problem]:
-    out, kinds = [], {}
-    for key, items in (("hosts", topo.hosts), ("switches", topo.switches)):
-        for i, item in enumerate(items):
-            if item.name in kinds:
-                out.append(Problem(("topology", key, i, "name"), f"duplicate node name {item.name!r}"))
-            kinds.setdefault(item.name, key)
-    if not topo.hosts:
-        out.append(Problem(("topology", "hosts"), "a custom topology needs at least one host"))
-    return out or _link_problems(topo, kinds)
-
-
-def _link_problems(topo: Topology, kinds: dict[str, str]) -> list[Problem]:
-    out, adjacent = [], {name: set() for name in kinds}
-    for i, link in enumerate(topo.links):
-        ends = [(end, getattr(link, end)) for end in ("a", "b")]
-        bad = [(end, n) for end, n in ends if n not in kinds]
-        for end, name in bad:
-            out.append(Problem(("topology", "links", i, end), f"link to unknown node {name!r}"
-                               f"{suggest(name, kinds)} (nodes: {', '.join(kinds)})"))
-        if not bad and link.a == link.b:
-            out.append(Problem(("topology", "links", i), f"link from {link.a!r} to itself"))
-        elif not bad:
-            adjacent[link.a].add((link.b, i))
-            adjacent[link.b].add((link.a, i))
-    if out:
-        return out
-    return (_host_link_problems(topo, kinds, adjacent) or _parallel_link_problems(topo)
-            or _loop_problems(topo, kinds) or _connectivity_problems(adjacent))
-
-
-def _parallel_link_problems(topo: Topology) -> list[Problem]:
-    """Links are keyed by their two ends: a second link between the same nodes would go unshaped."""
-    first, out = {}, []
-    for i, link in enumerate(topo.links):
-        j = first.setdefault(frozenset((link.a, link.b)), i)
-        if j != i:
-            out.append(Problem(("topology", "links", i), f"a second link between {link.a} and {link.b} (the first is "
-                               f"links[{j}]); one link per pair of nodes: set its bw to the sum instead"))
-    return out
-
-
-def _loop_problems(topo: Topology, kinds: dict) -> list[Problem]:
-    """Switches without a spanning tree flood broadcasts around a cycle forever: no loops among them."""
-    group = {name: name for name, kind in kinds.items() if kind == "switches"}
-
-    def root(name):
-        while group[name] != name:
-            group[name] = group[group[name]]
-            name = group[name]
-        return name
-    for i, link in enumerate(topo.links):
-        if link.a in group and link.b in group:
-            a, b = root(link.a), root(link.b)
-            if a == b:
-                return [Problem(("topology", "links", i), f"the link {link.a}-{link.b} closes a loop among switches; "
-                                "the switches run no spanning tree, so broadcasts would circle forever: remove it")]
-            group[a] = b
-    return []
-
-
-def _host_link_problems(topo: Topology, kinds: dict, adjacent: dict) -> list[Problem]:
-    out = []
-    for i, host in enumerate(topo.hosts):
-        peers = sorted(peer for peer, _ in adjacent[host.name])
-        if len(peers) == 1 and kinds[peers[0]] == "switches":
-            continue
-        found = f"links to {', '.join(peers)}" if peers else "has no link"
-        out.append(Problem(("topology", "hosts", i), f"host {host.name!r} {found}; a host needs "
-                           "exactly one link, to a switch (one interface, one IP)"))
-    return out
-
-
-def _connectivity_problems(adjacent: dict) -> list[Problem]:
-    names = list(adjacent)
-    seen, todo = {names[0]}, [names[0]]
-    while todo:
-        for peer, _ in adjacent[todo.pop()]:
-            if peer not in seen:
-                seen.add(peer)
-                todo.append(peer)
-    cut = [n for n in names if n not in seen]
-    if not cut:
-        return []
-    return [Problem(("topology", "links"), f"the topology is not connected: {', '.join(cut)} "
-                    f"cannot reach {names[0]}")]
 
 
 def workload_problems(exp: Experiment) -> list[Problem]:
@@ -504,168 +242,6 @@ def _placement_problems(placement: dict, servers: int, hosts: list[str], related
     return out
 
 
-FAULT_VALUES = ("bw", "delay", "loss", "cpu")
-
-
-def fault_problems(exp: Experiment) -> list[Problem]:
-    """Each fault: the target and value its action takes and no other, a link, host or task that
-    exists, a trigger before the end of training, a duration only where the action can be undone."""
-    if not exp.faults:
-        return []
-    graph = build_graph(exp.topology)          # names and links only
-    hosts = [h.name for h in graph.hosts]
-    try:
-        placed = assign_tasks(exp.workload, hosts)
-        tasks = [f"{t.task_type} {t.index}" for t in placed]
-        busy = {t.host for t in placed}
-    except PlacementError:
-        tasks = busy = None           # reported by the workload rules
-    out = []
-    for i, fault in enumerate(exp.faults):
-        at, action = ("faults", i), ACTIONS[fault.action]
-        given = [k for k in ("link", "task", "host") if getattr(fault, k) is not None]
-        used = [k for k in given if k in action.targets]
-        out += [Problem(at + (k,), f"{k} is not used by {fault.action} (it acts on a "
-                        f"{' or a '.join(action.targets)})") for k in given if k not in action.targets]
-        if not used:
-            out.append(Problem(at + ("action",), f"{fault.action} needs a {' or a '.join(action.targets)}"))
-        elif len(used) > 1:
-            out.append(Problem(at + (used[1],), f"{fault.action} takes a {used[0]} or a {used[1]}, not both"))
-        for key in FAULT_VALUES:
-            if key == action.value and getattr(fault, key) is None:
-                out.append(Problem(at + ("action",), f"{fault.action} needs {key} (the new value)"))
-            elif key != action.value and getattr(fault, key) is not None:
-                out.append(Problem(at + (key,), f"{key} is not used by {fault.action}"))
-        if action.duration == "no" and fault.duration is not None:
-            out.append(Problem(at + ("duration",), f"{fault.action} has no duration: there is nothing to undo"))
-        elif action.duration == "required" and fault.duration is None:
-            out.append(Problem(at + ("action",), f"{fault.action} needs a duration (e.g. duration: 3s)"))
-        out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload, hosts=len(hosts))
-        out += _fault_support_problems(exp, at, fault, busy)
-    return out
-
-
-def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None) -> list[Problem]:
-    """What the applier cannot do: shape a real machine's link, change its (or a cluster node's) CPU
-    limit, netem under OVS QoS; a pause of a host no task runs on would do nothing."""
-    real, action = _real_machines(exp.topology), ACTIONS[fault.action]
-    remote = [n for n in (fault.link or []) + [fault.host] if n in real]
-    if fault.link is not None and remote:
-        return [Problem(at + ("link",), f"{remote[0]} is a real machine (kind remote): its link is its own "
-                        "network's, not an emulated one; link faults act on emulated links only", ("topology",))]
-    if fault.action == "set_cpu" and remote:
-        return [Problem(at + ("host",), f"{remote[0]} is a real machine (kind remote): its CPU cannot be limited; "
-                        "set_cpu acts on emulated hosts only", ("topology",))]
-    if fault.action == "set_cpu" and exp.cluster is not None:
-        return [Problem(at + ("action",), "set_cpu is not applied on cluster servers yet (their hosts' budgets "
-                        "are set once, at bring-up, from cores): remove it or remove cluster:", ("cluster",))]
-    if action.netem and not SHAPERS[exp.topology.shaping].netem:
-        return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; "
-                        f"{SHAPERS[exp.topology.shaping].what} (set topology.shaping: tc)", ("topology.shaping",))]
-    if fault.host is not None and busy is not None and fault.host in exp.topology.host_names() and fault.host not in busy:
-        return [Problem(at + ("host",), f"no task runs on {fault.host}, so {fault.action} would do nothing "
-                        f"(tasks run on {', '.join(sorted(busy))})", ("workload.strategy", "topology.hosts"))]
-    return []
-
-
-def _fault_target_problems(at: tuple, fault, graph, hosts: list[str], tasks: list[str] | None) -> list[Problem]:
-    names = hosts + [s.name for s in graph.switches]
-    related = ("topology",)
-    if fault.link is not None:
-        unknown = [(j, n) for j, n in enumerate(fault.link) if n not in names]
-        if unknown:
-            return [Problem(at + ("link", j), f"no node {n!r} in this topology{suggest(n, names)}", related)
-                    for j, n in unknown]
-        a, b = fault.link
-        if {a, b} not in [{e.a, e.b} for e in graph.links]:
-            return [Problem(at + ("link",), f"no link between {a} and {b} ({a} links to "
-                            f"{', '.join(graph.neighbours(a)) or 'nothing'})", related)]
-    if fault.host is not None and fault.host not in hosts:
-        return [Problem(at + ("host",), f"no host {fault.host!r} in this topology{suggest(fault.host, hosts)}",
-                        related)]
-    if fault.task is not None and tasks is not None and " ".join(fault.task.split()) not in tasks:
-        return [Problem(at + ("task",), f"no task {fault.task!r} in this run (tasks: {', '.join(tasks)})",
-                        ("workload.strategy", "topology.hosts"))]
-    return []
-
-
-def point_steps(w, hosts: int) -> int:
-    """Steps per epoch at this point (workload.fixed): the fewest of the strategies it may run (auto and
-    switch run all-reduce or ps), so that a step trigger is checked against the shortest training."""
-    strategies = ("allreduce", "ps") if w.strategy in ("auto", "switch") else (w.strategy,)
-    return min(w.steps_at(hosts, s) for s in strategies)
-
-
-def _trigger_problems(at: tuple, fault, w, key: str = "at", hosts: int = 1) -> list[Problem]:
-    text = getattr(fault, key)
-    per_epoch = point_steps(w, hosts)
-    trigger, total = parse_start(text), w.epochs * per_epoch
-    related = ("workload.epochs", "workload.steps_per_epoch", "workload.samples_per_epoch", "workload.fixed",
-               "topology.hosts")
-    if trigger.kind == "step" and trigger.value > total:
-        return [Problem(at + (key,), f"step {trigger.value:g} is past the end of training ({total} steps: "
-                        f"{w.epochs} epoch(s) of {per_epoch})", related)]
-    if trigger.kind == "epoch" and trigger.value > w.epochs:
-        return [Problem(at + (key,), f"epoch {trigger.value:g} is past the end of training "
-                        f"({w.epochs} epoch(s))", related)]
-    if trigger.kind == "time" and trigger.value >= w.timeout:
-        return [Problem(at + (key,), f"{text} is past workload.timeout ({w.timeout:g} s)",
-                        ("workload.timeout",))]
-    return []
-
-
-def trace_problems(exp: Experiment) -> list[Problem]:
-    """Each trace (docs/changing-links.md): its keys only with a trace (granularity only with mahimahi), not
-    beside a bw of its own, a file that is there and reads (the file's own line named), delay and loss
-    only under shaping tc, two rows or more to loop, a start before the end of training, emulated links."""
-    topo, out = exp.topology, []
-    for key, own in traces.owners(topo):
-        path = parse_path(key)
-        params = own if key == "topology.link" else topo.link.merged(own)
-        if params.trace is None:
-            out += [Problem(path + (k,), f"{k} is for a trace, and {key} follows none (set trace: FILE)")
-                    for k in TRACE_KEYS[1:] if getattr(own, k) is not None]
-            continue
-        if own.trace is not None and own.bw is not None:
-            out.append(Problem(path + ("bw",), "bw and trace are both set: the trace gives the link's rate (its "
-                               "first row from bring-up on): remove bw", (f"{key}.trace",)))
-        if params.trace_granularity is not None and params.trace_format != "mahimahi":
-            out.append(Problem(path + ("trace_granularity",), "trace_granularity is for trace_format mahimahi "
-                               "(a csv trace has its own steps)"))
-        if params.trace_start is not None:
-            out += _trigger_problems(path, params, exp.workload, "trace_start",
-                                     len(exp.topology.host_names()))
-        if not any(getattr(own, k) is not None for k in TRACE_KEYS):
-            continue          # follows topology.link's trace, checked there
-        at = key if own.trace is not None else "topology.link"
-        g = params.trace_granularity or traces.DEFAULT_GRANULARITY
-        try:
-            trace = traces.load(traces.trace_file(exp, at), params.trace_format, g)
-        except traces.TraceError as err:
-            out.append(Problem(parse_path(at) + ("trace",), f"trace file {err}"))
-            continue
-        if trace.needs_netem and not SHAPERS[topo.shaping].netem:
-            out.append(Problem(parse_path(at) + ("trace",), f"this trace has delay or loss; {SHAPERS[topo.shaping].what}: "
-                               "set shaping: tc", ("topology.shaping",)))
-        if params.trace_mode == "loop" and len(trace.rows) < 2:
-            out.append(Problem(path + ("trace_mode",), "a trace of one row cannot loop: add a last row at the "
-                               "time it ends (the loop starts over there)"))
-    return out + (_trace_link_problems(topo) if not out else [])
-
-
-def _trace_link_problems(topo: Topology) -> list[Problem]:
-    """A real machine's link is its own network's: a trace acts on emulated links only."""
-    real = _real_machines(topo)
-    for edge in build_graph(topo).links if any(p.trace for _, p in traces.owners(topo)) else []:
-        remote = [n for n in (edge.a, edge.b) if n in real]
-        if edge.params.trace is not None and remote:
-            key = traces.owner_of(topo, edge)
-            return [Problem(parse_path(key) + ("trace",), f"{remote[0]} is a real machine (kind remote): its link "
-                            f"{edge.a}-{edge.b} is its own network's, not an emulated one; a trace acts on emulated "
-                            "links only", ("topology",))]
-    return []
-
-
 def cluster_problems(exp: Experiment) -> list[Problem]:
     """cluster: distinct servers, a placement naming known nodes and servers, and what the cluster
     edition builds here (netns hosts on Open vSwitch bridges, tc shaping, budgets in cores)."""
@@ -698,7 +274,7 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
                 out.append(Problem(("cluster", "placement", node), f"unknown server {server!r}{suggest(server, list(names))} "
                                    f"(servers: {', '.join(names)})"))
     found: dict[tuple, list[str]] = {}       # one problem per key (hosts of a template share topology.host)
-    for name, kind in _kinds(topo).items():
+    for name, kind in host_kinds(topo).items():
         key, conf = parse_path(topo.host_own(name)[0]), topo.host_conf(name)
         if kind != "netns":
             found.setdefault((key + ("kind",), f"kind {kind}: a cluster places netns hosts only (remove "

@@ -12,7 +12,6 @@ import psutil
 import pytest
 from pydantic import BaseModel
 
-import testbed.units as units
 from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
 from testbed.emulation.dilation import SCALED_KEYS, choose, to_emulated, wall_graph, wall_spec

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spec_helpers import issues, load, one, write
+from spec_helpers import load, one, write
 from testbed import shaping
 from testbed.spec import build_graph, expand_points, load_spec, validate_file
 from testbed.spec import graphfile

@@ -20,7 +20,7 @@ nodes.KINDS.clear()                  # this machine's docker and remote kinds st
 nodes.KINDS.update(netns="testbed.nodes.netns:NetnsNode", toy="toy_kind:ToyNode")   # the registry's line
 kinds.KINDS.clear()
 kinds.KINDS.update(netns=kinds.Kind("netns"), toy=kinds.Kind("toy", toy_kind.SETTINGS))   # the table's row
-for module in ("models", "graph", "rules", "validate", "sweep", "load", ""):   # as if the row were in the file
+for module in ("values", "workload", "models", "graph", "rules", "validate", "sweep", "load", ""):   # as if in the file
     importlib.reload(sys.modules["testbed.spec" + (module and "." + module)])
 """
 

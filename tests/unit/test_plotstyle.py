@@ -52,18 +52,22 @@ def test_readable_log_ticks_keeps_explicit_ticks():
     plt.close(fig)
 
 
-def test_two_engines_are_two_series_each_against_its_own_one_node_time():
+def test_two_engines_are_two_series_each_against_its_own_one_node_rate():
     import pandas as pd
 
     from analysis import tables
     from analysis.plotstyle import series, style
+    # steady samples/s: 1/t, so each engine's 2-node speedup is its 1-node time over its 2-node time
     runs = pd.DataFrame([dict(run_id=f"{e}{n}", status="ok", model="mlp", engine=e, strategy="allreduce", hosts=n,
-                              bw_bps=1e7, bw="10mbit", training_time_s=t, time_per_step_s=t / 10)
+                              bw_bps=1e7, bw="10mbit", training_time_s=t, time_per_step_s=t / 10, steady="ok",
+                              steady_samples_per_s=1 / t, fixed="data", steps=10, global_batch=32 * n,
+                              workers=n)
                          for e, times in (("tensorflow", (2.0, 3.0)), ("pytorch", (1.0, 4.0)))
                          for n, t in zip((1, 2), times)])
-    summary = tables.time_summary(runs)
+    runs = tables.with_steady_columns(tables.with_faithful_defaults(runs))
+    summary = tables.summary(runs)
     got = {(label, bw): list(rows["speedup"].round(2)) for label, bw, rows in series(summary)}
     assert got == {("allreduce (pytorch)", 1e7): [1.0, 0.25], ("allreduce (tensorflow)", 1e7): [1.0, 0.67]}
     assert style("allreduce (pytorch)") == ("o", ":") and style("allreduce") == ("o", "-")
     one = runs[runs["engine"] == "tensorflow"].drop(columns="engine")       # results before PyTorch
-    assert [label for label, _, _ in series(tables.time_summary(one))] == ["allreduce"]
+    assert [label for label, _, _ in series(tables.summary(one))] == ["allreduce"]

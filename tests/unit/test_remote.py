@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from spec_helpers import issues, load, write
+from spec_helpers import issues, load
 
 from testbed.spec.graph import build_graph
 from testbed.net.network import node_problems

@@ -1,0 +1,149 @@
+"""The workload section of the experiment file: what trains (engine, strategy, model), how much (the
+same data or the same steps at every node count), and each strategy's own settings."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from testbed.spec import limits
+from testbed.spec.keypaths import KnownKeys
+from testbed.spec.settings import Strict
+from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole
+
+MODEL_PARAMS = {
+    "mlp": ("width", "depth", "input_dim", "classes"),
+    "cnn": ("filters", "dense", "classes"),
+    "caption": ("vocab_size", "max_len", "feature_dim", "embed_dim", "units"),
+}
+
+
+class PsConf(Strict):
+    """ParameterServerStrategy. placement: role (chief, worker, ps) -> host names; null = default."""
+
+    servers: Count = 1
+    placement: dict[Literal["chief", "worker", "ps"], list[NodeName]] | None = None
+    partition: bool = False
+    steps_per_execution: Count = 1
+
+
+class AllreduceConf(Strict):
+    """MultiWorkerMirroredStrategy collective options."""
+
+    implementation: Literal["auto", "ring"] = "auto"
+    bytes_per_pack: Annotated[int, Field(ge=0, le=limits.MAX_SIZE)] = 0
+
+
+class DataConf(Strict):
+    """Training data: synthetic, or Flickr8k features/captions at path."""
+
+    kind: Literal["synthetic", "flickr8k"] = "synthetic"
+    path: str | None = None
+
+
+class AdvisorConf(Strict):
+    """strategy auto: where the cost model's parameters come from, and the gradient of a script."""
+
+    results: str | list[str] | None = Field(
+        None, description="results folder(s) whose runs the cost model is fitted on (relative to this file, "
+        "else to the working directory), e.g. an all-reduce and a ps sweep; null: rough defaults")
+    gradient_size: Size | None = Field(None, description="gradient bytes per step (needed with workload.script; "
+                                       "default: the built-in model's parameters x 4 bytes)")
+
+
+class StrategySwitchConf(Strict):
+    """strategy switch: the strategy training starts with, and when it changes to the other."""
+
+    start: Literal["allreduce", "ps"] = Field("allreduce", description="the strategy of the first epoch")
+    margin: Annotated[float, Field(ge=0, le=100)] = Field(
+        0.2, description="switch at an epoch's end when the cost model predicts the other strategy this much "
+        "more samples/s than the epoch measured (0.2: 20% more)")
+    max_switches: Whole = Field(1, description="switches per run")
+
+
+DEFAULT_STEPS_PER_EPOCH = 20
+
+
+class Workload(Strict):
+    """What trains: engine, strategy, model and its size, and the training loop."""
+
+    engine: Literal["tensorflow", "pytorch"] = Field(
+        "tensorflow", description="pytorch: DistributedDataParallel over torch.distributed's gloo backend "
+        "(strategies single and allreduce, models mlp and cnn, or your own torchrun-style script)")
+    strategy: Literal["single", "allreduce", "ps", "auto", "switch"] = Field(
+        "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
+        "checks by the cost model (workload.advisor); switch: starts with workload.switch.start and "
+        "changes strategy at an epoch's end when the cost model predicts the other faster")
+    model: Literal["mlp", "cnn", "caption"] = "mlp"
+    model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
+                                                                      for k in ks})))] = Field(
+        default_factory=dict, description="mlp: width, depth, input_dim, classes; cnn: filters, "
+        "dense, classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
+    batch_per_worker: Count = 32
+    epochs: Count = 1
+    fixed: Literal["data", "steps"] = Field(
+        "data", description="what stays the same as nodes are added: data (samples_per_epoch split over the "
+        "workers, so each runs samples_per_epoch / global batch steps per epoch: every node count trains the same "
+        "samples) or steps (steps_per_epoch on every worker: weak scaling, more nodes train more samples)")
+    samples_per_epoch: Count | None = Field(
+        None, description="fixed data: samples per epoch over all workers (default: steps_per_epoch x "
+        "batch_per_worker, one worker's epoch)")
+    steps_per_epoch: Count | None = Field(
+        None, description=f"fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
+        f"steps of one worker alone, when samples_per_epoch is not set (null: {DEFAULT_STEPS_PER_EPOCH})",
+        json_schema_extra={"default": DEFAULT_STEPS_PER_EPOCH})
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
+    timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
+    port: Annotated[int, Field(ge=1024, le=65535)] = 50501
+    ps: PsConf = Field(default_factory=PsConf)
+    allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
+    advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
+    switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
+                                       description="strategy switch: start, margin, max_switches")
+    data: DataConf = Field(default_factory=DataConf)
+    threads: Annotated[int, Field(ge=0, le=limits.MAX_CORES)] | Literal["auto"] = Field(
+        "auto", description="TensorFlow intra-op threads per task; auto: the task's share of its "
+        "machine's cores within its CPU limit; 0: TensorFlow's default (all cores)")
+    eval: bool | None = Field(None, description="caption model: BLEU-1..4 on the held-out split after each epoch "
+                              "(null: on with flickr8k data)")
+    script: str | None = Field(None, description="your own training script (path relative to this file), run "
+                               "unmodified in every task instead of the built-in workload, with TF_CONFIG set")
+    args: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
+        default_factory=list, description="command-line arguments of the script")
+    files: Annotated[list[str], Field(max_length=limits.MAX_ENV)] = Field(
+        default_factory=list, description="files or folders the script needs besides itself, relative to its "
+        "folder (e.g. [model.py, data/]); docker and remote nodes get only the script and these")
+    script_roles: Literal["coordinator", "all"] = Field(
+        "coordinator", description="ps: the testbed runs the servers and the script as coordinator; all: the "
+        "script runs in every task")
+    env: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str],
+                   Field(max_length=limits.MAX_ENV)] = Field(
+        default_factory=dict, description="environment of every task (e.g. TF_USE_LEGACY_KERAS: '0')")
+    recovery: Literal["none", "backup"] = Field(
+        "none", description="backup: tf_keras BackupAndRestore into the run folder; a task that is killed or "
+        "crashes is started again (max_restarts) and training resumes from the last backup")
+    backup_every_steps: Count = Field(5, description="recovery backup: steps between backups (ps: every epoch)")
+    max_restarts: Whole = Field(1, description="recovery backup: restarts per run")
+
+    def epoch_samples(self) -> int:
+        """Samples per epoch over all workers under fixed data (samples_per_epoch, else one worker's
+        steps_per_epoch batches)."""
+        return self.samples_per_epoch or self.epoch_steps * self.batch_per_worker
+
+    @property
+    def epoch_steps(self) -> int:
+        """steps_per_epoch as the file sets it, else its default."""
+        return self.steps_per_epoch or DEFAULT_STEPS_PER_EPOCH
+
+    def samples_per_step(self, workers: int, strategy: str | None = None) -> int:
+        """Samples one step trains: the global batch under all-reduce; one worker's batch under ps (a
+        step is one worker's closure) and single."""
+        return self.batch_per_worker * (max(1, workers) if (strategy or self.strategy) == "allreduce" else 1)
+
+    def steps_at(self, workers: int, strategy: str | None = None) -> int:
+        """Steps per epoch at a point with `workers` workers: steps_per_epoch under fixed steps; under
+        fixed data the epoch's samples over the samples per step, to the nearest whole step (at least 1),
+        so every node count trains the same samples within one step's."""
+        if self.fixed == "steps":
+            return self.epoch_steps
+        return max(1, int(self.epoch_samples() / self.samples_per_step(workers, strategy) + 0.5))
