@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from testbed.emulation import readers
-from testbed.emulation.budgets import quota as cpu_quota
+from testbed.emulation.budgets import held_by
 from testbed.nodes import cgroups
 from testbed.nodes.base import NodeError, join_cgroups
 from testbed.nodes.ssh_node import AGENT, SshNode
@@ -60,7 +60,7 @@ class ClusterNode(SshNode):
         if h.budget is None and h.memory is None:
             return
         v = 2 if self.conn.exec(["test", "-e", f"{cgroups.ROOT}/cgroup.controllers"])[0] == 0 else 1
-        limit = cpu_quota(h.budget) if h.budget is not None else None
+        limit = held_by(h.budget, h.cpus) if h.budget is not None else None
         plan = cgroups.limit_plan(self.token, limit, h.memory, v)
         dirs = cgroups.limit_dirs(self.token, limit, h.memory, v=v)
         self._record(cgroup=[str(d) for d in dirs], python=self.python)

@@ -61,12 +61,13 @@ RUN_RATE_COLUMNS = ("samples_per_s", "net_throughput_mean_bps", "steady_samples_
 
 def choose(points: Iterable[Iterable[float]], machine_cores: float, reserve: float = DEFAULT_RESERVE,
            step: float = AUTO_STEP) -> float:
-    """`dilation: auto`: the smallest K >= 1 at which the sweep's largest point (by total cores)
-    fits this machine with the reserve, rounded UP to a multiple of `step`.
+    """`dilation: auto`: the smallest K >= 1 at which the largest of `points` (each a list of its nodes'
+    cores; a run asks for one point at a time) fits this machine with the reserve, rounded UP to a
+    multiple of `step`.
 
     Rounding up keeps the fit (a larger K needs less) and gives a factor that reads well in logs
     and reports ("x2.75", not "x2.6667") and whole-ish quotas; it costs at most `step`/K of extra
-    run time. One K for the whole sweep, so that every point is emulated alike."""
+    run time."""
     largest = max((sum(p) for p in points), default=0.0)
     room = machine_cores - reserve
     if room <= 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from testbed.emulation.budgets import UNLIMITED, Quota, cpuset_text, quota as cpu_quota
+from testbed.emulation.budgets import UNLIMITED, Quota, cpuset_text, held_by, quota as cpu_quota
 from testbed.emulation import readers
 from testbed.emulation.readers import stat_fields
 
@@ -67,7 +67,7 @@ def apply_limits(name: str, cpu: float | None, memory: int | None, root: Path = 
     """Create the host's cgroup(s) with its limits; cpu is a fraction of the whole machine (of its
     `cores`), cpus the CPUs it is pinned to (None: every CPU)."""
     v = version(root)
-    limit = cpu_quota(cpu * (cores or os.cpu_count() or 1)) if cpu is not None else None
+    limit = held_by(cpu * (cores or os.cpu_count() or 1), cpus) if cpu is not None else None
     carry_out(limit_plan(name, limit, memory, v, root, cpus))
     if cpus is not None and v == 1:
         _pin_v1(root / "cpuset" / SUBTREE / name, cpus)

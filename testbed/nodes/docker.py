@@ -13,7 +13,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from testbed.emulation.budgets import cpuset_text, quota
+from testbed.emulation.budgets import UNLIMITED, cpuset_text, held_by
 from testbed.nodes import cgroups
 from testbed.nodes.base import REPO, Node, NodeError, Usage, in_namespaces, netns_counters
 from testbed.owner import identity
@@ -22,10 +22,12 @@ LABEL = "dltestbed"
 STAGE_DIR = "/tmp/dltestbed"
 
 
-def _cpu_limit(fraction: float) -> dict[str, int]:
+def _cpu_limit(fraction: float, cpus: list[int] | None = None) -> dict[str, int]:
     """Docker's quota and period for a fraction of the whole machine (as the graph's cpu counts it),
-    over the short period the budgets use (testbed.emulation.budgets)."""
-    return quota(fraction * (os.cpu_count() or 1)).docker()
+    over the short period the budgets use; none for a node pinned to as many whole CPUs of its own
+    (testbed.emulation.budgets.held_by)."""
+    limit = held_by(fraction * (os.cpu_count() or 1), cpus)
+    return {} if limit == UNLIMITED else limit.docker()
 
 
 def container_name(host_name: str) -> str:
@@ -77,7 +79,7 @@ class DockerNode(Node):
         self._registry.add(self.records, name)
         limits = {}
         if self.host.cpu is not None:
-            limits.update(_cpu_limit(self.host.cpu))
+            limits.update(_cpu_limit(self.host.cpu, self.host.cpus))
         if self.host.memory is not None:
             limits["mem_limit"] = self.host.memory
         if self.host.cpus is not None:

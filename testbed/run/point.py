@@ -41,17 +41,26 @@ def _budgeted_cores(spec, machine: int) -> list[float]:
     return [c for c in cores if c is not None]
 
 
-def auto_factor(specs: list, machine: int, progress=lambda msg: None) -> float:
-    """`dilation: auto` over these specs (a sweep's): the smallest factor at which the largest
-    point's budgets and the reserve fit this machine, one factor for all of them."""
-    cores = [_budgeted_cores(s, machine) for s in specs]
+def auto_factor(spec, machine: int) -> float:
+    """`dilation: auto` of one point: the smallest factor at which its budgets and the reserve fit this
+    machine (each point its own: a point of one node runs in real time on a core of its own, not slowed,
+    and sliced, to the largest point's factor)."""
+    return dil.choose([_budgeted_cores(spec, machine)], machine, spec.emulation.reserve)
+
+
+def _auto_note(specs: list, factors: list[float], machine: int) -> str:
+    """What `dilation: auto` chose, by factor: the nodes and cores of the points it was chosen for."""
+    by_k: dict[float, set] = {}
+    for spec, k in zip(specs, factors):
+        cores = _budgeted_cores(spec, machine)
+        by_k.setdefault(k, set()).add((len(cores), sum(cores)))
+    if not any(n for sizes in by_k.values() for n, _ in sizes):
+        return "dilation auto: x1 (no node has a cores budget)"
+    parts = [f"x{k:g} for {' and '.join(f'{n} node(s) of {c:g} cores' for n, c in sorted(sizes))}"
+             for k, sizes in sorted(by_k.items())]
     reserve = max(s.emulation.reserve for s in specs)
-    k = dil.choose(cores, machine, reserve)
-    largest = max(cores, key=sum)
-    progress(f"dilation auto: x{k:g} (the largest point: {len(largest)} node(s) of {sum(largest):g} cores in all, "
-             f"plus a {reserve:g}-core reserve, on this machine's {machine} cores)" if largest else
-             "dilation auto: x1 (no node has a cores budget)")
-    return k
+    return (f"dilation auto: {'; '.join(parts)} (each point the smallest factor at which its nodes plus a "
+            f"{reserve:g}-core reserve fit this machine's {machine} cores)")
 
 
 def with_dilation(spec, k: float):
@@ -138,10 +147,12 @@ def resolve(point: RunPoint, machine: int) -> ResolvedPoint:
 
 
 def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None) -> list[ResolvedPoint]:
-    """A sweep's points resolved: every `auto` dilation becomes the sweep's one auto_factor."""
-    auto = [p.spec for p in points if p.spec.emulation.dilation == "auto"]
-    k = auto_factor(auto, machine, progress) if auto else None
-    return [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, k)) if p.spec.emulation.dilation == "auto"
+    """A sweep's points resolved, each `auto` dilation its point's own auto_factor (said once, by factor)."""
+    auto = [p for p in points if p.spec.emulation.dilation == "auto"]
+    factors = {id(p): auto_factor(p.spec, machine) for p in auto}
+    if auto:
+        progress(_auto_note([p.spec for p in auto], [factors[id(p)] for p in auto], machine))
+    return [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, factors[id(p)])) if id(p) in factors
                     else p, machine) for p in points]
 
 

@@ -76,12 +76,14 @@ def test_four_one_core_nodes_on_this_machine_at_dilation_1_are_degraded_naming_t
 def test_dilation_auto_runs_the_factor_it_states(tmp_path, root, no_leftovers):
     out = tmp_path / "out"
     proc, runs = run(write(tmp_path, "auto", cores=1, k="auto", steps=5, sweep={"topology.hosts": [1, 2]}), out)
-    said = re.findall(r"dilation auto: x([0-9.]+)", proc.stdout + proc.stderr)
+    said = re.findall(r"dilation auto: (.*)", proc.stdout + proc.stderr)
     assert len(said) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    k = float(said[0])
-    assert k == dilation.choose([[1.0], [1.0, 1.0]], MACHINE)      # the largest point decides, reserve 0.5
-    assert sorted(runs["hosts"]) == [1, 2] and (runs["dilation"] == k).all(), runs[["hosts", "dilation"]]
-    assert (runs["training_time_wall_s"] / runs["training_time_s"]).round(6).eq(round(k, 6)).all()
+    factors = {n: dilation.choose([[1.0] * n], MACHINE) for n in (1, 2)}     # each point its own, reserve 0.5
+    assert all(f"x{k:g} for {n} node(s)" in said[0] for n, k in factors.items()), said
+    assert sorted(runs["hosts"]) == [1, 2], runs[["hosts", "dilation"]]
+    k = runs["hosts"].map(factors)
+    assert (runs["dilation"] == k).all(), runs[["hosts", "dilation"]]
+    assert (runs["training_time_wall_s"] / runs["training_time_s"]).round(6).eq(k.round(6)).all()
 
 
 def test_main_job_report_splits_the_step_and_claims_only_what_it_measured(tmp_path, root, no_leftovers):

@@ -524,3 +524,9 @@ def test_tree_memory_skips_processes_that_end_while_read(monkeypatch):
 
     monkeypatch.setattr(memory.psutil, "Process", Fake)
     assert memory.tree_memory(1) == {"rss": 200, "pss": 120, "uss": 80, "processes": 2}
+
+
+def test_a_budget_of_whole_cpus_of_its_own_needs_no_quota():
+    assert budgets.held_by(1.0, [0]) == budgets.UNLIMITED and budgets.held_by(2.0, [2, 3]) == budgets.UNLIMITED
+    assert budgets.held_by(1.0) == quota(1.0) and budgets.held_by(0.5, [0]) == quota(0.5)   # shared CPU: a quota
+    assert budgets.UNLIMITED.v2() == "max 1000" and budgets.UNLIMITED.v1()["cpu.cfs_quota_us"] == "-1"

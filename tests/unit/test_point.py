@@ -59,12 +59,15 @@ def test_nodes_are_pinned_to_cpus_of_their_own_where_the_machine_allows(tmp_path
     assert [h.cpus for h in rp.pinned(halves, 0.5).hosts] == [(0,), (0,), (1,)]
 
 
-def test_auto_is_one_factor_for_the_sweep_from_its_largest_point(tmp_path):
+def test_auto_is_each_points_smallest_factor(tmp_path):
     said = []
     points = rp.resolve_all(expand_points(load(tmp_path, FAITHFUL)), machine=2, progress=said.append)
-    assert {p.spec.emulation.dilation for p in points} == {2.75} == {p.k for p in points}   # 4 x 1 core + 0.5 on 2
-    assert "x2.75" in said[0] and "4 node(s)" in said[0]
-    again = rp.resolve_all(expand_points(points[0].spec), machine=2)  # already numeric: unchanged
+    # with the 0.5 reserve on 2 cores: 1 one-core node runs in real time, 2 need x1.5 (x1.25 leaves 0.4), 4 x2.75
+    assert [p.spec.emulation.dilation for p in points] == [p.k for p in points] == [1.0, 1.5, 2.75]
+    assert said == ["dilation auto: x1 for 1 node(s) of 1 cores; x1.5 for 2 node(s) of 2 cores; x2.75 for 4 "
+                    "node(s) of 4 cores (each point the smallest factor at which its nodes plus a 0.5-core "
+                    "reserve fit this machine's 2 cores)"]
+    again = rp.resolve_all(expand_points(points[-1].spec), machine=2)  # already numeric: unchanged
     assert again[0].k == 2.75
 
 
