@@ -336,11 +336,11 @@ def wire_bytes(exp, outdir: Path):
 
 # 8 ------------------------------------------------------------------------------------------
 def cost_model(exp, outdir: Path):
-    """Cost model vs measurement: time per step per node count (model fitted on every run, and
+    """Cost model vs measurement: the steady step per node count (model fitted on every run, and
     predictions for the largest worker count from a fit on the others), predicted vs measured."""
     ev = costmodel.evaluate_cached(exp)
     if not ev:
-        raise FigureSkipped("no successful run with a time per step to fit the model on")
+        raise FigureSkipped("no successful run with a steady step to fit the model on")
     ins, held = ev["in_sample"], ev["held_out"]
     acc = ev["accuracy"].set_index(["strategy", "split"])["median_abs_rel_error"]
     pal = palette_for(exp)
@@ -349,39 +349,39 @@ def cost_model(exp, outdir: Path):
         for (strat, bw), rows in ins.groupby(["family", "bw_bps"]):     # ddp: PyTorch's, fitted apart
             m, _ = style(strat)
             c = pal.colour("bw", bw)
-            g = rows.groupby("hosts")[["measured_step_s", "predicted_step_s"]].mean()
-            a1.scatter(rows["hosts"], rows["measured_step_s"], marker=m, color=c, s=40,
+            g = rows.groupby("hosts")[["measured_steady_s", "predicted_steady_s"]].mean()
+            a1.scatter(rows["hosts"], rows["measured_steady_s"], marker=m, color=c, s=40,
                        zorder=3, label=f"measured, {mbit(bw)}, {strat}")
-            a1.plot(g.index, g["predicted_step_s"], ls="--", color=c)
-            a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], marker=m, color=c,
+            a1.plot(g.index, g["predicted_steady_s"], ls="--", color=c)
+            a2.scatter(rows["measured_steady_s"], rows["predicted_steady_s"], marker=m, color=c,
                        s=40, zorder=3)
         for (strat, bw), rows in held.groupby(["family", "bw_bps"]):
             c = pal.colour("bw", bw)
             kw = dict(marker="D", s=70, facecolors="none", edgecolors=c, linewidths=1.6, zorder=4)
-            a1.scatter(rows["hosts"], rows["predicted_step_s"], **kw)
-            a2.scatter(rows["measured_step_s"], rows["predicted_step_s"], **kw)
+            a1.scatter(rows["hosts"], rows["predicted_steady_s"], **kw)
+            a2.scatter(rows["measured_steady_s"], rows["predicted_steady_s"], **kw)
         deg = ev["degraded"]
         for rows, counted in ((deg, False), (ins[ins["degraded"] == True], True)):   # noqa: E712 (NaN: no)
-            mark_degraded(a1, rows["hosts"], rows["measured_step_s"], counted)
-            mark_degraded(a2, rows["measured_step_s"], rows["predicted_step_s"], counted)
+            mark_degraded(a1, rows["hosts"], rows["measured_steady_s"], counted)
+            mark_degraded(a2, rows["measured_steady_s"], rows["predicted_steady_s"], counted)
         a1.plot([], [], "k--", label="model fitted on every run (dashed)")
         if len(held):
             a1.scatter([], [], marker="D", facecolors="none", edgecolors="k",
                        label=f"held out: predicted from {held['trained_on'].iloc[0]}")
-        both = pd.concat([ins, held, deg])[["measured_step_s", "predicted_step_s"]]
+        both = pd.concat([ins, held, deg])[["measured_steady_s", "predicted_steady_s"]]
         lim = np.array([both.min().min() * 0.7, both.max().max() * 1.4])
         a2.plot(lim, lim, "k:", lw=1, label="prediction = measurement")
         a2.fill_between(lim, lim * 0.8, lim * 1.2, color="grey", alpha=0.15, label="±20 %")
         node_axis(a1, ins["hosts"])
-        log_if_wide(a1, both["measured_step_s"])
-        a1.set_ylabel("time per step (s)")
-        a1.set_title("Time per step: measured and model")
+        log_if_wide(a1, both["measured_steady_s"])
+        a1.set_ylabel("steady step (s)")
+        a1.set_title("Steady step: measured and model")
         a2.set_xscale("log")
         a2.set_yscale("log")
         a2.set_xlim(*lim)
         a2.set_ylim(*lim)
-        a2.set_xlabel("measured time per step (s)")
-        a2.set_ylabel("predicted time per step (s)")
+        a2.set_xlabel("measured steady step (s)")
+        a2.set_ylabel("predicted steady step (s)")
         a2.set_title("Predicted vs measured: " + "; ".join(
             f"{st} median |err| {v:.0%} {sp}" for (st, sp), v in acc.items()), fontsize=10)
         h1, l1 = a1.get_legend_handles_labels()
@@ -657,10 +657,10 @@ FIGURES = {
     "wire_bytes": (wire_bytes, "Bytes on the wire per step per worker vs the gradient size and "
                    "the ring all-reduce theory (explains figures 15/18: traffic per node "
                    "grows with N)."),
-    "cost_model": (cost_model, "Cost model vs measurement: fitted on every run (dashed) and, "
+    "cost_model": (cost_model, "Cost model vs measurement, on the steady step: fitted on every run (dashed) and, "
                    "hollow diamonds, the largest worker count predicted from a fit on the smaller "
                    "ones (explains the trend of thesis figures 15 and 18)."),
-    "prediction": (prediction, "PREDICTION (not measured): time per step and speedup up to 1024 "
+    "prediction": (prediction, "PREDICTION (not measured): steady samples/s and speedup up to 1024 "
                    "nodes from the cost model fitted on these runs, each node a machine of its own; "
                    "the measured points are drawn with black edges."),
     "bleu": (bleu, "BLEU-1 to BLEU-4 of the caption model on the held-out images after each "

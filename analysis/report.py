@@ -43,8 +43,8 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         "network": tables.network_per_run(runs, exp.usage),
         # residuals of every run (fitted on all), of the held-out runs (fitted on the others) and of
         # the degraded runs (not fitted)
-        "cost_model": pd.concat([f for f in (ev["in_sample"], ev["held_out"], ev["degraded"]) if len(f)],
-                                ignore_index=True) if ev else pd.DataFrame(),
+        "cost_model": pd.concat([f for f in (ev["in_sample"], ev["held_out"], ev["degraded"], ev["not_judged"])
+                                 if len(f)], ignore_index=True) if ev else pd.DataFrame(),
         "cost_model_accuracy": ev["accuracy"] if ev else pd.DataFrame(),
         "cost_model_params": model_params(ev["model"]) if ev else pd.DataFrame(),
         **({"cost_model_floor": ev["floor"]} if ev and len(ev["floor"]) else {}),   # configurations measured twice
@@ -157,6 +157,8 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
     if s.empty:
         return ["No successful run, so there is no answer."]
     runs = tables.counted_runs(exp)
+    left_out = exp.runs[tables.is_degraded(exp.runs) & (exp.runs["status"] == "ok")] if not exp.include_degraded \
+        else exp.runs.iloc[0:0]
     job = tables.training_job(exp)
     out = []
     groups = list(s.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
@@ -172,11 +174,12 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
         many_strategies = shown["strategy"].nunique() > 1
         for (strategy, bw), rows in shown.groupby(["strategy", "bw_bps"], sort=True):
             rows = rows.sort_values("hosts")
-            out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce"))
+            out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce",
+                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)]))
     return out
 
 
-def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy) -> str:
+def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded) -> str:
     head = f"At {figures.mbit(bw)}" + (f" ({strategy})" if say_strategy else "")
     what = f"{tables.count(samples)} samples" if np.isfinite(samples) else "the job"
     multi = rows[rows["hosts"] > 1]
@@ -210,6 +213,10 @@ def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy) -> str:
         parts.append(text)
     if not len(base):
         parts.append("no one-node run to compare with, so no speedup")
+    gone = sorted(set(degraded["hosts"].astype(int)) - set(rows["hosts"].astype(int)))
+    if gone:
+        parts.append(f"{' and '.join(map(str, gone))} node(s): not counted, this machine could not emulate them "
+                     "faithfully (see Degraded runs)")
     return head + ", " + "; ".join(parts) + "." + (" Ranges that far apart come about by chance alone too often "
                                                     "with so few repeats: run more (sweep.repeats) to decide."
                                                     if any(few) else "")
@@ -300,7 +307,7 @@ def trend_text(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
                    "most (a receiver's count over a few seconds can read slightly above) "
                    f"(thesis fig. 17: {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s).")
         out += _timer_sentence(exp.runs)
-    out += _cost_model_sentences(t) + advisor.switch_sentences(exp.runs, exp.steps)   # strategy switch
+    out += _cost_model_sentences(t) + costmodel.fit_notes(exp) + advisor.switch_sentences(exp.runs, exp.steps)
     net = t["network"]
     net = net[(net["hosts"] > 1) & net["ratio_to_theory"].notna()]
     for strat, rows in net.groupby("strategy"):
@@ -368,7 +375,7 @@ def _cost_model_sentences(t: dict[str, pd.DataFrame]) -> list[str]:
                     "on the runs with the most workers, predicted from a fit on the others")
             parts.append(f"{r.median_abs_rel_error:.1%} {what} (max {r.max_abs_rel_error:.1%}, "
                          f"{int(r.runs)} runs)")
-        out.append(f"The cost model ({strat}) predicts the time per step with median |relative "
+        out.append(f"The cost model ({strat}) predicts the steady step with median |relative "
                    f"error| " + "; ".join(parts) + ".")
     floor = t.get("cost_model_floor", pd.DataFrame())
     for r in floor.itertuples():

@@ -56,15 +56,21 @@ class Steady:
 NAN = float("nan")
 
 
+def typical(times, asynchronous: bool = False) -> float:
+    """The typical step of these step times: their median, or under ps (asynchronous: intervals
+    between closures finishing) their mean."""
+    return (statistics.fmean if asynchronous else statistics.median)(times)
+
+
 def split(times, asynchronous: bool = False) -> Steady:
     """The warm-up and steady state of one task's step times, in the order the steps ran."""
     times = [float(t) for t in times if t is not None and np.isfinite(t) and t >= 0]
     if not times:
         return Steady(0, NAN, 0, NAN, NAN, NAN, "no step timings (the task emitted no step events)")
     rest = times[1:]
-    typical = (statistics.fmean if asynchronous else statistics.median)(rest) if rest else NAN
+    usual = typical(rest, asynchronous) if rest else NAN
     warm = 1
-    while warm < len(times) and times[warm] > WARMUP_FACTOR * typical:
+    while warm < len(times) and times[warm] > WARMUP_FACTOR * usual:
         warm += 1
     steady, warmup_s = times[warm:], sum(times[:warm])
     if len(steady) < MIN_STEADY_STEPS:

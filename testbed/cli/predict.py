@@ -20,8 +20,10 @@ def add_arguments(ap) -> None:
     ap.add_argument("--cpu", default=None, help="CPU per node as a fraction of the fitted machine; "
                     "A/B alternates nodes (default 1)")
     ap.add_argument("--servers", type=int, default=1, help="ps: parameter servers (default 1)")
-    ap.add_argument("--steps", type=int, default=None, help="steps per run for the warm-up share "
-                    "(default: as in the results)")
+    ap.add_argument("--samples", type=int, default=None, help="the job to project each point's time to train "
+                    "for, in samples (default: what the results trained)")
+    ap.add_argument("--steps", type=int, default=None, help="the job as steps of one node (steps x batch samples), "
+                    "instead of --samples")
     ap.add_argument("--machine", choices=["separate", "shared"], default="separate",
                     help="separate: a machine per node (default); shared: all on one, like this testbed")
     ap.add_argument("--gradient-size", default=None, help="another model's gradient, e.g. 22mb")
@@ -61,7 +63,7 @@ def run(args) -> int:
         return 2
     return predict.run(args.results, " + ".join(e.name for e in exps), nodes, bws, strategies, cpus,
                        servers=args.servers, steps=args.steps, machine=args.machine, gradient_bytes=grad,
-                       batch=args.batch, rtt_s=rtt, out=args.out)
+                       batch=args.batch, rtt_s=rtt, out=args.out, samples=args.samples)
 
 
 COMMAND = Command("predict", "what-if from the cost model fitted on results: time per step, speedup and "

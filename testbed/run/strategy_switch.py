@@ -7,9 +7,7 @@ The hosts' CPU limits are the topology's, or a set_cpu fault's while it holds.
 """
 from __future__ import annotations
 
-import statistics
-
-from analysis import advisor
+from analysis import advisor, steady
 from testbed.run.faults import link_key
 from testbed.spec.rules import advisor_results_paths
 
@@ -43,10 +41,12 @@ class Switcher:
         workers = sum(t.task_type == "worker" for t in training.tasks)
         per_step = self.w.samples_per_step(workers, strategy)
         left = (self.w.epochs - epoch) * self.w.steps_at(workers, strategy)
+        samples = left * per_step if self.w.fixed == "data" else None     # the other trains them in its own steps
         now = {"bw_bps": self.bandwidth(training.faults), "cpu": self.cpu(training.faults)}
-        advice = advisor.advise(**{**self.inputs, **now}, steps=left)
-        verdict = advisor.switch_verdict(epoch, strategy, statistics.median(times), per_step, advice,
-                                         self.w.switch.margin, _startup(attempt, training), left)
+        advice = advisor.advise(**{**self.inputs, **now}, steps=None if samples else left, samples=samples)
+        step = steady.typical(times, asynchronous=strategy == "ps")
+        verdict = advisor.switch_verdict(epoch, strategy, step, per_step, advice, self.w.switch.margin,
+                                         _startup(attempt, training), left, samples)
         self.verdicts.append(verdict)
         self.progress(f"strategy switch: {verdict.reason}: {'switch' if verdict.switch else 'stay'}")
         if not verdict.switch:

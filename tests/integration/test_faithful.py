@@ -1,7 +1,7 @@
 """Faithful compute on real Mininet, OVS, tc and TensorFlow (issue 19): a dilated run reports emulated
 time with its wall clock K times longer and its faults at their step; 4 one-core nodes on a 2-core
 machine without dilation are degraded, naming the CPU; `dilation: auto` runs the factor it states;
-the main job's report splits the step into compute and the rest and claims only what that shows."""
+the main job's answer is tests/integration/test_answer.py's."""
 import os
 import re
 from pathlib import Path
@@ -84,32 +84,3 @@ def test_dilation_auto_runs_the_factor_it_states(tmp_path, root, no_leftovers):
     k = runs["hosts"].map(factors)
     assert (runs["dilation"] == k).all(), runs[["hosts", "dilation"]]
     assert (runs["training_time_wall_s"] / runs["training_time_s"]).round(6).eq(k.round(6)).all()
-
-
-def test_main_job_report_splits_the_step_and_claims_only_what_it_measured(tmp_path, root, no_leftovers):
-    """topologies/default.yaml, reduced: 1 and 2 one-core nodes at one bandwidth, few steps."""
-    out = tmp_path / "default"
-    run(REPO / "topologies" / "default.yaml", out, "--set", "sweep.topology.hosts=[1,2]",
-        "--set", "sweep.topology.link.bw=[50mbit]", "--set", "workload.epochs=1",
-        "--set", "workload.steps_per_epoch=6", "--set", "checks.iperf=false", report=True)
-    runs = pd.read_csv(out / "runs.csv")
-    assert (runs["compute"] == "budgets").all() and (runs["compute_per_step_s"] > 0).all()
-    # the probe lifted each lead node's quota for its second pass and measured what slicing costs
-    assert runs["compute_slicing"].between(0.5, 10).all(), runs["compute_slicing"].tolist()
-    html = (out / "report.html").read_text()
-    assert "machines of 1 core each (1 and 2 nodes)" in html
-    assert (out / "figures" / "time_split.png").is_file() and "time_split.png" in html
-    split = pd.read_csv(out / "tables" / "time_split.csv")
-    assert split["compute_s"].notna().all() and (split["compute_s"] > 0).all()
-    assert "network dominates" not in html.lower()
-    # the domination sentence follows from the measured numbers of the 2-node point: the probe's
-    # compute against the lead worker's steady step (its median step after the first)
-    two = runs[runs["hosts"] == 2].iloc[0]
-    steps = pd.read_csv(out / "steps.csv")
-    lead = steps[(steps["run_id"] == two["run_id"]) & (steps["kind"] == "step") & (steps["role"] == "worker")
-                 & (steps["task_index"] == 0)].sort_values("step")
-    share = float(two["compute_per_step_s"] / lead["time_s"].iloc[1:].median())
-    claim = ("Compute dominates the time per step at every multi-node point measured" if share >= 0.5 else
-             "Communication and waiting (the step beyond one worker&#x27;s compute) dominate the time per step")
-    assert claim in html, re.findall(r"<li>[^<]*dominat[^<]*</li>", html)
-    assert f"{min(share, 1):.0%} of the step" in html

@@ -107,7 +107,7 @@ def test_switcher_decides_once_per_epoch_never_after_the_last_and_at_most_max_sw
     sw3, training = _switcher(tmp_path, BASE.replace("margin: 0.2", "margin: 0.2, max_switches: 3"))
     training.launched = -1e6           # a start-up of 10^6 s: no switch pays for that
     assert sw3.check(training, _events("ps", 1, slow)) is None
-    assert "restart over 8 steps left" in sw3.verdicts[-1].reason
+    assert "restart over 128 samples left" in sw3.verdicts[-1].reason    # fixed data: 8 ps steps of 16 samples
 
 
 def test_switcher_bandwidth_follows_a_set_bw_fault(tmp_path):
