@@ -3,7 +3,7 @@
 The thesis ran every virtual node on one 2-core laptop, so its time-vs-nodes curves carry CPU
 sharing as well as the network. Its faithful twin runs the same file with compute "budgets"
 (every node held to its own ``cores``). Per bandwidth, the 1 -> N slowdown under each is the
-inverse of the report's steady speedup (tables.summary: steady samples/s at one node over steady
+inverse of the report's steady speedup (speedup.summary: steady samples/s at one node over steady
 samples/s at N nodes, of the same model, engine, batch per worker and fixed mode):
 
     shared_slowdown = 1 / speedup_shared(N),   faithful_slowdown = 1 / speedup_faithful(N)
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import faithful, tables, trends
+from analysis import faithful, speedup, tables, trends
 from analysis.plotstyle import mbit
 
 COLUMNS = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "bw", "nodes",
@@ -62,7 +62,7 @@ def speedups_by_nodes(runs: pd.DataFrame) -> dict:
     """(model, engine, batch per worker, fixed, strategy, bw_bps) -> {nodes: (speedup, baseline samples/s,
     samples/s)} of the summary's configurations with a steady speedup (N > 1; the one-node baseline is
     the summary's: the same strategy, else single, else allreduce)."""
-    s = tables.summary(runs)
+    s = speedup.summary(runs)
     s = s[s["speedup"].notna() & (s["hosts"] > 1) & (s["strategy"] != "single")]
     out = {}
     for key, rows in s.groupby(POINT, dropna=False):

@@ -17,18 +17,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, faithful, stability, tables
+from analysis import costmodel, faithful, speedup, tables
 from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
                                 Palette, legend, log_if_wide, mark_degraded, mbit, node_axis,
                                 palette_for, plural, role_kind, save, series, style)
+from analysis.run_figures import bleu, convergence, timeline
 from analysis.topology_figure import find_topology, layout, topology  # noqa: F401
-
-
-def degraded_ok(exp) -> pd.DataFrame:
-    """The ok runs whose fidelity verdict is degraded (crossed in the figures)."""
-    runs = exp.runs if tables.has_steady_columns(exp.runs) else tables.with_steady_columns(exp.runs, exp.steps)
-    ok = tables.ok_runs(runs)
-    return ok[tables.is_degraded(ok)]
 
 
 # 1 ------------------------------------------------------------------------------------------
@@ -63,7 +57,7 @@ def _mode_axes(n_modes: int, per_row: int, size=(7.5, 5)):
 def training_time(exp, outdir: Path):
     """Measured training time vs nodes, one line per bandwidth (and strategy), error bars = std over
     repeats; one panel per fixed mode. Not a ratio: the speedup (scaling) is the one to read."""
-    s = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
+    s = speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))
     if s.empty:
         raise FigureSkipped("no successful runs")
     pal = palette_for(exp)
@@ -76,7 +70,7 @@ def training_time(exp, outdir: Path):
                 m, ls = style(strat)
                 ax.errorbar(rows["hosts"], rows["time_mean_s"], yerr=rows["time_std_s"].fillna(0),
                             marker=m, ls=ls, capsize=4, color=pal.colour("bw", bw), label=f"{mbit(bw)}, {label}")
-            deg = degraded_ok(exp)
+            deg = tables.degraded_ok(exp)
             deg = deg[deg["fixed"] == mode]
             mark_degraded(ax, deg["hosts"], deg["training_time_s"], exp.include_degraded)
             node_axis(ax, rows_of["hosts"])
@@ -94,9 +88,9 @@ def training_time(exp, outdir: Path):
 def degraded_speedups(exp, summary: pd.DataFrame) -> pd.DataFrame:
     """The degraded ok runs judged steady, with their speedup: their steady samples/s over the one-node
     mean of their configuration's baseline (the counted runs')."""
-    deg = degraded_ok(exp)
+    deg = tables.degraded_ok(exp)
     deg = deg[deg["steady"].astype(str).eq("ok") & deg["steady_samples_per_s"].gt(0)]
-    base = [tables.baseline_row(summary, r) for _, r in deg.iterrows()]
+    base = [speedup.baseline_row(summary, r) for _, r in deg.iterrows()]
     rate = np.array([b["steady_samples_per_s_mean"] if b is not None else np.nan for b in base], dtype=float)
     return deg.assign(speedup=deg["steady_samples_per_s"].to_numpy(dtype=float) / rate)
 
@@ -104,7 +98,7 @@ def degraded_speedups(exp, summary: pd.DataFrame) -> pd.DataFrame:
 def scaling(exp, outdir: Path):
     """The speedup (steady samples/s over one node's, bars: the range over repeats) and the scaling
     efficiency speedup/n vs nodes; one row of panels per fixed mode."""
-    every = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
+    every = speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))
     s = every[every["speedup"].notna() & (every["strategy"] != "single")].reset_index(drop=True)
     if s.empty:
         raise FigureSkipped("no speedup: no one-node run judged steady to compare with (see summary.csv "
@@ -179,7 +173,7 @@ def bandwidth_checks(exp, outdir: Path):
                                marker=marker, zorder=3, label=f"iperf3 at {mbit(bw)}{suffix}")
                     a2.scatter(r["configured_mbps"], r["ratio"], color=c, s=45, marker=marker,
                                zorder=3)
-        deg = df[df["run_id"].isin(degraded_ok(exp)["run_id"])]
+        deg = df[df["run_id"].isin(tables.degraded_ok(exp)["run_id"])]
         mark_degraded(a1, deg["configured_mbps"], deg["measured_mbps"], exp.include_degraded)
         mark_degraded(a2, deg["configured_mbps"], deg["ratio"], exp.include_degraded)
         for ax, y in ((a1, thesis_y), (a2, thesis_y / thesis_x)):
@@ -227,7 +221,7 @@ def resources(exp, outdir: Path):
                     m, ls = style(strat)
                     ax.plot(rows["hosts"], rows[col] / f, marker=m, ls=ls,
                             color=pal.colour("bw", bw), label=f"{mbit(bw)}, {label}")
-                deg = tables.with_usage(degraded_ok(exp), exp.usage)
+                deg = tables.with_usage(tables.degraded_ok(exp), exp.usage)
                 deg = deg[deg["fixed"] == mode]
                 mark_degraded(ax, deg["hosts"], deg[col] / f, exp.include_degraded)
                 node_axis(ax, rows_of["hosts"])
@@ -250,7 +244,7 @@ def strategies(exp, outdir: Path):
     """All-reduce vs parameter server: steady samples per second per (nodes, bandwidth) where both ran
     (bars: the range over repeats); the training time is not compared, a ps step trains one worker's
     batch and an all-reduce step every worker's."""
-    s = tables.summary(tables.counted_runs(exp), tables.training_job(exp))
+    s = speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))
     have = set(s["strategy"])
     if "ps" not in have:
         raise FigureSkipped("no parameter-server runs")
@@ -277,7 +271,7 @@ def strategies(exp, outdir: Path):
                    rows["steady_samples_per_s_max"] - rows["steady_samples_per_s_mean"]]
             ax.bar(x, rows["steady_samples_per_s_mean"], width, yerr=err, capsize=4,
                    color=pal.colour("strategy", strat), label=strat)
-            deg = degraded_ok(exp)
+            deg = tables.degraded_ok(exp)
             deg = deg[(deg["strategy"] == strat) & deg["steady"].astype(str).eq("ok")]
             at = [(groups.index(g) + (j - 0.5) * width, v) for g, v in
                   zip(zip(deg["hosts"], deg["bw_bps"], deg["fixed"]), deg["steady_samples_per_s"]) if g in groups]
@@ -312,7 +306,7 @@ def wire_bytes(exp, outdir: Path):
             ax.scatter(rows["workers"], rows["bytes_per_worker_step"] / 1e6, marker=m, s=45,
                        zorder=3, color=pal.colour("strategy", strat),
                        label=f"measured, {strat}")
-        deg = tables.network_per_run(degraded_ok(exp), exp.usage)
+        deg = tables.network_per_run(tables.degraded_ok(exp), exp.usage)
         mark_degraded(ax, deg["workers"], deg["bytes_per_worker_step"] / 1e6, exp.include_degraded)
         nmax = int(net["workers"].max())
         ns = np.arange(1, nmax + 1)
@@ -420,149 +414,6 @@ def prediction(exp, outdir: Path):
     return path, pred
 
 
-# 9 ------------------------------------------------------------------------------------------
-def bleu(exp, outdir: Path):
-    """BLEU-1..4 on the held-out images vs epoch: one line per n, one panel per node count."""
-    b = tables.bleu_summary(tables.counted_runs(exp), exp.evals)
-    if b.empty:
-        raise FigureSkipped("no evaluation rows of ok runs in evals.csv (the caption model "
-                            "writes them when evaluation is on)")
-    pal = palette_for(exp)
-    deg = exp.evals.merge(degraded_ok(exp)[["run_id", "hosts"]], on="run_id")
-    nodes = sorted(set(b["hosts"]) | set(deg["hosts"]))      # a node count of degraded runs only: crosses
-    with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, len(nodes), figsize=(5 * len(nodes) + 2, 4.6), sharey=True,
-                                 squeeze=False)
-        for ax, h in zip(axes[0], nodes):
-            rows = b[b["hosts"] == h]
-            mark_degraded(ax, deg.loc[deg["hosts"] == h, "epoch"], deg.loc[deg["hosts"] == h, "value"],
-                          exp.include_degraded)
-            for metric, r in rows.groupby("metric"):
-                ax.errorbar(r["epoch"], r["value_mean"], yerr=r["value_std"].fillna(0), marker="o",
-                            capsize=3, color=pal.colour("metric", metric),
-                            label=metric.replace("bleu", "BLEU-"))
-            ax.scatter(*THESIS_FIG14, marker="*", s=180, facecolors="none", edgecolors="black",
-                       zorder=3, label="thesis fig. 14: best BLEU-1, 0.578 at epoch 2")
-            ax.set_xticks(sorted(set(rows["epoch"]) | set(deg.loc[deg["hosts"] == h, "epoch"])))
-            ax.set_xlabel("epoch")
-            ax.set_title(f"{plural(h, 'node')} ({plural(rows['n_runs'].max() if len(rows) else 0, 'run')})")
-        axes[0][0].set_ylabel("BLEU on the held-out images")
-        axes[0][0].set_ylim(0, max(1.05 * b["value_mean"].max(), THESIS_FIG14[1] * 1.1))
-        legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.01, 0.5))
-        fig.suptitle("Caption quality per epoch: BLEU-1..4 (mean ± std over runs)", fontsize=13)
-        path = save(fig, outdir / "bleu.png")
-    return path, b
-
-
-# 10 -----------------------------------------------------------------------------------------
-TIMELINE_RUNS = 8       # panels of the timeline figure at most
-SHADES = ["#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]     # fault windows, in the order of a run's faults
-
-
-def convergence(exp, outdir: Path):
-    """Loss against training time, PS and all-reduce, every repeat its own line, one panel per
-    bandwidth; the target loss dashed, each run's time to it marked."""
-    found = stability.analyse(exp)
-    if found is None:
-        raise FigureSkipped("not both ps and all-reduce runs with per-step losses")
-    curves, runs, target = found
-    pal = palette_for(exp)
-    bws = sorted(set(curves["bw_bps"]))
-    with plt.rc_context(RC):
-        fig, axes = plt.subplots(1, len(bws), figsize=(5.5 * len(bws) + 2, 4.6), sharey=True, squeeze=False)
-        for ax, bw in zip(axes[0], bws):
-            for run_id, c in curves[curves["bw_bps"] == bw].groupby("run_id", sort=False):
-                strat = c["strategy"].iloc[0]
-                ax.plot(c["elapsed_s"], c["loss"], color=pal.colour("strategy", strat), lw=1.2, alpha=0.8,
-                        label=strat)
-                hit = runs.loc[runs["run_id"] == run_id, "time_to_target_s"].iloc[0]
-                if pd.notna(hit):
-                    ax.plot([hit], [target], marker="o", color=pal.colour("strategy", strat))
-            ax.axhline(target, color="black", ls="--", lw=1, label=f"target loss {target:.3g}")
-            ax.set_xlabel("training time (s)")
-            ax.set_title(mbit(bw))
-            handles, labels = ax.get_legend_handles_labels()
-            unique = dict(zip(labels, handles))
-            ax.legend(unique.values(), unique.keys(), fontsize=9)
-        axes[0][0].set_ylabel("loss (lead task, per step)")
-        fig.suptitle("Convergence: loss against training time, each repeat a line", fontsize=13)
-        path = save(fig, outdir / "convergence.png")
-    return path, curves
-
-
-def timeline(exp, outdir: Path):
-    """Time per step against step for each run with faults or with links that followed a trace (one
-    panel per run, one line per task), each fault's window shaded from the step it hit to the step
-    that ended after its undo, labelled; a fault with no duration is a line. Steps run again after a
-    restart are drawn dashed. A traced link's rate is a grey step line under the steps (right axis),
-    changing between the step each change landed after and the next."""
-    f = exp.faults[exp.faults["applied_step"].notna()]
-    changes = exp.link_changes[exp.link_changes["outcome"].astype(str) == "ok"]
-    if f.empty and changes.empty:
-        raise FigureSkipped("no fault was applied and no link followed a trace (faults.csv and link_changes.csv "
-                            "are missing or empty)")
-    run_ids = list(dict.fromkeys([*f["run_id"], *changes["run_id"]]))[:TIMELINE_RUNS]
-    steps = exp.steps[(exp.steps["kind"] == "step") & exp.steps["run_id"].isin(run_ids)].sort_values("t")
-    if steps.empty:
-        raise FigureSkipped("the runs with faults or traces have no step rows in steps.csv")
-    drawn = []
-    with plt.rc_context(RC):
-        fig, axes = plt.subplots(len(run_ids), 1, figsize=(10, 3.4 * len(run_ids)), squeeze=False,
-                                 layout="constrained")
-        for ax, run_id in zip(axes[:, 0], run_ids):
-            tasks = steps[steps["run_id"] == run_id].groupby(["role", "task_index"])
-            for colour, ((role, index), rows) in enumerate(tasks):
-                attempt = (rows["step"].diff() <= 0).cumsum()      # a step not above the last: started again
-                for n, part in rows.groupby(attempt):
-                    ax.plot(part["step"], part["time_s"], marker=".", ls="--" if n else "-", color=f"C{colour}",
-                            label=f"{role} {index}" + (f", after restart {n}" if n else ""))
-                    drawn.append(part.assign(attempt=n))
-            for k, row in enumerate(f[f["run_id"] == run_id].itertuples()):
-                lo = row.applied_step + 0.5
-                label = f"#{row.fault} {row.action} {row.target}"
-                if pd.notna(row.undone_step):
-                    ax.axvspan(lo, row.undone_step + 1.5, color=SHADES[k % len(SHADES)], alpha=0.2, label=label)
-                else:
-                    ax.axvline(lo, color="black", ls=":", lw=1.5, label=label)
-            log_if_wide(ax, steps.loc[steps["run_id"] == run_id, "time_s"])
-            ax.set_ylabel("time per step (s)")
-            bad = tables.degraded_runs(exp.runs[exp.runs["run_id"] == run_id])
-            ax.set_title(f"run {run_id}" + (f", DEGRADED: {bad['reasons'].iloc[0]}" if len(bad) else ""))
-            rates = _link_rates(ax, changes[changes["run_id"] == run_id],
-                                steps.loc[steps["run_id"] == run_id, "step"].max())
-            handles = [h for a in (ax, rates) if a is not None for h in a.get_legend_handles_labels()[0]]
-            ax.legend(handles=handles, framealpha=0.9, loc="center left",
-                      bbox_to_anchor=(1.01 if rates is None else 1.08, 0.5))
-        axes[-1, 0].set_xlabel("step")
-        shown = [what for what, there in (("fault windows shaded", not f.empty), ("link rates grey", not changes.empty))
-                 if there]
-        fig.suptitle(f"Time per step during training: {', '.join(shown)}", fontsize=13)
-        path = save(fig, outdir / "timeline.png")
-    return path, pd.concat(drawn, ignore_index=True)
-
-
-def _link_rates(ax, changes: pd.DataFrame, last_step: float):
-    """The traced links' rates against step on a right-hand axis under `ax`'s lines: a step line per
-    link, from half a step after the step each change landed at (links that changed alike share one)."""
-    if changes.empty:
-        return None
-    lines: dict[tuple, list[str]] = {}
-    for link, rows in changes.sort_values("t").groupby("link", sort=False):
-        x = [*(rows["step"].fillna(0) + 0.5), max(last_step, rows["step"].max()) + 0.5]
-        y = [*(rows["bw_bps"] / 1e6), rows["bw_bps"].iloc[-1] / 1e6]
-        lines.setdefault((tuple(x), tuple(y)), []).append(link)
-    rates = ax.twinx()
-    rates.set_zorder(ax.get_zorder() - 1)     # under the steps
-    ax.patch.set_visible(False)
-    for k, ((x, y), links) in enumerate(lines.items()):
-        shown = ", ".join(links[:3]) + (f" and {len(links) - 3} more" if len(links) > 3 else "")
-        rates.step(x, y, where="post", color="grey", lw=2.5, alpha=0.45, ls=["-", "--", ":"][k % 3],
-                   label=f"rate of {shown}")
-    rates.set_ylim(bottom=0)
-    rates.set_ylabel("link rate (Mbit/s)", color="grey")
-    return rates
-
-
 # 11 -----------------------------------------------------------------------------------------
 WIRE_COLOUR = "#ff7f0e"
 
@@ -611,7 +462,7 @@ def time_split(exp, outdir: Path):
                        label="not split: compute not measured")
             ax.set_xticks(x, names)
         keys = list(zip(split["model"], split["fixed"], split["strategy"], split["hosts"], split["bw_bps"]))
-        deg = degraded_ok(exp)
+        deg = tables.degraded_ok(exp)
         at = [(keys.index(k), t) for k, t in zip(zip(deg["model"], deg["fixed"], deg["strategy"], deg["hosts"],
                                                      deg["bw_bps"]), deg["steady_step_s"]) if k in keys]
         mark_degraded(a1, [a for a, _ in at], [t for _, t in at], exp.include_degraded)

@@ -2,7 +2,7 @@
 
 Both experiments' ok runs (degraded ones left out unless asked) are grouped by configuration
 (tables.CONFIG_KEYS). The metrics are the steady samples per second (of the runs judged steady), the
-speedup (each side's tables.summary: the same figure its own report states, with its range from the
+speedup (each side's speedup.summary: the same figure its own report states, with its range from the
 slowest to the fastest ratio of the repeats) and the final loss; training times are not compared
 (they include the warm-up). Per configuration and metric, each side's spread is the range of its
 repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap and so few
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import spread, tables
+from analysis import speedup, spread, tables
 from analysis.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
 
 METRICS = {"steady_samples_per_s": "steady samples per second", "speedup": "speedup", "final_loss": "final loss"}
@@ -51,7 +51,7 @@ EMPTY = pd.Series({"runs": 0, "mean": np.nan, "min": np.nan, "max": np.nan})
 def _stats(exp: tables.Experiment, metric: str) -> pd.DataFrame:
     """Per configuration: runs, mean, min, max of `metric` on one side."""
     if metric == "speedup":
-        s = tables.summary(tables.counted_runs(exp))
+        s = speedup.summary(tables.counted_runs(exp))
         s = s[s["speedup"].notna() & (s["hosts"] > 1)]
         return s.set_index(tables.CONFIG_KEYS)[["n_steady", "speedup", "speedup_min", "speedup_max"]].set_axis(
             ["runs", "mean", "min", "max"], axis=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, faithful, figures, reference, stability, tables, thesis, trends
+from analysis import advisor, costmodel, faithful, figures, reference, speedup, stability, tables, thesis, trends
 from analysis.health import HEALTHY_MAX_MS
 from analysis.plotstyle import THESIS_FIG14, THESIS_FIG17
 
@@ -34,7 +34,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     bleu = tables.bleu_summary(runs, exp.evals)
     degraded = tables.degraded_runs(exp.runs)
     derived = {
-        "summary": tables.summary(runs, tables.training_job(exp)),
+        "summary": speedup.summary(runs, speedup.training_job(exp)),
         "failed_runs": tables.failed_runs(exp.runs),
         **({"degraded_runs": degraded} if len(degraded) else {}),
         "time_split": faithful.time_split(runs, exp.steps, exp.usage),
@@ -159,7 +159,7 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
     runs = tables.counted_runs(exp)
     left_out = exp.runs[tables.is_degraded(exp.runs) & (exp.runs["status"] == "ok")] if not exp.include_degraded \
         else exp.runs.iloc[0:0]
-    job = tables.training_job(exp)
+    job = speedup.training_job(exp)
     out = []
     groups = list(s.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
     for key, g in groups:
@@ -181,7 +181,7 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
 
 def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded) -> str:
     head = f"At {figures.mbit(bw)}" + (f" ({strategy})" if say_strategy else "")
-    what = f"{tables.count(samples)} samples" if np.isfinite(samples) else "the job"
+    what = f"{speedup.count(samples)} samples" if np.isfinite(samples) else "the job"
     multi = rows[rows["hosts"] > 1]
     base_name = next((tables.text(b) for b in multi["baseline_strategy"] if tables.text(b)), "") \
         if len(multi) else strategy

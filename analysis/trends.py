@@ -9,6 +9,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from analysis import spread
+
 
 class NodeTrend(NamedTuple):
     """Mean training time against nodes at one group, strategy and bandwidth (figures 15/18), with the
@@ -66,8 +68,7 @@ VERDICT_WORDS = {"apart": "beyond the spread of the repeats",
 def spread_words(verdict: str, n: int, m: int, short: bool = False) -> str:
     """analysis.spread's verdict on a speedup's two groups of repeats (n runs at one node, m here); short:
     without the chance and the advice (said once elsewhere)."""
-    if verdict == "too few repeats to judge":
-        from analysis import spread
+    if verdict == spread.TOO_FEW:
         if short:
             return f"the ranges lie apart, but {int(n)} run{'s' * (int(n) != 1)} against {int(m)} are too few to judge"
         return f"the two ranges lie apart, but at {spread.too_few_text(int(n), int(m))}"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import compare, tables
+from analysis import compare, speedup, tables
 from test_steady import as_new_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -38,7 +38,7 @@ def test_slowdowns_are_the_inverse_of_the_reports_steady_speedup(pair):
     table = compare.compare(shared, budgets)
     bws = sorted(pd.read_csv(shared / "runs.csv")["bw_bps"].unique())
     assert sorted(table["bw_bps"]) == bws and (table["nodes"] == 4).all()
-    summary = {side: tables.summary(tables.counted_runs(tables.load_experiment(folder))).set_index(["hosts", "bw_bps"])
+    summary = {side: speedup.summary(tables.counted_runs(tables.load_experiment(folder))).set_index(["hosts", "bw_bps"])
                for side, folder in zip(("shared", "faithful"), pair)}
     for r in table.itertuples():
         s = _rate(shared, 1, r.bw_bps) / _rate(shared, 4, r.bw_bps)

@@ -55,7 +55,7 @@ def test_readable_log_ticks_keeps_explicit_ticks():
 def test_two_engines_are_two_series_each_against_its_own_one_node_rate():
     import pandas as pd
 
-    from analysis import tables
+    from analysis import speedup, tables
     from analysis.plotstyle import series, style
     # steady samples/s: 1/t, so each engine's 2-node speedup is its 1-node time over its 2-node time
     runs = pd.DataFrame([dict(run_id=f"{e}{n}", status="ok", model="mlp", engine=e, strategy="allreduce", hosts=n,
@@ -65,9 +65,9 @@ def test_two_engines_are_two_series_each_against_its_own_one_node_rate():
                          for e, times in (("tensorflow", (2.0, 3.0)), ("pytorch", (1.0, 4.0)))
                          for n, t in zip((1, 2), times)])
     runs = tables.with_steady_columns(tables.with_faithful_defaults(runs))
-    summary = tables.summary(runs)
+    summary = speedup.summary(runs)
     got = {(label, bw): list(rows["speedup"].round(2)) for label, bw, rows in series(summary)}
     assert got == {("allreduce (pytorch)", 1e7): [1.0, 0.25], ("allreduce (tensorflow)", 1e7): [1.0, 0.67]}
     assert style("allreduce (pytorch)") == ("o", ":") and style("allreduce") == ("o", "-")
     one = runs[runs["engine"] == "tensorflow"].drop(columns="engine")       # results before PyTorch
-    assert [label for label, _, _ in series(tables.summary(one))] == ["allreduce"]
+    assert [label for label, _, _ in series(speedup.summary(one))] == ["allreduce"]

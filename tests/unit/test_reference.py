@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import reference, report, tables, thesis
+from analysis import reference, report, speedup, tables, thesis
 from test_steady import as_new_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,10 +63,10 @@ def test_a_point_outside_the_reference_range_differs_beyond_the_spread(tmp_path)
     others = table[(table["metric"] == RATE) & ~((table["hosts"] == 2) & (table["bw_bps"] == 10_000_000))]
     assert set(others["verdict"]) == {reference.WITHIN}
     # the speedup compared is each side's own summary's (the figure its report states)
-    speedup = _row(table, "speedup", 2, 10_000_000)
-    summary = tables.summary(tables.counted_runs(mine)).set_index(["strategy", "hosts", "bw_bps"])
-    assert speedup.yours_mean == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup"])
-    assert speedup.yours_max == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup_max"])
+    compared = _row(table, "speedup", 2, 10_000_000)
+    summary = speedup.summary(tables.counted_runs(mine)).set_index(["strategy", "hosts", "bw_bps"])
+    assert compared.yours_mean == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup"])
+    assert compared.yours_max == pytest.approx(summary.loc[("allreduce", 2, 10_000_000), "speedup_max"])
     said = " ".join(reference.sentences(table, ref, mine))
     assert "Steady samples per second: 11 configurations measured on both sides" in said
     assert "1 differs beyond the spread" in said and "10 Mbit/s, allreduce, 2 nodes" in said and ", lower)" in said

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import figures, report, tables, thesis
+from analysis import figures, report, speedup, tables, thesis
 from test_steady import as_new_results
 from testbed.cli import report as report_command
 
@@ -419,7 +419,7 @@ def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
                               "strategy": ["single", "allreduce"], "cpu_mean_pct": [95.0, 60.0],
                               "mem_peak_bytes": [600 * 2**20, 650 * 2**20],
                               "net_throughput_mean_bps": [0.0, 120e6]})
-    [said] = thesis.one_against_two(tables.summary(runs), resources)
+    [said] = thesis.one_against_two(speedup.summary(runs), resources)
     assert said.startswith("One node against two at 1 Gbit/s (allreduce, tensorflow, same data at every node "
                            "count): two nodes were 1.5× slower than one in steady samples per second (300 against "
                            "200, means of 2 and 2 runs; 290-310 and 190-210): the two ranges lie apart, but at 2 "
@@ -430,16 +430,16 @@ def test_one_against_two_states_the_speed_ratio_beside_the_thesis_figure_19():
                          "network 0 Mbit/s → 120 Mbit/s.")
     three = _two_points({1: [290.0, 310.0, 290.0], 2: [190.0, 210.0, 190.0]})
     assert "means of 3 and 3 runs; 290-310 and 190-210): beyond the spread of the repeats. Thesis" in \
-        thesis.one_against_two(tables.summary(three), resources)[0]
+        thesis.one_against_two(speedup.summary(three), resources)[0]
     close = _two_points({1: [290.0, 310.0], 2: [280.0, 300.0]})
     assert "within the spread of the repeats (their ranges overlap)" in \
-        thesis.one_against_two(tables.summary(close), resources)[0]
+        thesis.one_against_two(speedup.summary(close), resources)[0]
     four = pd.concat([runs, runs.assign(hosts=4, run_id=runs["run_id"] + "x")])
-    assert thesis.one_against_two(tables.summary(four), resources) == []
+    assert thesis.one_against_two(speedup.summary(four), resources) == []
     unjudged = runs.assign(steady=np.where(runs["hosts"] == 2, "too few steady steps to judge: 3 after a 1-step "
                                            "warm-up", "ok"))
     assert "(allreduce, tensorflow, same data at every node count): not judged (too few steady steps to judge: 3" \
-        in thesis.one_against_two(tables.summary(unjudged), resources)[0]
+        in thesis.one_against_two(speedup.summary(unjudged), resources)[0]
 
 
 def test_one_bandwidth_judges_the_node_trend_only(exp_dir):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import steady, tables
+from analysis import speedup, steady, tables
 
 REPO = Path(__file__).resolve().parents[2]
 FIG18 = REPO / "results" / "reference" / "thesis_fig18"       # recorded before the steady columns (read only)
@@ -107,15 +107,15 @@ def test_the_job_is_the_files_workload_at_its_fewest_nodes_unless_stated():
                              global_batch=[32, 64], workers=[1, 2], steps=20, fixed="steps", steps_per_epoch=10,
                              samples_per_step=[32, 64], samples_per_epoch=[320, 640], samples_trained=[640, 1280],
                              steady="ok", steady_step_s=0.4, steady_samples_per_s=[80.0, 160.0], warmup_s=1.0))
-    own = tables.summary(runs)
+    own = speedup.summary(runs)
     assert list(own["job_samples"]) == [640, 640] and list(own["job_epochs"]) == [2, 2]     # 2 epochs of 320
     assert list(own["projected_time_s"]) == pytest.approx([1 + 640 / 80, 1 + 640 / 160])
-    assert tables.Job().describe(640, 2, 320).startswith("640 samples (the file's own workload: 2 epochs of 320")
-    stated = tables.summary(runs, tables.Job(epochs=3, stated=True))
+    assert speedup.Job().describe(640, 2, 320).startswith("640 samples (the file's own workload: 2 epochs of 320")
+    stated = speedup.summary(runs, speedup.Job(epochs=3, stated=True))
     assert list(stated["job_samples"]) == [960, 960]
-    assert list(tables.summary(runs, tables.Job(samples=1e6, stated=True))["job_samples"]) == [1e6, 1e6]
+    assert list(speedup.summary(runs, speedup.Job(samples=1e6, stated=True))["job_samples"]) == [1e6, 1e6]
     script = runs.assign(fixed="script", steps_per_epoch=np.nan, samples_per_epoch=np.nan)
-    assert list(tables.summary(script)["job_samples"]) == [640, 640]    # what the script trained on one node
+    assert list(speedup.summary(script)["job_samples"]) == [640, 640]    # what the script trained on one node
 
 
 # -- a results folder as the runner now writes it (used by the report tests) --------------------------
