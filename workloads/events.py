@@ -206,145 +206,146 @@ def _is_ready(rv) -> bool:
     return event is None or event.is_set()
 
 
-def _callback_class():
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf_keras in the user's script too
-    import tf_keras as keras
+class _TestbedTiming:
+    """Step, epoch, eval and done events of `model.fit` (see the module docstring).
 
-    class TestbedCallback(keras.callbacks.Callback):
-        """Step, epoch, eval and done events of `model.fit` (see the module docstring).
+    global_batch: samples per step over all workers (per worker under ps), for samples_per_s;
+    eval_fn: called after each epoch, returns {metric: value} for an `eval` event (its time is
+    left out of the training time); start: also emit a `start` event from the model (the
+    built-in workload emits its own); emit: an Emitter (default: stdout, identity from
+    TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy.
+    """
 
-        global_batch: samples per step over all workers (per worker under ps), for samples_per_s;
-        eval_fn: called after each epoch, returns {metric: value} for an `eval` event (its time is
-        left out of the training time); start: also emit a `start` event from the model (the
-        built-in workload emits its own); emit: an Emitter (default: stdout, identity from
-        TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy.
-        """
+    __test__ = False  # not a pytest test class, despite its name
 
-        __test__ = False  # not a pytest test class, despite its name
+    def __init__(self, global_batch: int | None = None, eval_fn=None, start: bool = True,
+                 emit: Emitter | None = None, asynchronous: bool | None = None,
+                 replicas: int | None = None):
+        super().__init__()
+        self._supports_tf_logs = True  # lets it see RemoteValues under ps
+        self.emit = emit or Emitter()
+        self.global_batch, self.eval_fn, self.announce = global_batch, eval_fn, start
+        self.asynchronous, self.replicas = asynchronous, replicas
+        self.pending = []              # ps: (epoch, step, RemoteValue)
+        self.cond = threading.Condition()
+        self.stop = False
+        self.poller = None
 
-        def __init__(self, global_batch: int | None = None, eval_fn=None, start: bool = True,
-                     emit: Emitter | None = None, asynchronous: bool | None = None,
-                     replicas: int | None = None):
-            super().__init__()
-            self._supports_tf_logs = True  # lets it see RemoteValues under ps
-            self.emit = emit or Emitter()
-            self.global_batch, self.eval_fn, self.announce = global_batch, eval_fn, start
-            self.asynchronous, self.replicas = asynchronous, replicas
-            self.pending = []              # ps: (epoch, step, RemoteValue)
-            self.cond = threading.Condition()
-            self.stop = False
-            self.poller = None
+    # --- step events ------------------------------------------------------------------
+    def _step_event(self, epoch, step, loss):
+        now = time.time()
+        self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
+        self.last = now
+        self.emitted += 1
 
-        # --- step events ------------------------------------------------------------------
-        def _step_event(self, epoch, step, loss):
-            now = time.time()
-            self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
-            self.last = now
-            self.emitted += 1
-
-        def _poll(self):
-            """ps: emit steps as their closures finish, without blocking fit()."""
-            while True:
-                with self.cond:
-                    if self.stop and not self.pending:
-                        return
-                    ready = [p for p in self.pending if _is_ready(p[2])]
-                    for p in ready:
-                        self.pending.remove(p)
-                    if not ready:
-                        self.cond.wait(0.005)
-                        continue
-                for epoch, step, rv in sorted(ready, key=lambda p: p[1]):
-                    self._step_event(epoch, step, _loss(rv))
-
-        def _drain(self):
+    def _poll(self):
+        """ps: emit steps as their closures finish, without blocking fit()."""
+        while True:
             with self.cond:
-                rest = sorted(self.pending, key=lambda p: p[1])
-                self.pending.clear()
-            for epoch, step, rv in rest:
+                if self.stop and not self.pending:
+                    return
+                ready = [p for p in self.pending if _is_ready(p[2])]
+                for p in ready:
+                    self.pending.remove(p)
+                if not ready:
+                    self.cond.wait(0.005)
+                    continue
+            for epoch, step, rv in sorted(ready, key=lambda p: p[1]):
                 self._step_event(epoch, step, _loss(rv))
 
-        def _samples_per_s(self, steps, seconds):
-            return steps * self.global_batch / seconds if self.global_batch and seconds > 0 else None
+    def _drain(self):
+        with self.cond:
+            rest = sorted(self.pending, key=lambda p: p[1])
+            self.pending.clear()
+        for epoch, step, rv in rest:
+            self._step_event(epoch, step, _loss(rv))
 
-        # --- keras hooks ------------------------------------------------------------------
-        def on_train_begin(self, logs=None):
-            strategy = self.model.distribute_strategy
-            if self.asynchronous is None:
-                self.asynchronous = "ParameterServer" in type(strategy).__name__
-            if self.replicas is None:
-                self.replicas = strategy.num_replicas_in_sync
-            if self.announce:
-                name, servers = cluster_shape()
-                self.emit("start", strategy=name, model=self.model.name, **model_sizes(self.model),
-                          global_batch=self.global_batch, workers=self.replicas, servers=servers,
-                          epochs=self.params.get("epochs"), steps_per_epoch=self.params.get("steps"))
-            self.steps = self.queued = self.emitted = self.ran = 0
-            self.resumed = None            # set at the first batch: where this fit starts
-            self.eval_s, self.final_loss = 0.0, None
-            self.t0 = self.last = time.time()
-            if self.asynchronous:
-                self.poller = threading.Thread(target=self._poll, daemon=True)
-                self.poller.start()
+    def _samples_per_s(self, steps, seconds):
+        return steps * self.global_batch / seconds if self.global_batch and seconds > 0 else None
 
-        def on_epoch_begin(self, epoch, logs=None):
-            self.epoch_t0 = time.time()
-            self.epoch_n = epoch + 1
-            self.epoch_steps = 0
+    # --- keras hooks ------------------------------------------------------------------
+    def on_train_begin(self, logs=None):
+        strategy = self.model.distribute_strategy
+        if self.asynchronous is None:
+            self.asynchronous = "ParameterServer" in type(strategy).__name__
+        if self.replicas is None:
+            self.replicas = strategy.num_replicas_in_sync
+        if self.announce:
+            name, servers = cluster_shape()
+            self.emit("start", strategy=name, model=self.model.name, **model_sizes(self.model),
+                      global_batch=self.global_batch, workers=self.replicas, servers=servers,
+                      epochs=self.params.get("epochs"), steps_per_epoch=self.params.get("steps"))
+        self.steps = self.queued = self.emitted = self.ran = 0
+        self.resumed = None            # set at the first batch: where this fit starts
+        self.eval_s, self.final_loss = 0.0, None
+        self.t0 = self.last = time.time()
+        if self.asynchronous:
+            self.poller = threading.Thread(target=self._poll, daemon=True)
+            self.poller.start()
 
-        def on_train_batch_begin(self, batch, logs=None):
-            if self.resumed is None:       # a fit restored from a backup (BackupAndRestore) starts later
-                per_epoch = self.params.get("steps") or 0
-                self.resumed = (self.epoch_n - 1) * per_epoch + batch
-                self.steps, self.epoch_steps = self.resumed, batch
-                if self.resumed:
-                    self.emit("resume", epoch=self.epoch_n, step=self.resumed)
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_t0 = time.time()
+        self.epoch_n = epoch + 1
+        self.epoch_steps = 0
 
-        def on_train_batch_end(self, batch, logs=None):
-            done = batch + 1  # Keras passes the last batch index of the execution
-            self.ran += done - self.epoch_steps
-            self.steps += done - self.epoch_steps
-            self.epoch_steps = done
-            if self.asynchronous:
-                with self.cond:
-                    self.pending.append((self.epoch_n, self.steps, logs))
-                    self.queued += 1
-                    self.cond.notify()
-            else:  # Keras sums per-replica batch losses off TPU: report their mean, as epochs do
-                loss = _loss(logs)
-                self._step_event(self.epoch_n, self.steps,
-                                 None if loss is None else loss / self.replicas)
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.resumed is None:       # a fit restored from a backup (BackupAndRestore) starts later
+            per_epoch = self.params.get("steps") or 0
+            self.resumed = (self.epoch_n - 1) * per_epoch + batch
+            self.steps, self.epoch_steps = self.resumed, batch
+            if self.resumed:
+                self.emit("resume", epoch=self.epoch_n, step=self.resumed)
 
-        def on_epoch_end(self, epoch, logs=None):
-            if self.asynchronous:  # fit() has joined: every closure is done
-                while self.emitted < self.queued and self.poller.is_alive():
-                    time.sleep(0.005)
-            dt = time.time() - self.epoch_t0
-            self.final_loss = _loss(logs or {})
-            self.emit("epoch", epoch=epoch + 1, time_s=dt, loss=self.final_loss,
-                      steps=self.epoch_steps, samples_per_s=self._samples_per_s(self.epoch_steps, dt))
-            if self.eval_fn is not None:
-                t = time.time()
-                self.emit("eval", epoch=epoch + 1, **self.eval_fn())
-                self.eval_s += time.time() - t
-            self.last = time.time()
+    def on_train_batch_end(self, batch, logs=None):
+        done = batch + 1  # Keras passes the last batch index of the execution
+        self.ran += done - self.epoch_steps
+        self.steps += done - self.epoch_steps
+        self.epoch_steps = done
+        if self.asynchronous:
+            with self.cond:
+                self.pending.append((self.epoch_n, self.steps, logs))
+                self.queued += 1
+                self.cond.notify()
+        else:  # Keras sums per-replica batch losses off TPU: report their mean, as epochs do
+            loss = _loss(logs)
+            self._step_event(self.epoch_n, self.steps,
+                             None if loss is None else loss / self.replicas)
 
-        def on_train_end(self, logs=None):
-            total = time.time() - self.t0 - self.eval_s
-            if self.poller:
-                with self.cond:
-                    self.stop = True
-                    self.cond.notify()
-                self.poller.join(timeout=30)
-                self._drain()
-            self.emit("done", training_time_s=total,
-                      time_per_step_s=total / self.ran if self.ran else None,
-                      samples_per_s=self._samples_per_s(self.ran, total),
-                      final_loss=self.final_loss, steps=self.steps,
-                      asynchronous=bool(self.asynchronous))
+    def on_epoch_end(self, epoch, logs=None):
+        if self.asynchronous:  # fit() has joined: every closure is done
+            while self.emitted < self.queued and self.poller.is_alive():
+                time.sleep(0.005)
+        dt = time.time() - self.epoch_t0
+        self.final_loss = _loss(logs or {})
+        self.emit("epoch", epoch=epoch + 1, time_s=dt, loss=self.final_loss,
+                  steps=self.epoch_steps, samples_per_s=self._samples_per_s(self.epoch_steps, dt))
+        if self.eval_fn is not None:
+            t = time.time()
+            self.emit("eval", epoch=epoch + 1, **self.eval_fn())
+            self.eval_s += time.time() - t
+        self.last = time.time()
 
-    TestbedCallback.__qualname__ = "TestbedCallback"
-    return TestbedCallback
+    def on_train_end(self, logs=None):
+        total = time.time() - self.t0 - self.eval_s
+        if self.poller:
+            with self.cond:
+                self.stop = True
+                self.cond.notify()
+            self.poller.join(timeout=30)
+            self._drain()
+        self.emit("done", training_time_s=total,
+                  time_per_step_s=total / self.ran if self.ran else None,
+                  samples_per_s=self._samples_per_s(self.ran, total),
+                  final_loss=self.final_loss, steps=self.steps,
+                  asynchronous=bool(self.asynchronous))
+
+
+def _callback_class():
+    """TestbedCallback: _TestbedTiming on tf_keras' Callback, made when first looked up (tf_keras loads then)."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")   # tf.keras = tf_keras in the user's script too
+    import tf_keras as keras
+    return type("TestbedCallback", (_TestbedTiming, keras.callbacks.Callback),
+                {"__doc__": _TestbedTiming.__doc__, "__module__": __name__, "__qualname__": "TestbedCallback"})
 
 
 def __getattr__(name):  # PEP 562: build the Keras class on first use only
