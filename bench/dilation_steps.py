@@ -10,7 +10,7 @@ ratio, the compute probe's figures (compute per step, and what the CPU quota's s
 CPU time per step under the budget over the same with the quota lifted) and the run's fidelity
 verdict. If dilation is faithful, every ratio to K = 1 reads 1.
 
-Run as root:  .venv/bin/python bench/dilation.py [--factors 1,2,4,8] [--steps 20] [--epochs 2]
+Run as root:  .venv/bin/python bench/dilation_steps.py [--factors 1,2,4,8] [--steps 20] [--epochs 2]
 """
 from __future__ import annotations
 

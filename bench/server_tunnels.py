@@ -14,7 +14,7 @@ Uses the servers that run (starts two if none; removes only what it started). It
 device, addresses and iperf3 port are its own (tap7, dltbvx7, 10.254.7.0/24, port 5299), so it
 leaves a cluster run using the same servers alone. Run as root, under the dev lock:
 
-    flock /tmp/dltb-devlock .venv/bin/python bench/servers.py [--duration 5] [--repeats 3]
+    flock /tmp/dltb-devlock .venv/bin/python bench/server_tunnels.py [--duration 5] [--repeats 3]
 """
 from __future__ import annotations
 

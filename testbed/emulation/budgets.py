@@ -17,7 +17,7 @@ DEFAULT_RESERVE = 0.5
 
 # The shortest period (the kernel's 1 ms minimum) whose quota is at least its 1 ms minimum: a node of
 # 0.8 core gets 1 ms every 1.25 ms, not 8 ms every 10 ms, so it never runs a burst at a whole core,
-# and its speed is its budget's at every dilation (bench/dilation.py: with 10 ms periods the 1-node
+# and its speed is its budget's at every dilation (bench/dilation_steps.py: with 10 ms periods the 1-node
 # reference ran its compute bursts unthrottled and every dilated point read 8-36 % slow).
 PERIOD_US = 1_000
 MIN_QUOTA_US = 1_000        # the kernel's (and Docker's) smallest quota

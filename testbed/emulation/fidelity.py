@@ -110,7 +110,7 @@ class ComputeProbe:
 
     node: str
     compute_s: float            # compute per step under the budget (emulated)
-    step_s: float               # the run's time per step (emulated)
+    step_s: float               # the run's steady step (emulated; its mean step when too few to judge)
     slicing: float              # CPU time per step under the budget / with the quota lifted
 
 
