@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from analysis import costmodel, tables
+from analysis.costmodel import run_features
 from analysis.costmodel import Point
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
@@ -372,8 +373,8 @@ def test_steady_state_from_runs_csv_when_recorded_else_from_steps():
 def test_features_read_each_runs_topology_once(tmp_path, monkeypatch):
     exp_dir = with_steps(FIXTURE, tmp_path / "exp")
     read = []
-    real = costmodel._read_json
-    monkeypatch.setattr(costmodel, "_read_json", lambda path: read.append(Path(path)) or real(path))
+    real = run_features._read_json
+    monkeypatch.setattr(run_features, "_read_json", lambda path: read.append(Path(path)) or real(path))
     feats = costmodel.features(tables.load_experiment(exp_dir), cores=2)
     assert len(read) == len(feats) == len(set(read))
 

@@ -10,7 +10,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from testbed.cli import image as image_command
-from testbed.nodes import image
+from testbed.nodes import build_host, image
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
@@ -82,8 +82,8 @@ def test_mirror_from_deb822_sources(tmp_path):
     (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
     (tmp_path / "sources.list.d" / "x.list.disabled").write_text("deb http://wrong.example.org/d bookworm main\n")
     sources = [tmp_path / "sources.list", tmp_path / "sources.list.d"]
-    assert image.debian_mirror("bookworm", sources) == "http://mirror.example.org/debian"
-    assert image.debian_mirror("trixie", sources) is None
+    assert build_host.debian_mirror("bookworm", sources) == "http://mirror.example.org/debian"
+    assert build_host.debian_mirror("trixie", sources) is None
 
 
 def test_mirror_from_one_line_sources(tmp_path):
@@ -92,8 +92,8 @@ def test_mirror_from_one_line_sources(tmp_path):
         "deb-src http://src.example.org/debian bookworm main\n"
         "deb http://nomain.example.org/debian bookworm contrib\n"
         "deb [arch=amd64 signed-by=/usr/share/keyrings/k.gpg] https://mirror.example.org/debian/ bookworm main\n")
-    assert image.debian_mirror("bookworm", [tmp_path / "sources.list"]) == "https://mirror.example.org/debian/"
-    assert image.debian_mirror("bookworm", [tmp_path / "missing.list"]) is None
+    assert build_host.debian_mirror("bookworm", [tmp_path / "sources.list"]) == "https://mirror.example.org/debian/"
+    assert build_host.debian_mirror("bookworm", [tmp_path / "missing.list"]) is None
 
 
 def test_build_problems_name_what_to_do(tmp_path, monkeypatch):
@@ -130,7 +130,7 @@ def test_host_pip_settings_are_carried_into_the_build(tmp_path):
                     "[install]\ntarget = /elsewhere\ntimeout = 60\n")
     env = {"PIP_CERT": str(tmp_path / "ca.pem"), "PIP_TARGET": "/x", "HOME": str(tmp_path),
            "PIP_INDEX_URL": "https://idx.example.org/simple"}
-    text, variables, mounts = image.host_pip_settings(env=env, files=[conf])
+    text, variables, mounts = build_host.host_pip_settings(env=env, files=[conf])
     host = image.HOST_DIR
     assert f"find-links = {host}{tmp_path}/wheels" in text
     assert f"extra-index-url = file://{host}{tmp_path}/pypi/simple https://example.org/simple" in text
@@ -140,7 +140,7 @@ def test_host_pip_settings_are_carried_into_the_build(tmp_path):
     assert mounts == {f"{tmp_path}/wheels": f"{host}{tmp_path}/wheels",
                       f"{tmp_path}/pypi": f"{host}{tmp_path}/pypi",
                       f"{tmp_path}/ca.pem": f"{host}{tmp_path}/ca.pem"}
-    assert image.host_pip_settings(env={}, files=[]) == ("", {}, {})
+    assert build_host.host_pip_settings(env={}, files=[]) == ("", {}, {})
 
 
 def _pins(path: Path) -> dict[str, str]:

@@ -154,24 +154,19 @@ def test_disconnected_custom_topology(tmp_path):
     assert "not connected" in found[0].message and "h2, s2 cannot reach h1" in found[0].message
 
 
+THREE_HOSTS = """
+name: demo
+topology:
+  template: custom
+  hosts: [{name: h1}, {name: h2}, {name: h3}]
+  switches: [{name: s1}]
+  links: """
+
+
 def test_host_without_switch_link(tmp_path):
-    found = issues(tmp_path, """
-        name: demo
-        topology:
-          template: custom
-          hosts: [{name: h1}, {name: h2}, {name: h3}]
-          switches: [{name: s1}]
-          links: [{a: h1, b: s1}, {a: h1, b: h2}, {a: s1, b: s1}]
-        """)
+    found = issues(tmp_path, THREE_HOSTS + "[{a: h1, b: s1}, {a: h1, b: h2}, {a: s1, b: s1}]\n")
     assert [i.key for i in found] == ["topology.links[2]"] and "to itself" in found[0].message
-    found = issues(tmp_path, """
-        name: demo
-        topology:
-          template: custom
-          hosts: [{name: h1}, {name: h2}, {name: h3}]
-          switches: [{name: s1}]
-          links: [{a: h1, b: s1}, {a: h1, b: h2}]
-        """)
+    found = issues(tmp_path, THREE_HOSTS + "[{a: h1, b: s1}, {a: h1, b: h2}]\n")
     assert [(i.key, i.message.split(";")[0]) for i in found] == [
         ("topology.hosts[0]", "host 'h1' links to h2, s1"), ("topology.hosts[1]", "host 'h2' links to h1"),
         ("topology.hosts[2]", "host 'h3' has no link")]
