@@ -2,7 +2,7 @@
 
 After the checks and before training, the runner asks ``decide``: from the checks' measured
 bandwidth and RTT, the job's gradient size, batch and length, the hosts' CPU limits and the cost
-model (fitted on ``workload.advisor.results``, or the rough defaults of analysis/costmodel.py),
+model (fitted on ``workload.advisor.results``, or the rough defaults of analysis/costmodel/formulas.py),
 it predicts both strategies' steady step and warm-up on these hosts and picks the one that trains
 more samples per second over the job: samples / (warm-up + samples / steady samples/s), where a
 step trains the global batch (batch x workers) under all-reduce and one worker's batch under ps.
@@ -261,7 +261,7 @@ SCORE = ["model", "hosts", "bw", "bw_bps", "advisor_choice", "predicted_step_s_a
          "measured_better", "right"]
 
 
-def scorecard(runs, steps=None) -> "pd.DataFrame":
+def scorecard(runs, steps=None):
     """Per `strategy: auto` run: its choice against the measured steady samples/s (runs.csv
     steady_samples_per_s of runs whose steady state was judged; derived from `steps` for results
     recorded before those columns) of all-reduce and ps runs at the same model, nodes and bandwidth
