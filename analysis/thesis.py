@@ -109,7 +109,11 @@ def nodes_and_bandwidth(summary: pd.DataFrame) -> str:
     noise = (f"; at {overlaps} of these steps the repeats' ranges of training time overlap, so those steps are "
              "within the noise" if overlaps else "")
     mode = f" ({tables.MODE_TEXT[modes.pop()]})" if len(modes) == 1 and next(iter(modes)) in tables.MODE_TEXT else ""
-    return "; ".join(parts) + tail + f" (means over repeats{noise}){mode}."
+    faster = [n for n in nodes if n.speedup is not None and n.speedup > 1]
+    plainly = (" The thesis's \"more nodes, more time\" does not hold here at " + ", ".join(
+        f"{mbit(n.bw_bps)} ({n.strategy}: {n.most[0]} nodes {trends.speed_words(n.speedup, 'one')})" for n in faster)
+        + "." if faster else "")
+    return "; ".join(parts) + tail + f" (means over repeats{noise}){mode}." + plainly
 
 
 def iperf_measured(checks: pd.DataFrame) -> str:
