@@ -150,7 +150,7 @@ def write_pair_report(a, b, out_dir, include_degraded: bool = False) -> Path:
     table = compare(shared, faithful_twin, include_degraded)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / "compare.csv", index=False)
+    (out_dir / "compare.csv").write_text(tables.csv_text(table), encoding="utf-8")
     e = html.escape
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(shared.name)} vs "
             f"{e(faithful_twin.name)}</title></head><body>",

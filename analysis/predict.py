@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel
+from analysis import costmodel, tables
 from analysis.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
 
 COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "workers", "servers", "samples_per_step",
@@ -405,7 +405,7 @@ def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strat
                         rtt_s=rtt_s, samples=samples, **ref)
     out = out or Path(results[0]) / "predict"
     out.mkdir(parents=True, exist_ok=True)
-    pred.to_csv(out / "predict.csv", index=False)
+    (out / "predict.csv").write_text(tables.csv_text(pred), encoding="utf-8")
     measured = measured_points(dict(in_sample=costmodel.comparison(feats, model), features=feats))
     where = ("one machine per node" if machine == "separate"
              else f"all nodes on one {model.cores:g}-core machine")

@@ -454,7 +454,7 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
     if reference_dir is not None:
         against_parts, t["against_reference"] = _against_reference(Path(reference_dir), exp, figdir, html.escape)
     for name, df in t.items():
-        df.to_csv(tabdir / f"{name}.csv", index=False)
+        (tabdir / f"{name}.csv").write_text(tables.csv_text(df), encoding="utf-8")
     made, skipped = {}, {}
     for name, (func, caption) in figures.FIGURES.items():
         try:

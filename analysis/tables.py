@@ -105,10 +105,49 @@ class Experiment:
     specs: dict = field(default_factory=dict)   # run_id -> runs/<run_id>/spec.yaml (where kept)
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")     # what spreadsheets read as the start of a formula
+
+
+def _neutral(value):
+    """A text cell that a spreadsheet would run as a formula, prefixed with ' (OWASP's advice for CSV
+    injection: it then shows as the text it is); numbers written as text, e.g. '-1.5', stay as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_text(df: pd.DataFrame) -> str:
+    """A table as CSV text, every text cell a spreadsheet would run as a formula neutralised: every table
+    the testbed writes goes through here (names, reasons and messages come from the input)."""
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(_neutral)
+    return out.to_csv(index=False)
+
+
+class ResultsError(ValueError):
+    """A results folder's file that cannot be read as the table the testbed writes (the message names it)."""
+
+
+TEXT_COLUMNS = ("experiment", "run_id", "status", "strategy", "engine", "model", "bw", "reason", "tool", "role",
+                "node", "host", "fixed", "steady", "fidelity", "compute")
+
+
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
-    """Read one CSV; absent or empty file -> empty frame; absent columns are added as NaN."""
+    """Read one CSV; absent or empty file -> empty frame; absent columns are added as NaN; numeric columns
+    as numbers (what is not a number: NaN), the text columns as text whatever they hold. ResultsError,
+    naming the file, for a file that is no CSV of UTF-8 text."""
     if path.is_file() and path.stat().st_size > 0:
-        df = pd.read_csv(path)
+        try:
+            df = pd.read_csv(path, encoding="utf-8", dtype={c: str for c in TEXT_COLUMNS}, low_memory=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as err:
+            why = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err).strip().splitlines()[0][:200]
+            raise ResultsError(f"{path}: not a table the testbed writes ({why})") from None
     else:
         df = pd.DataFrame(columns=columns)
     for col in columns:
@@ -116,7 +155,7 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
             df[col] = np.nan
     for col in _NUMERIC.get(path.name, []):
         df[col] = pd.to_numeric(df[col], errors="coerce")
-    for col in ("status", "strategy", "model", "bw", "reason", "tool", "role", "node"):
+    for col in TEXT_COLUMNS:
         if col in df.columns:
             df[col] = df[col].astype("object")
     return df
@@ -130,6 +169,7 @@ def load_experiment(exp_dir) -> Experiment:
         raise FileNotFoundError(f"{runs_path}: no runs.csv, nothing to report")
     runs = with_faithful_defaults(read_table(runs_path, RUNS_COLUMNS))
     runs["status"] = runs["status"].fillna("failed").astype(str)
+    runs = runs.drop_duplicates("run_id", keep="last").reset_index(drop=True)   # a run's last row is its own
     missing = [n for n in OPTIONAL_TABLES if not (exp_dir / n).is_file()]
     tables = {n: read_table(exp_dir / n, cols) for n, cols in OPTIONAL_TABLES.items()}
     specs = run_specs(exp_dir, runs["run_id"])

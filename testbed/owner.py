@@ -9,9 +9,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 OWNER_VAR = "DLTESTBED_OWNER"
@@ -113,3 +115,18 @@ class ProcessLock:
             return "held by another process"
         pid = str(doc.get("owner", "?")).split("-")[0]
         return f"held by pid {pid} ({doc.get('command') or '?'}) since {doc.get('since', '?')}"
+
+
+@contextmanager
+def signals_deferred():
+    """Run the block with SIGINT and SIGTERM held back (in the main thread), delivered when it ends: a
+    teardown is not cut short by Ctrl-C, and the interrupt still comes, once what the run made is gone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -21,6 +21,33 @@ def missing_weights(path: Path, option: str = "--weights PATH") -> str:
             f"(with the top layers, whose fc2 gives the 4096-long features) there, or pass {option}.")
 
 
+MAX_PHOTO_PIXELS = 100_000_000      # 100 megapixels: a photo larger than that is refused, not decoded
+
+
+def photo_problem(path: Path) -> str | None:
+    """Why a photo cannot be read as an image (named, before TensorFlow starts), or None: its header is
+    read and its data checked, never decoded in full, so a file claiming 100,000 x 100,000 pixels is
+    refused by its header."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None     # its size is judged below, in one sentence
+        try:
+            img = Image.open(path)
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
+        with img:
+            width, height = img.size
+            if width * height > MAX_PHOTO_PIXELS:
+                return f"{path}: {width} x {height} pixels is more than the {MAX_PHOTO_PIXELS:,} a photo may have"
+            img.verify()
+    except UnidentifiedImageError:
+        return f"{path}: not an image this program reads (JPEG or PNG)"
+    except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as err:
+        return f"{path}: not a readable image ({str(err).splitlines()[0][:160] if str(err) else type(err).__name__})"
+    return None
+
+
 def image_files(folder: Path) -> list[Path]:
     """The images of a folder (not recursive), sorted by name."""
     return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES)

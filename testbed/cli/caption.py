@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from testbed.cli.common import Command, main_of
-from workloads.image_features import SUFFIXES, WEIGHTS_FILE, missing_weights
+from workloads.image_features import SUFFIXES, WEIGHTS_FILE, missing_weights, photo_problem
 
 
 def add_arguments(p) -> None:
@@ -44,6 +44,8 @@ def _refusal(args) -> str | None:
     for photo in args.photo:
         if not photo.is_file() or photo.suffix.lower() not in SUFFIXES:
             return f"no {'/'.join(SUFFIXES)} image file {photo}"
+        if problem := photo_problem(photo):
+            return problem
     if not args.random_weights and not args.weights.is_file():
         return missing_weights(args.weights)
     return None

@@ -41,7 +41,7 @@ def run(args) -> int:
     from analysis import costmodel, predict, tables
     try:
         exps = [tables.load_experiment(r) for r in args.results]
-    except FileNotFoundError as err:
+    except (FileNotFoundError, tables.ResultsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, NamedTuple
 
+from testbed.spec.limits import MAX_PERIOD_US, MIN_CORES, MIN_QUOTA_US   # the spec checks them before a run
+
 # The CPU kept for what runs outside the nodes' budgets: ovs-vswitchd (user-space datapath here,
 # as this machine has no OVS kernel module), the orchestrator and the monitor. Half a core: the
 # monitor samples every 0.5 s and the orchestrator mostly waits, while ovs-vswitchd forwarding at
@@ -20,9 +22,6 @@ DEFAULT_RESERVE = 0.5
 # and its speed is its budget's at every dilation (bench/dilation_steps.py: with 10 ms periods the 1-node
 # reference ran its compute bursts unthrottled and every dilated point read 8-36 % slow).
 PERIOD_US = 1_000
-MIN_QUOTA_US = 1_000        # the kernel's (and Docker's) smallest quota
-MAX_PERIOD_US = 1_000_000   # the kernel's (and Docker's) longest period
-MIN_CORES = MIN_QUOTA_US / MAX_PERIOD_US    # 0.001 core: the smallest budget a quota can hold
 _EPS = 1e-9
 
 

@@ -20,7 +20,7 @@ from testbed.net.site import LocalSite
 from testbed.net.switches import switch_kind
 from testbed.cleanup import Registry, run_lock
 from testbed.nodes import node_class
-from testbed.owner import LockHeld, identity
+from testbed.owner import LockHeld, identity, signals_deferred
 
 log = logging.getLogger("testbed.net.network")
 
@@ -148,6 +148,10 @@ class Network:
         return self
 
     def __exit__(self, *exc) -> None:
+        with signals_deferred():     # a Ctrl-C now comes once the network is gone, not half-way through
+            self._teardown()
+
+    def _teardown(self) -> None:
         try:
             if self._net is not None:
                 try:

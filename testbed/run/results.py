@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.tables import csv_text
+
 from testbed.owner import ProcessLock
 
 RUNS_COLUMNS = [
@@ -81,7 +83,7 @@ def _replace_rows(exp_dir: Path, name: str, run_id: str, rows: list[dict], extra
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     ordered = [c for c in columns if c in table] + [c for c in table if c not in columns]
     table = table.reindex(columns=ordered)
-    atomic_write_text(Path(exp_dir) / f"{name}.csv", table.to_csv(index=False))
+    atomic_write_text(Path(exp_dir) / f"{name}.csv", csv_text(table))
     return table
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from testbed.roles import PlacementError, assign_tasks
 from testbed.spec import traces
 from testbed.spec.capabilities import SHAPERS
-from testbed.spec.faults import ACTIONS, parse_start
+from testbed.spec.faults import ACTIONS, parse_start, parse_task
 from testbed.spec.graph import build_graph
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import TRACE_KEYS, Experiment, Topology
@@ -48,8 +48,8 @@ def fault_problems(exp: Experiment) -> list[Problem]:
             out.append(Problem(at + ("duration",), f"{fault.action} has no duration: there is nothing to undo"))
         elif action.duration == "required" and fault.duration is None:
             out.append(Problem(at + ("action",), f"{fault.action} needs a duration (e.g. duration: 3s)"))
-        out += _fault_target_problems(at, fault, graph, hosts, tasks) + _trigger_problems(at, fault, exp.workload, hosts=len(hosts))
-        out += _fault_support_problems(exp, at, fault, busy)
+        out += _fault_target_problems(at, fault, graph, hosts, tasks)
+        out += _trigger_problems(at, fault, exp.workload, hosts=len(hosts)) + _fault_support_problems(exp, at, fault, busy)
     return out
 
 
@@ -70,7 +70,13 @@ def _fault_support_problems(exp: Experiment, at: tuple, fault, busy: set | None)
     if action.netem and not SHAPERS[exp.topology.shaping].netem:
         return [Problem(at + ("action",), f"{fault.action} needs netem on tc-shaped links; "
                         f"{SHAPERS[exp.topology.shaping].what} (set topology.shaping: tc)", ("topology.shaping",))]
-    if fault.host is not None and busy is not None and fault.host in exp.topology.host_names() and fault.host not in busy:
+    if fault.task is not None and exp.workload.strategy in ("auto", "switch") and \
+            parse_task(fault.task)[0] in ("ps", "chief"):
+        return [Problem(at + ("task",), f"strategy {exp.workload.strategy} may run all-reduce, which has no "
+                        f"{parse_task(fault.task)[0]} task: name a worker, or set strategy ps",
+                        ("workload.strategy",))]
+    if fault.host is not None and busy is not None and fault.host in exp.topology.host_names() and \
+            fault.host not in busy:
         return [Problem(at + ("host",), f"no task runs on {fault.host}, so {fault.action} would do nothing "
                         f"(tasks run on {', '.join(sorted(busy))})", ("workload.strategy", "topology.hosts"))]
     return []

@@ -190,7 +190,7 @@ def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, list]:
     def start(name, attrs):
         nonlocal value
         tag, line = name.rsplit(" ", 1)[-1], parser.CurrentLineNumber
-        value = [attrs.get("key"), line, ""] if tag == "data" else None   # data holding elements: not converted
+        value = [attrs.get("key"), line, []] if tag == "data" else None   # data holding elements: not converted
         if tag == "key":
             keys[attrs.get("id")] = (attrs.get("attr.name"), None if "yfiles.type" in attrs else attrs.get("attr.type"))
         elif tag == "node":
@@ -206,7 +206,7 @@ def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, list]:
 
     def chars(chunk):
         if value is not None:
-            value[2] += chunk
+            value[2].append(chunk)     # joined once at the end: a text in many pieces costs linear time
 
     def end(name):
         nonlocal value
@@ -214,7 +214,7 @@ def _graphml_lines(path: str, data: bytes, text: str) -> tuple[dict, list]:
         if tag in ("node", "edge"):
             owners.pop()
         elif tag == "data" and value is not None and value[2]:
-            _typed_value(path, keys, *value, owners[-1] if owners else "the graph")
+            _typed_value(path, keys, value[0], value[1], "".join(value[2]), owners[-1] if owners else "the graph")
         value = None
     parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
     try:

@@ -16,6 +16,9 @@ MAX_TIME = 7 * 24 * 3600.0   # seconds: one week, longer than any run
 MAX_SIZE = 2 ** 40           # bytes: 1 TiB of memory or gradient
 MAX_COUNT = 1_000_000_000    # any count (steps, epochs, batch, queue, repeats, ...)
 MAX_CORES = 1024             # cores of one emulated machine
+MIN_QUOTA_US = 1_000         # the kernel's (and Docker's) smallest CPU quota ...
+MAX_PERIOD_US = 1_000_000    # ... over its longest period
+MIN_CORES = MIN_QUOTA_US / MAX_PERIOD_US   # 0.001 core: the smallest budget a quota holds (cores / dilation)
 MAX_DILATION = 1000.0        # one emulated second per 1000 s of wall clock is already 16 minutes
 
 # ---- the network ----
@@ -25,6 +28,7 @@ MAX_NODES = 8192             # hosts + switches
 MAX_LINKS = 16384            # links of a custom topology
 MAX_GRAPH_BYTES = 10_000_000 # a template graph's file (a Topology Zoo graph is 10-100 KB)
 MAX_SERVERS = 64             # cluster servers
+MAX_CHECK_PAIRS = 10_000     # iperf3 tests of checks.pairs all (every ordered pair of about 100 hosts)
 
 # ---- checks, monitor, faults, workload ----
 MAX_CHECK_DURATION = 600.0   # seconds of one iperf3 reading

@@ -134,7 +134,7 @@ def test_results_come_back_in_emulated_time():
 
 @pytest.mark.parametrize("text, key, words", [
     ("topology: {hosts: 2, host: {cores: 1, cpu: 0.5}}", "topology.host.cpu", "not both"),
-    ("topology: {hosts: 2, host: {cores: 0}}", "topology.host.cores", "greater than 0"),
+    ("topology: {hosts: 2, host: {cores: 0}}", "topology.host.cores", "greater than or equal to 0.001"),
     ("emulation: {dilation: 0.5}", "emulation.dilation", "at least 1"),
     ("emulation: {dilation: fast}", "emulation.dilation", "or auto"),
     ("emulation: {reserve: -1}", "emulation.reserve", "greater than or equal to 0"),

@@ -377,7 +377,7 @@ def test_cli_refuses_a_table_it_cannot_read_in_one_sentence(tmp_path, capsys):
     (tmp_path / "runs.csv").write_text('experiment,run_id\n"unterminated\n')
     assert report_command.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "is not one the testbed wrote" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert "not a table the testbed writes" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw_it(tmp_path, monkeypatch,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import costmodel, faithful, figures, report, tables
+from analysis import costmodel, faithful, figures, report, run_figures, tables
 from test_steady import as_new_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -260,8 +260,10 @@ def _with_degraded(src, dst, run_ids, reason="cpu: 4 nodes asked 4 cores of a 2-
 
 def test_the_other_figures_cross_degraded_runs_too(tmp_path, monkeypatch):
     crossed = []
-    monkeypatch.setattr(figures, "mark_degraded",
-                        lambda ax, x, y, counted=False: crossed.append(len(np.atleast_1d(np.asarray(x)))))
+    def record(ax, x, y, counted=False):
+        crossed.append(len(np.atleast_1d(np.asarray(x))))
+    monkeypatch.setattr(figures, "mark_degraded", record)
+    monkeypatch.setattr(run_figures, "mark_degraded", record)       # the figures of single runs (BLEU, timeline)
     ar, ps = "h4-bw100mbit-allreduce-r0-3f48d3", "h4-bw100mbit-ps-r0-1da26d"
     shutil.copytree(OLD, tmp_path / "new")
     as_new_results(tmp_path / "new")
@@ -279,8 +281,8 @@ def test_the_other_figures_cross_degraded_runs_too(tmp_path, monkeypatch):
     faults = _with_degraded(FIXTURES / "report_faults", tmp_path / "faults", ["link_down-r0-6dc05c"])
     import matplotlib.pyplot as plt
     titles = []
-    real_save = figures.save
-    monkeypatch.setattr(figures, "save", lambda fig, path: titles.extend(a.get_title() for a in fig.axes)
+    real_save = run_figures.save
+    monkeypatch.setattr(run_figures, "save", lambda fig, path: titles.extend(a.get_title() for a in fig.axes)
                         or real_save(fig, path))
     figures.timeline(faults, tmp_path / "fig")
     plt.close("all")

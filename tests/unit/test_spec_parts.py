@@ -25,7 +25,7 @@ def test_key_paths_parse_format_and_resolve_aliases():
 
 def test_the_capability_table_says_what_each_shaper_can_do():
     assert capabilities.SHAPERS["tc"].netem and not capabilities.SHAPERS["ovs"].netem
-    assert capabilities.needs_netem(LinkParams(delay=0.01)) and not capabilities.needs_netem(LinkParams(bw=10**7))
+    assert capabilities.needs_netem(LinkParams(delay="10ms")) and not capabilities.needs_netem(LinkParams(bw="10mbit"))
     assert capabilities.rate_problem(10**7) is None
     assert "tc paces rates between 8000 bit/s" in capabilities.rate_problem(100)
 
