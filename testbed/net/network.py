@@ -333,8 +333,9 @@ class Network:
 
     def _apply_shaping(self) -> None:
         """Every link's shaping plan (shaping.link_plan) carried out: tc in one `tc -batch` per node,
-        every node at once (a command at a time took most of a 1000-host bring-up); then OVS QoS, and
-        only once every port has its QoS, the root classes' burst."""
+        every node at once (a command at a time took most of a 1000-host bring-up), and the shaped
+        interfaces' segment sizes in one `ip -batch`; then OVS QoS, and only once every port has its
+        QoS, the root classes' burst."""
         switches = {s.name for s in self.graph.switches}
         plan = shaping.Plan()
         for edge in self._links:
@@ -342,6 +343,8 @@ class Network:
             plan.add(shaping.link_plan(ends, edge.params, self.topology.shaping, self.topology.qdisc))
         run_on_nodes({node: batch_lines("tc -batch -", [" ".join(args) for args in cmds])
                       for node, cmds in plan.tc.items()}, "tc")
+        run_on_nodes({node: batch_lines("ip -batch -", [" ".join(args) for args in cmds])
+                      for node, cmds in plan.link.items()}, "ip")
         for args in plan.ovs:
             self._run_checked(["ovs-vsctl", *args], f"OVS QoS on {args[3]}")
         for args in plan.root_classes:

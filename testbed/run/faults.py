@@ -98,9 +98,10 @@ def shape_ops(ctx: Context, link: frozenset, params) -> list[Op]:
                              in_force=link_state(ctx, link).shaped)
     ctx.planned[link] = (params, {end.intf: rates.get(end.intf) for end in ends if end.switch_port})
     ops = []
-    for holder in {**plan.reset, **plan.tc}:
+    for holder in {**plan.reset, **plan.tc, **plan.link}:
         ops += [Op("cmd", holder, ("tc", *args), check=False) for args in plan.reset.get(holder, [])]
         ops += [Op("cmd", holder, ("tc", *args)) for args in plan.tc.get(holder, [])]
+        ops += [Op("cmd", holder, ("ip", *args)) for args in plan.link.get(holder, [])]
     ops += [Op("cmd", None, ("ovs-vsctl", *args)) for args in plan.ovs]
     return ops + [Op("cmd", None, ("tc", *args)) for args in plan.root_classes]
 

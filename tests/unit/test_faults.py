@@ -7,7 +7,7 @@ from spec_helpers import issues, load
 from testbed.run import faults
 from testbed.run.faults import Context, Op, Record
 from testbed.spec.faults import parse_trigger
-from testbed.shaping import ovs_root_class_command
+from testbed.shaping import gso_max_size, ovs_root_class_command
 from testbed.nodes import cgroups
 from testbed.roles import Task, restart_group
 from testbed.spec import LinkParams, expand_points
@@ -180,6 +180,9 @@ def test_link_down_and_up_commands():
 
 def test_set_bw_reshapes_both_ends_and_restores_the_configured_rate():
     apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000))
+    segments = [op for op in apply if op.arg[0] == "ip"]       # each end's segments capped for the new rate
+    assert [(op.where, op.arg[-1]) for op in segments] == [("h2", str(gso_max_size(2_000_000))), (None, "3028")]
+    apply, undo = [op for op in apply if op.arg[0] == "tc"], [op for op in undo if op.arg[0] == "tc"]
     assert [op.where for op in apply] == ["h2", None]
     # the same HTB tree at another rate: its class changes in place (the HTB qdisc itself refuses a
     # change), nothing is removed first: no queued packet dropped, the link never unshaped
@@ -205,7 +208,7 @@ def test_a_change_of_tree_removes_the_old_one_first_and_faults_see_each_others_c
 def test_set_bw_on_an_unshaped_link_removes_the_shaping_again(monkeypatch):
     context, fault = ctx(params=LinkParams()), F("set_bw", link=["h2", "s1"], bw=2_000_000)
     apply = faults.ACTIONS["set_bw"].apply(context, fault)
-    assert len(apply) == 6
+    assert sum(op.arg[0] == "tc" for op in apply) == 6 and sum(op.arg[0] == "ip" for op in apply) == 2
     faults.carry_out(context, Net(monkeypatch, params=LinkParams()), None, apply)
     undo = faults.ACTIONS["set_bw"].undo(context, fault)
     assert [op.arg for op in undo] == [("tc", "qdisc", "del", "dev", "h2-eth0", "root"),
@@ -214,6 +217,8 @@ def test_set_bw_on_an_unshaped_link_removes_the_shaping_again(monkeypatch):
 
 def test_set_bw_with_ovs_shaping_sets_the_switch_port_qos():
     apply, undo = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(shaping="ovs"))
+    assert apply[0] == Op("cmd", None, ("ip", "link", "set", "dev", "s1-eth2", "gso_max_size", "3028"))
+    apply, undo = apply[1:], undo[1:]
     assert len(apply) == 2 and apply[0].where is None and apply[0].arg[0] == "ovs-vsctl"
     assert "other-config:max-rate=2000000" in apply[0].arg
     assert "other-config:max-rate=10000000" in undo[0].arg
@@ -266,12 +271,12 @@ def test_after_a_failed_change_the_next_one_rebuilds_the_tree(tmp_path, monkeypa
     assert applier.tick(None, lead(2)) is None and "undo failed: tc: broken" in applier.records[0].outcome
     net.broken, before = set(), len(net.ran)
     assert applier.tick(None, lead(3)) is None
-    h2 = [argv for host, argv in net.ran[before:] if host == "h2"]
+    h2 = [argv for host, argv in net.ran[before:] if host == "h2" and argv[0] == "tc"]
     # not the class changed in place under a root that is not there: the root removed and built again
     assert h2[0] == ["tc", "qdisc", "del", "dev", "h2-eth0", "root"] and "htb" in h2[1] and "2000000bit" in h2[2]
     before, clock[0] = len(net.ran), 4.0
     assert applier.tick(None, lead(4)) is None          # that one succeeded: the undo changes it in place
-    assert [argv[1:3] for host, argv in net.ran[before:]] == [["class", "replace"]] * 2
+    assert [argv[1:3] for host, argv in net.ran[before:] if argv[0] == "tc"] == [["class", "replace"]] * 2
 
 
 def test_what_a_change_shapes_is_recorded_only_once_it_succeeded(monkeypatch):

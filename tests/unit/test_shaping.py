@@ -1,6 +1,6 @@
 """tc and OVS command builders, checked without root."""
-from testbed.shaping import (MTU_FRAME, TCP_GOODPUT_CEILING, htb_burst, htb_quantum, ovs_qos_command,
-                             ovs_root_class_command, tc_commands)
+from testbed.shaping import (GSO_MAX, MTU_FRAME, TCP_GOODPUT_CEILING, End, gso_max_size, htb_burst, htb_quantum,
+                             link_plan, ovs_qos_command, ovs_root_class_command, tc_commands)
 from testbed.spec.models import LinkParams
 
 
@@ -8,9 +8,25 @@ def params(**kw):
     return LinkParams.model_construct(**{**dict(bw=None, delay=None, jitter=None, loss=None, max_queue=None), **kw})
 
 
-def test_htb_burst_is_ten_frames_at_low_rates_and_two_ms_at_high_rates():
-    assert htb_burst(10_000_000) == 10 * MTU_FRAME
-    assert htb_burst(10_000_000_000) == 10_000_000_000 // 8 * 2 // 1000
+def test_htb_burst_is_two_frames_at_low_rates_and_one_ms_at_high_rates():
+    assert htb_burst(10_000_000) == 2 * MTU_FRAME
+    assert htb_burst(100_000_000) == 12_500
+    assert htb_burst(10_000_000_000) == 10_000_000_000 // 8 // 1000
+
+
+def test_segments_are_capped_to_an_eighth_of_the_burst_within_two_frames_and_64k():
+    assert gso_max_size(10_000_000) == gso_max_size(100_000_000) == 2 * MTU_FRAME
+    assert gso_max_size(1_000_000_000) == 125_000 // 8
+    assert gso_max_size(100_000_000_000) == GSO_MAX
+
+
+def test_a_plan_caps_the_segments_of_every_shaped_end():
+    ends = [End("h1-eth0", "h1", False), End("s1-eth1", None, True)]
+    tc = link_plan(ends, params(bw=1_000_000_000))
+    assert tc.link == {"h1": [["link", "set", "dev", "h1-eth0", "gso_max_size", "15625"]],
+                       None: [["link", "set", "dev", "s1-eth1", "gso_max_size", "15625"]]}
+    assert list(link_plan(ends, params(bw=1_000_000_000), mode="ovs").link) == [None]   # OVS QoS: the switch port
+    assert link_plan(ends, params()).link == {}
 
 
 def test_quantum_stays_within_kernel_friendly_bounds():
@@ -67,7 +83,7 @@ def test_ovs_qos_matches_the_thesis_recipe_and_is_tagged():
 def test_ovs_root_class_gets_the_same_burst():
     assert ovs_root_class_command("s1-eth1", 1_000_000_000) == [
         "class", "change", "dev", "s1-eth1", "parent", "1:", "classid", "1:fffe", "htb", "rate", "1000000000bit",
-        "ceil", "1000000000bit", "burst", "250000", "cburst", "250000"]
+        "ceil", "1000000000bit", "burst", "125000", "cburst", "125000"]
 
 
 def test_tcp_ceiling_is_payload_per_frame():
