@@ -189,7 +189,7 @@ def link_plan(ends, params, mode: str = "tc", qdisc: str = "htb", replace: bool 
     plan = Plan()
     rates = plan.qos if qos_rates is None else qos_rates
     for end in ends:
-        if params.bw is not None and (mode == "tc" or end.switch_port):
+        if params.bw is not None:     # both ends, also under OVS QoS: the hosts' segments cross the switch whole
             plan.link.setdefault(end.holder, []).append(gso_command(end.intf, params.bw))
         if mode == "ovs":
             if end.switch_port and params.bw is not None:

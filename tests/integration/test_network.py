@@ -234,3 +234,50 @@ def test_remote_selective_shaping_is_accepted_by_the_kernel_without_a_warning(ro
             assert done.returncode == 0 and not done.stderr.strip(), (args, done.stderr)
     finally:
         subprocess.run(["ip", "link", "del", "dltb-sel0"], capture_output=True)
+
+
+BURST_SERVER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 5999)); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+while True:
+    got = 0
+    while got < 113000:
+        data = c.recv(1 << 20)
+        if not data:
+            sys.exit(0)
+        got += len(data)
+    c.sendall(b"k")
+"""
+BURST_CLIENT = """
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], 5999)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for _ in range(20):
+    time.sleep(0.02)
+    t0 = time.perf_counter(); c.sendall(b"x" * 113000); c.recv(1); times.append(time.perf_counter() - t0)
+print(sorted(times[3:])[len(times[3:]) // 2])
+"""
+
+
+@pytest.mark.parametrize("shaping", ["tc", "ovs"])
+def test_a_burst_after_an_idle_moment_crosses_at_the_links_rate(tmp_path, root, no_leftovers, shaping):
+    """A 113 kB message after 20 ms of idle takes its time at the link's rate, as a training step's
+    exchange after its compute does: no burst or 64 kB segment passes at once (it took 0.55 of that
+    time with them). Its time at the TCP ceiling of 100 Mbit/s is 9.46 ms; on a stalling VM the shaper
+    only gets slower, never faster."""
+    import sys
+    spec = _spec(tmp_path, STAR.format(bw="100mbit", shaping=shaping, kind="ovs"))
+    with Network(build_graph(spec.topology), spec.topology) as net:
+        server = net.nodes["h1"].popen([sys.executable, "-c", BURST_SERVER], stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout.readline().strip() == "ready"
+            median = float(net.nodes["h2"].run([sys.executable, "-c", BURST_CLIENT, net.nodes["h1"].address],
+                                               timeout=120, check=True).split()[-1])
+        finally:
+            server.kill()
+            server.wait()
+    at_rate = 113000 * 8 / (100e6 * 0.956)
+    print(f"{shaping}: median {median * 1000:.2f} ms, {median / at_rate:.2f} of its time at the rate")
+    assert median >= 0.85 * at_rate
