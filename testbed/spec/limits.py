@@ -40,6 +40,8 @@ MAX_TRACE_BYTES = 20_000_000  # a trace file (a Mahimahi trace of 48 Mbit/s for 
 MAX_TRACE_ROWS = 100_000     # steps of one trace (csv rows, or Mahimahi steps of trace_granularity)
 MIN_TRACE_GRANULARITY = 0.1  # seconds: a link is re-shaped at most about every 50 ms
 MAX_ENV = 1000               # workload.env entries and workload.args items
+MAX_EXPECTATIONS = 100       # expect: items, each judged on every point after it runs
+MAX_WHERE = 32               # key paths of one expectation's where (as many as sweep axes)
 
 # ---- sweeps ----
 MAX_POINTS = 1000            # run points (axes' values multiplied, times repeats); each is minutes of training

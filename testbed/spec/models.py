@@ -15,6 +15,7 @@ from pydantic import (BeforeValidator, Discriminator, Field, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
 from testbed.spec import limits
+from testbed.spec.expect import Expectation
 from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
 from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
@@ -400,7 +401,7 @@ class Sweep(Strict):
 
 
 class Experiment(Strict):
-    """One YAML file: a named experiment, its network, workload, checks, monitor and sweep."""
+    """One YAML file: a named experiment, its network, workload, checks, monitor, sweep and expectations."""
 
     name: Annotated[str, BeforeValidator(check_experiment_name),
                     WithJsonSchema({"type": "string", "pattern": EXPERIMENT_NAME})]
@@ -417,6 +418,9 @@ class Experiment(Strict):
                                         "(Mininet's cluster edition); null: everything on this machine")
     sweep: Annotated[Sweep | None, WithJsonSchema(SWEEP_SCHEMA)] = None
     report: ReportConf = Field(default_factory=ReportConf, description="what the report measures against")
+    expect: Annotated[list[Expectation], Field(max_length=limits.MAX_EXPECTATIONS)] = Field(
+        default_factory=list, description="what the results must show, judged after each point and after the sweep "
+        "into expectations.csv; run exits 101 when one fails (docs/ci.md)")
     _source: Source = PrivateAttr(default_factory=Source)
 
     def location(self, key_path: str | Path) -> tuple[str, int]:

@@ -39,8 +39,10 @@ def expand_points(exp: Experiment) -> list[RunPoint]:
 def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str:
     """'h4-bw10mbit-allreduce-r0-1a2b3c': the swept values as readable labels in sorted key order, and
     a stable hash of the whole resolved point (`resolved`: its spec as JSON), so a file changed
-    outside the swept keys makes new run ids and never resumes into the old results."""
-    blob = json.dumps({"params": params, "repeat": repeat, "point": resolved}, sort_keys=True,
+    outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
+    out: it judges the results, it does not change the run (a changed bound judges the same runs again)."""
+    point = {key: value for key, value in resolved.items() if key != "expect"}
+    blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,
                       separators=(",", ":"), default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
     labels = [_label(path, params[path]) for path in sorted(params)]
