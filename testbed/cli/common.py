@@ -10,6 +10,10 @@ from rich.console import Console
 
 console = Console(stderr=True)
 
+# `run`: every point ran, an expectation failed; `report --fail-on-regression`: a configuration is slower than
+# the reference beyond the spread. No other exit code of the commands is 101 (run's failed points are 1-100).
+EXPECTATION_FAILED = 101
+
 
 class Command(NamedTuple):
     """One verb of `run_experiment.py`: its name, its one-line help, its arguments and what it does."""

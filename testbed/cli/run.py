@@ -1,10 +1,14 @@
 """`run FILE`: every point of an experiment file, then the report."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
-from testbed.cli.common import Command, add_set_argument, console, interrupt_on_signals, load, need_root
+from testbed.cli.common import (EXPECTATION_FAILED, Command, add_set_argument, console, interrupt_on_signals, load,
+                                need_root)
+
+INTERRUPTED = 130
 
 
 def add_arguments(p) -> None:
@@ -15,6 +19,18 @@ def add_arguments(p) -> None:
     p.add_argument("--retry-failed", action="store_true", help="rerun points recorded as failed")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-run detail (CI logs)")
     p.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML file for CI: one testcase per run "
+                   "point and one per judged expectation")
+
+
+def exit_code(failed: int, interrupted: bool, outcomes) -> int:
+    """130 when interrupted; else the number of failed points (at most 100); else 101 when an expectation
+    failed (not judged is no failure); else 0. Bad files, refused preflights and locks taken return 2 before."""
+    if interrupted:
+        return INTERRUPTED
+    if failed:
+        return min(failed, 100)
+    return EXPECTATION_FAILED if any(o.outcome == "fail" for o in outcomes) else 0
 
 
 def run(args) -> int:
@@ -34,6 +50,7 @@ def run(args) -> int:
     from testbed.run.sweep import run_sweep
     interrupt_on_signals()
     out.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now()
     try:
         summary = run_sweep(exp, out, retry_failed=args.retry_failed, quiet=args.quiet, console=console)
     except SpecError as err:
@@ -49,14 +66,18 @@ def run(args) -> int:
         except KeyboardInterrupt:
             console.print(f"interrupted while drawing the report; the tables in {out}/ are complete, and "
                           f"`run_experiment.py report {out}` draws it")
-            return 130
+            summary.interrupted = True
+            report = None
         if report is not None:
             console.print(f"report: {report}")
+    from testbed.run import expect_run
+    expect_run.show(summary.expectations, out, console)
     console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
                   f"tables in {out}/ (runs.csv, checks.csv, steps.csv, usage.csv)")
-    if summary.interrupted:
-        return 130
-    return min(len(summary.failed), 100)
+    if args.junit:
+        expect_run.write_junit(args.junit, exp, summary.run_ids, out, summary.expectations, started)
+        console.print(f"JUnit: {args.junit}", highlight=False)
+    return exit_code(len(summary.failed), summary.interrupted, summary.expectations)
 
 
 COMMAND = Command("run", "run every point of an experiment file (root)", add_arguments, run)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testbed.cleanup import run_lock
-from testbed.run import point, results
+from testbed.run import expect_run, point, results
 from testbed.run.network_up import preflight
 from testbed.run.runner import run_point
 from testbed.spec import expand_points
@@ -21,6 +21,8 @@ class SweepSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
+    run_ids: list[str] = field(default_factory=list)        # every point of the file, in order
+    expectations: list = field(default_factory=list)        # analysis.expectations.Outcome, as judged last
 
 
 def completed_ids(exp_dir: Path, retry_failed: bool) -> set[str]:
@@ -50,12 +52,15 @@ def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = F
 
 
 def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console) -> SweepSummary:
-    points = point.resolve_all(expand_points(exp), point.machine_cores(),
+    run_points = expand_points(exp)
+    points = point.resolve_all(run_points, point.machine_cores(),
                                progress=lambda msg: console.print(msg, highlight=False))
     preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))
     skip = completed_ids(exp_dir, retry_failed)
     todo = [p for p in points if p.run_id not in skip]
-    summary = SweepSummary(skipped=[p.run_id for p in points if p.run_id in skip])
+    summary = SweepSummary(skipped=[p.run_id for p in points if p.run_id in skip],
+                           run_ids=[p.run_id for p in points])
+    judge = expect_run.Judge(exp, run_points, exp_dir)
     if summary.skipped:
         console.print(f"resuming: {len(summary.skipped)} of {len(points)} point(s) already recorded in {exp_dir}")
     durations: list[float] = []
@@ -84,5 +89,9 @@ def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console
             else:
                 summary.failed.append((resolved.run_id, row["reason"]))
                 console.print(f"  [red]failed[/red]: {row['reason']}", highlight=False)
+            judged = judge.after_point(resolved.run_id)
+            if judged:
+                console.print(f"  {expect_run.point_line(judged)}", highlight=False, markup=False)
             bar.advance(task)
+    summary.expectations = judge.outcomes if summary.interrupted else judge.finish()
     return summary

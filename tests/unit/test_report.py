@@ -392,7 +392,7 @@ def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw
     monkeypatch.setattr(run_command, "need_root", lambda what: None)
     monkeypatch.setattr(run_command, "interrupt_on_signals", lambda: None)
     monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: SimpleNamespace(
-        done=["r0"], failed=[], skipped=[], interrupted=False))
+        done=["r0"], failed=[], skipped=[], interrupted=False, run_ids=["r0"], expectations=[]))
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
