@@ -93,6 +93,20 @@ def against(reference: tables.Experiment, yours: tables.Experiment) -> pd.DataFr
     return table.sort_values(["metric", "model", "engine", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
 
 
+def slower(table: pd.DataFrame, faster_too: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From `against`'s table: the configurations whose steady samples per second are lower than the
+    reference's beyond the spread (faster_too: or higher), and those whose ranges lie apart but with too few
+    repeats to judge."""
+    rate = table[table["metric"] == "steady_samples_per_s"]
+    verdicts = ["lower beyond the spread"] + (["higher beyond the spread"] if faster_too else [])
+    return rate[rate["verdict"].isin(verdicts)], rate[rate["verdict"] == TOO_FEW]
+
+
+def point_text(row) -> str:
+    """'10 Mbit/s, allreduce, 4 nodes' of one of `against`'s rows."""
+    return _point(row)
+
+
 def _values(runs: pd.DataFrame, column: str) -> list[str]:
     """The values a column took over the runs, as text (numbers without a trailing .0)."""
     found = runs[column].dropna().unique() if column in runs else []
