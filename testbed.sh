@@ -3,6 +3,7 @@
 #   ./testbed.sh run    install what is missing, run the default sweep, write the report
 #   ./testbed.sh test   install what is missing, run every test (unit tests on all cores, then
 #                       integration tests one at a time)
+# and, for CI jobs that run their own files: ./testbed.sh install (install what is missing, nothing else).
 # Anything after the verb is passed on (to run_experiment.py run, or to pytest, which then runs
 # just that, in one process).
 set -euo pipefail
@@ -10,6 +11,9 @@ cd "$(dirname "$0")"
 verb=${1:-}
 shift || true
 case "$verb" in
+  install)
+    exec bash scripts/bootstrap.sh
+    ;;
   run)
     bash scripts/bootstrap.sh
     exec .venv/bin/python run_experiment.py run topologies/default.yaml "$@"
@@ -29,7 +33,7 @@ case "$verb" in
     exit "$integration"
     ;;
   *)
-    echo "usage: $0 run [run options] | test [pytest options]" >&2
+    echo "usage: $0 run [run options] | test [pytest options] | install" >&2
     exit 2
     ;;
 esac

@@ -58,7 +58,7 @@ def links(path: Path) -> list[str]:
 def test_the_pages_exist():
     names = {p.relative_to(REPO).as_posix() for p in PAGES}
     for page in ("installation", "experiment-file", "strategies", "node-kinds", "servers", "checks-and-shaping",
-                 "faults", "results", "cost-model", "commands", "python-api", "troubleshooting", "thesis",
+                 "faults", "results", "cost-model", "commands", "ci", "python-api", "troubleshooting", "thesis",
                  "benchmarks", "developer/architecture", "developer/contracts", "developer/testing"):
         assert f"docs/{page}.md" in names
 

@@ -1,5 +1,7 @@
 """`expect:` in the experiment file: its items checked like every key (FILE:LINE: KEY, a suggestion), where's key
 paths and values, against folders, and the metric names held to the tables they come from."""
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,15 @@ def test_the_metric_names_are_columns_of_the_tables_they_are_judged_on():
     assert not set(RUN_METRICS) & set(tables.TEXT_COLUMNS)
     assert {m.split(".", 1)[1] for m in CHECK_METRICS} <= set(results.CHECKS_COLUMNS)
     assert SUMMARY_METRICS == expectations.SUMMARY_METRICS
+
+
+def test_the_experiment_file_of_the_ci_page_validates_with_its_seven_expectations(tmp_path):
+    page = (REPO / "docs" / "ci.md").read_text()
+    [text] = re.findall(r"```yaml\n(name: ci-regression\n.*?)```", page, re.S)
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "results" / "reference").mkdir(parents=True)
+    shutil.copytree(SMALL, tmp_path / "results" / "reference" / "ci_regression")
+    exp = load_spec(write(tmp_path / "ci", text, name="regression.yaml"))
+    assert [e.kind for e in exp.expect] == ["metric"] * 5 + ["fidelity", "against"]
+    assert exp.expect[-1].against == str(tmp_path / "results" / "reference" / "ci_regression")
+    assert len(expand_points(exp)) == 12
