@@ -121,7 +121,8 @@ def point_outcomes(expectations: list[dict], runs: pd.DataFrame, checks: pd.Data
 def _at_point(index: int, e: dict, row: dict, checks: pd.DataFrame | None) -> Outcome:
     said = dict(index=index, point=str(row["run_id"]), expectation=describe(e), bound=bound(e))
     if row.get("status") != "ok":
-        return Outcome(**said, measured=None, outcome=NOT_JUDGED, detail=f"the point failed: {tables.text(row.get('reason'))}")
+        return Outcome(**said, measured=None, outcome=NOT_JUDGED,
+                       detail=f"the point failed: {tables.text(row.get('reason'))}")
     if kind(e) == "fidelity":
         verdict = tables.text(row.get("fidelity")).strip()
         if verdict == "ok" or verdict.startswith("degraded"):
@@ -132,7 +133,8 @@ def _at_point(index: int, e: dict, row: dict, checks: pd.DataFrame | None) -> Ou
         return _over_pairs(said, e, checks, metric[len(CHECKS):])
     value = pd.to_numeric(pd.Series([row.get(metric)]), errors="coerce").iloc[0]
     if pd.isna(value):
-        why = tables.text(row.get("steady")) if metric in _STEADY and tables.text(row.get("steady")) != steady.OK else ""
+        said_steady = tables.text(row.get("steady"))
+        why = said_steady if metric in _STEADY and said_steady != steady.OK else ""
         return Outcome(**said, measured=None, outcome=NOT_JUDGED,
                        detail=f"no steady figure: {why}" if why else f"no {metric} recorded for this point")
     return Outcome(**said, measured=float(value), outcome=judge_value(e, float(value)))
@@ -174,7 +176,11 @@ def label(config: dict, models: int = 1) -> str:
 
 
 def _runs_of(config: dict, groups: list[tuple[dict, list[str]]]) -> list[str]:
-    return next((ids for keys, ids in groups if all(tables.same_value(keys[k], config[k]) for k in tables.CONFIG_KEYS)), [])
+    """The ok runs of `config`'s configuration (none when it has none)."""
+    for keys, ids in groups:
+        if all(tables.same_value(keys[k], config[k]) for k in tables.CONFIG_KEYS):
+            return ids
+    return []
 
 
 def summary_outcomes(expectations: list[dict], runs: pd.DataFrame, points: dict,

@@ -63,8 +63,8 @@ def regression_gate(folder: Path, reference_dir: Path, include_degraded: bool = 
               f"{r.reference_runs})")
     for r in too_few.itertuples():
         print(f"not judged: {reference.point_text(r)}: the ranges lie apart ({r.yours_mean:.4g} against "
-              f"{r.reference_mean:.4g} steady samples/s) but {r.yours_runs} runs against {r.reference_runs} are too few "
-              "to judge (run more repeats)")
+              f"{r.reference_mean:.4g} steady samples/s) but {r.yours_runs} runs against {r.reference_runs} are "
+              "too few to judge (run more repeats)")
     if judged.empty:
         print("no configuration " + ("differs from" if faster_too else "is slower than") + " the reference beyond "
               "the spread of the repeats")

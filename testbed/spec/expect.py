@@ -66,8 +66,8 @@ class Expectation(Strict):
     against: Annotated[str, Field(min_length=1)] | None = Field(
         None, description="a results folder (relative to this file): no configuration of this run slower than "
         "there beyond the spread of the repeats")
-    where: Annotated[dict[str, Any], Field(max_length=limits.MAX_WHERE)] = Field(default_factory=dict, description="key path (as under sweep) -> value: only "
-                                  "the run points with these values")
+    where: Annotated[dict[str, Any], Field(max_length=limits.MAX_WHERE)] = Field(
+        default_factory=dict, description="key path (as under sweep) -> value: only the run points with these values")
 
     @model_validator(mode="after")
     def _one_kind(self):

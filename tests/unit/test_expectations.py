@@ -19,7 +19,7 @@ RUNS = pd.DataFrame([
     dict(run_id="d", status="failed", reason="worker 1 exited with 1", steady_samples_per_s=NAN, steady=NAN,
          final_loss=NAN, fidelity=NAN),
 ])
-POINTS = {"a": {"topology.hosts": 2}, "b": {"topology.hosts": 4}, "c": {"topology.hosts": 4}, "d": {"topology.hosts": 4}}
+POINTS = {"a": {"topology.hosts": 2}, **{p: {"topology.hosts": 4} for p in "bcd"}}
 CHECKS = pd.DataFrame([
     dict(run_id="a", tool="iperf3", ratio=0.95, rtt_ms=NAN), dict(run_id="a", tool="iperf3", ratio=0.85, rtt_ms=NAN),
     dict(run_id="a", tool="ping", ratio=NAN, rtt_ms=0.3), dict(run_id="b", tool="iperf3", ratio=0.97, rtt_ms=NAN),
@@ -136,7 +136,8 @@ def test_evaluate_judges_only_the_files_points_and_says_when_none_matches(tmp_pa
     exp = tables.load_experiment(_copy(tmp_path, "mine"))
     ids = list(exp.runs["run_id"][exp.runs["hosts"] == 2])
     points = {i: {"topology.hosts": 2} for i in ids}
-    asked = [metric("final_loss", high=100), metric("final_loss", high=100, topology_hosts=4), {"fidelity": "ok", "where": {}}]
+    asked = [metric("final_loss", high=100), metric("final_loss", high=100, topology_hosts=4),
+             {"fidelity": "ok", "where": {}}]
     got = ex.evaluate(asked, exp, points)
     first = [o for o in got if o.index == 0]
     assert sorted(o.point for o in first) == sorted(ids) and {o.outcome for o in first} == {PASS}
