@@ -10,7 +10,8 @@ import yaml
 from testbed.spec import limits
 from testbed.spec.keypaths import canonical, format_path
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
-from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique, where_matches
+from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
+from testbed.spec.expect_rules import expect_issues
 from testbed.spec.sweep import expand_points
 from testbed.spec.graph import build_graph
 
@@ -206,8 +207,8 @@ def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = (
         if isinstance(data, dict):
             issues += apply_values(data, {key: value}, source, origin=(SET_FILE, number))
     try:
-        exp = build(data, source)
-        issues += where_matches(exp)
+        exp, found = expect_issues(build(data, source))
+        issues += found
     except SpecError as exc:
         issues += exc.errors
     if issues:

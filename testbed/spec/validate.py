@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from testbed.spec import limits
 from testbed.spec.graph import host_count, switch_total
-from testbed.spec.keypaths import canonical, covers, format_path, get_in, parse_path, resolve, set_in, suggest
+from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
 from testbed.spec.rules import Problem, experiment_problems, topology_problems
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source, Topology
 
@@ -122,7 +122,7 @@ def build(data: Any, source: Source) -> Experiment:
         issues += _partial_topology_issues(base, source)
     issues += value_issues(base, axes, source)
     if not issues:
-        issues += point_issues(base, axes, source) + expect_issues(base, source)
+        issues += point_issues(base, axes, source)
     if issues:
         raise SpecError(sorted_unique(issues))
     for axis in axes:
@@ -252,85 +252,6 @@ def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
         issues += _duplicate_values(exp, combo, by_path, canon, source)
         for problem in experiment_problems(exp):
             issues.append(_problem_issue(source, by_path, combo, problem))
-    return issues
-
-
-def expect_issues(base: dict, source: Source) -> list[SpecIssue]:
-    """expect: each against a results folder with runs.csv; each where key a key path of the file (not under
-    sweep or expect), its value one its key takes. The where is rewritten in place as canonical key path ->
-    the value in the spec's JSON form ('10Mbit' -> '10mbit'), as a point's spec gives it back."""
-    issues = []
-    for index, item in enumerate(base.get("expect") or []):
-        folder = item.get("against")
-        if isinstance(folder, str) and not os.path.isfile(os.path.join(folder, "runs.csv")):
-            issues.append(_issue(source, ("expect", index, "against"), f"no results folder at {folder} (no runs.csv "
-                                 "there): the folder of an earlier run, e.g. results/reference/thesis_fig15"))
-        where, found = item.get("where") or {}, {}
-        for key, value in where.items():
-            at = ("expect", index, "where", key)
-            try:
-                path = parse_path(str(key))
-            except ValueError as exc:
-                issues.append(_issue(source, at, str(exc)))
-                continue
-            problem = (f"where selects run points by the values of their keys; {path[0]} is not one"
-                       if path[:1] in (("sweep",), ("expect",)) else resolve(Experiment, path))
-            normal, problem = (None, problem) if problem else _normal_value(base, path, value)
-            if problem:
-                issues.append(_issue(source, at, problem))
-            else:
-                found[format_path(path)] = normal
-        if len(found) == len(where):
-            item["where"] = found
-    return issues
-
-
-def _normal_value(base: dict, path: tuple, value: Any) -> tuple[Any, str | None]:
-    """(value in the spec's JSON form, None), or (None, why the key does not take it)."""
-    for end, part in enumerate(path):
-        items = get_in(base, path[:end])
-        if isinstance(part, int) and not (isinstance(items, list) and part < len(items)):
-            return None, f"the file has no {format_path(path[:end + 1])}"
-    data = copy.deepcopy(base)
-    try:
-        set_in(data, path, value)
-        return Experiment.model_validate(data).value(path), None
-    except ValueError as exc:
-        if not isinstance(exc, ValidationError):
-            return None, str(exc)
-        found = [msg for at, msg in pydantic_problems(exc, data) if covers(path, at) or covers(at, path)]
-        return None, "; ".join(found or [msg for _, msg in pydantic_problems(exc, data)][:1])
-
-
-def where_matches(exp: Experiment) -> list[SpecIssue]:
-    """Each expectation's where matched by at least one run point of the file (by its sweep's values)."""
-    axes = exp.sweep.axes if exp.sweep else {}
-    base = exp.model_dump(mode="json", exclude={"sweep"})
-    issues = []
-    for index, item in enumerate(exp.expect):
-        paths = {key: parse_path(key) for key in item.where}
-        related = {key: values for key, values in axes.items()
-                   if any(covers(parse_path(key), p) or covers(p, parse_path(key)) for p in paths.values())}
-        seen: dict[str, list] = {key: [] for key in paths}
-        for combo in axis_combinations(related) if paths else []:
-            data = copy.deepcopy(base)
-            for key, value in combo.items():
-                set_in(data, parse_path(key), value)
-            try:
-                point = Experiment.model_validate(data).model_dump(mode="json")
-            except ValidationError:
-                continue
-            got = {key: get_in(point, path) for key, path in paths.items()}
-            if got == dict(item.where):
-                break
-            for key, value in got.items():
-                seen[key] += [] if value in seen[key] else [value]
-        else:
-            if paths:
-                asked = ", ".join(f"{key}={value!r}" for key, value in item.where.items())
-                has = "; ".join(f"{key} {', '.join(repr(v) for v in values)}" for key, values in seen.items())
-                issues.append(_issue(exp._source, ("expect", index, "where"),
-                                     f"no run point has {asked} (the points have {has})"))
     return issues
 
 
