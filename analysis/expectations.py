@@ -100,13 +100,10 @@ def judge_value(e: dict, value: float) -> str:
 
 # ---- per point ---------------------------------------------------------------------------------------------
 
-def point_outcomes(expectations: list[dict], runs: pd.DataFrame, checks: pd.DataFrame, points: dict,
-                   run_ids=None) -> list[Outcome]:
-    """The per-point expectations judged on every recorded point of `run_ids` (default: every point of
-    `points`), in runs.csv's order."""
-    ids = set(points if run_ids is None else run_ids)
+def point_outcomes(expectations: list[dict], runs: pd.DataFrame, checks: pd.DataFrame, points: dict) -> list[Outcome]:
+    """The per-point expectations judged on every recorded point of `points`, in runs.csv's order."""
     runs = runs.drop_duplicates("run_id", keep="last")
-    runs = runs[runs["run_id"].isin(ids)]
+    runs = runs[runs["run_id"].astype(str).isin(list(points))]
     by_run = {run_id: rows for run_id, rows in checks.groupby("run_id")} if len(checks) else {}
     out = []
     for index, e in enumerate(expectations):
@@ -264,7 +261,7 @@ def evaluate(expectations: list[dict], exp: tables.Experiment, points: dict, job
              load=tables.load_experiment) -> list[Outcome]:
     """Every expectation on a loaded results folder, restricted to the run ids of `points` (the file's own
     points: a folder may also hold runs of an earlier version of the file)."""
-    runs = exp.runs[exp.runs["run_id"].astype(str).isin(points)]
+    runs = exp.runs[exp.runs["run_id"].astype(str).isin(list(points))]
     mine = dataclasses.replace(exp, runs=runs)
     out = point_outcomes(expectations, runs, exp.checks, points)
     asked = {o.index for o in out}
