@@ -90,7 +90,11 @@ def setup_sentence(runs: pd.DataFrame) -> str:
     budgets = runs[runs["compute"] == "budgets"]
     if len(budgets):
         parts.append(_budgets(budgets))
-    shared = runs[runs["compute"] != "budgets"]
+    replayed = runs[runs["compute"] == tables.TIMING_ONLY]
+    if len(replayed):
+        parts.append(_budgets(replayed) + ", compute replayed (each node waited its calibrated compute time and "
+                     "sent real gradients: timing only, no loss)")
+    shared = runs[~tables.own_machines(runs)]
     if len(shared):
         parts.append(_shared(shared))
     if not parts:

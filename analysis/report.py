@@ -117,7 +117,7 @@ def machines(n: int, runs: pd.DataFrame) -> str:
     runs = tables.with_faithful_defaults(runs)
     many = n != 1
     count = f"{n}" if many else "one"
-    if len(runs) and (runs["compute"] == "budgets").all():
+    if len(runs) and tables.own_machines(runs).all():
         cores = runs["cores"].dropna().unique()
         if len(cores) == 1:
             size = "one-core" if cores[0] == 1 else f"{cores[0]:g}-core"

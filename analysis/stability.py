@@ -41,7 +41,7 @@ def lead_steps(steps: pd.DataFrame) -> pd.DataFrame:
 def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Loss against training time so far, per ok run of ps or all-reduce."""
     ok = tables.ok_runs(runs)
-    ok = ok[ok["strategy"].isin(STRATEGIES)]
+    ok = ok[ok["strategy"].isin(STRATEGIES) & (ok["compute"] != tables.TIMING_ONLY)]   # replayed: no loss
     lead = lead_steps(steps)
     lead = lead[lead["run_id"].isin(set(ok["run_id"]))].copy()
     if lead.empty:

@@ -182,6 +182,15 @@ def load_experiment(exp_dir) -> Experiment:
                       read_table(exp_dir / "link_changes.csv", LINK_CHANGES_COLUMNS), specs=specs)
 
 
+OWN_MACHINES = ("budgets", "replay")   # runs.csv `compute` where every node was a machine of its own size
+TIMING_ONLY = "replay"                  # ... and where it replayed its compute: no loss, no BLEU
+
+
+def own_machines(runs: pd.DataFrame) -> pd.Series:
+    """Which runs' nodes were each a machine of their own size (held to a budget, or replaying their compute)."""
+    return runs["compute"].isin(OWN_MACHINES)
+
+
 def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:
     """runs with the faithful-compute columns, older results read as dilation 1, compute shared and
     no fidelity verdict."""

@@ -9,6 +9,7 @@ the host's emulated interface. Prints the same JSON events as workloads/train.py
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -16,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, torch_models  # noqa: E402  (no torch import at module level)
+from workloads import cpuquota, replay, torch_models  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -44,28 +45,34 @@ def run_training(job: dict, emit: Emitter) -> None:
     torch.manual_seed(seed)                 # the same initial weights on every worker (DDP also broadcasts them)
     model = torch_models.build(name, p)
     trainable = torch_models.trainable_count(model)
+    replayed = job.get("replay")
+    if replayed:
+        waits = [tuple(x) for x in replayed["hosts"][emit.base["host"]]["layers"]]
+        model = replay.stand_in(model, waits, p["classes"])
     if distributed:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
-         steps_per_execution=1, engine="pytorch")
+         steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real")
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
     clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held))
     batch_id = rank
-    for _ in range(epochs):
-        for _ in range(per_epoch):
-            x, y = torch_models.synthetic_batch(name, p, seed, batch_id, bpw)
-            batch_id += world
-            optimizer.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
-            optimizer.step()
-            clock.step(loss.item())
-        clock.epoch_end()
+    with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
+        for _ in range(epochs):
+            for _ in range(per_epoch):
+                x, y = torch_models.synthetic_batch(name, p, seed, batch_id, bpw)
+                batch_id += world
+                optimizer.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
+                optimizer.step()
+                clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
+            clock.epoch_end()
     clock.done()
-    compute_probe(name, p, seed, bpw, emit)
+    if not replayed:            # a replayed step's compute was calibrated before the run
+        compute_probe(name, p, seed, bpw, emit)
     for line in held:
         emit.write(line)
 

@@ -118,7 +118,16 @@ def run_server(job, task_type, task_index, emit) -> None:
                                   task_index=task_index, protocol=resolver.rpc_layer or "grpc",
                                   start=True)
     emit("server", address=cluster_for(job)[task_type][task_index])
-    server.join()
+    with usage_sampler(job, emit):
+        server.join()
+
+
+def usage_sampler(job, emit):
+    """Under replayed compute, the task's CPU and CPU wait as `usage` events (replay.UsageSampler)."""
+    from contextlib import nullcontext
+
+    from workloads import replay
+    return replay.UsageSampler(emit) if job.get("replay") else nullcontext()
 
 
 def make_strategy(job):
@@ -201,6 +210,14 @@ def run_training(job, task_type, task_index, emit) -> None:
     with strategy.scope():
         model = models.build_model(name, p)
         models.compile_model(model, steps_per_execution=spe)
+    replayed = job.get("replay")
+    if replayed:
+        from workloads import replay
+        if strategy_name == "ps":
+            replay.replay_tensorflow(model, replayed["workers"],
+                                     tf.distribute.coordinator.experimental_get_current_worker_index)
+        else:
+            replay.replay_tensorflow(model, replayed["hosts"][emit.base["host"]]["layers"])
 
     def dataset_fn(ctx):
         if strategy_name == "ps":
@@ -229,22 +246,24 @@ def run_training(job, task_type, task_index, emit) -> None:
     emit("start", strategy=strategy_name, model=name, **model_sizes(model),
          global_batch=global_batch, workers=workers, servers=servers,
          steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
-         steps_per_execution=spe)
+         steps_per_execution=spe, compute="replay" if replayed else "real")
     from workloads.events import TestbedCallback
     held = []           # `done`, stamped when training ended, written after the probe: it stays last
 
     timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=holding_done(emit, held),
                              asynchronous=strategy_name == "ps")
     try:
-        model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
-                  callbacks=backup_callbacks(job) + [timing], verbose=0)
-        if chief and name == "caption" and job.get("save_model"):
+        with usage_sampler(job, emit):
+            model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
+                      callbacks=backup_callbacks(job) + [timing], verbose=0)
+        if chief and name == "caption" and job.get("save_model") and not replayed:
             from workloads import caption_model
             tokenizer = (caption or wdata.synthetic_caption_data(p, seed)).tokenizer
             emit("saved", path=str(caption_model.save(job["save_model"], model, tokenizer, p)))
-        compute_probe(lambda: models.build_model(name, p),
-                      lambda: wdata.flickr8k_dataset(caption, bpw, seed) if caption is not None
-                      else wdata.synthetic_dataset(name, p, seed, bpw), emit)
+        if not replayed:        # a replayed step's compute was calibrated before the run
+            compute_probe(lambda: models.build_model(name, p),
+                          lambda: wdata.flickr8k_dataset(caption, bpw, seed) if caption is not None
+                          else wdata.synthetic_dataset(name, p, seed, bpw), emit)
     finally:
         for line in held:
             emit.write(line)

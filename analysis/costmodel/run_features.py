@@ -91,7 +91,7 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
         folder = Path(exp.path) / "runs" / str(r.run_id)
         spec = specs[str(r.run_id)] if str(r.run_id) in specs else _run_spec(exp.path, r.run_id)
         topo = _read_json(folder / "topology.json")
-        shared = r.compute != "budgets"
+        shared = r.compute not in tables.OWN_MACHINES
         fr = (worker_fractions(spec, exp.path, r.run_id, fam, int(r.hosts), servers, topology=topo) if shared
               else budget_fractions(r, exp.path, fam, workers, servers, cores, topology=topo))
         partition = ((spec.get("workload") or {}).get("ps") or {}).get("partition") if spec else None

@@ -38,12 +38,16 @@ Rules and thresholds:
 - timers: analysis.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
 - shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
   within checks.tolerance of it.
+- replay: under replayed compute the nodes have no budget, so the four CPU rules above do not apply;
+  each node's CPU per steady step and its tasks' wait for a CPU must each stay under 5 % of the
+  step (testbed.emulation.replay).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from testbed.emulation import replay
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
 from testbed.emulation.readers import delta
 from testbed.shaping import TCP_GOODPUT_CEILING
@@ -102,6 +106,7 @@ class RunMeasures:
     checks: tuple[dict, ...] = field(default_factory=tuple)   # checks.csv rows
     tolerance: float = 0.10                 # checks.tolerance
     compute: "ComputeProbe | None" = None   # the workload's probe on the lead task, where it ran
+    replay: tuple[replay.NodeReplay, ...] | None = None   # compute: replay, each node's figures (else None)
 
 
 @dataclass(frozen=True)
@@ -255,7 +260,21 @@ def shaping(m: RunMeasures) -> list[str]:
     return out
 
 
-RULES = (cpu_plan, cpu_nodes, cpu_slices, cpu_machine, switch, timers, shaping)
+def budgeted(rule):
+    """A CPU rule of budgeted nodes: under replayed compute the nodes have no budget, and cpu_replay speaks."""
+    def checked(m: RunMeasures) -> list[str]:
+        return [] if m.replay is not None else rule(m)
+    checked.__name__ = rule.__name__
+    return checked
+
+
+def cpu_replay(m: RunMeasures) -> list[str]:
+    """Replayed compute: each node's CPU and CPU wait over the steady steps (testbed.emulation.replay)."""
+    return [] if m.replay is None else replay.reasons(list(m.replay))
+
+
+RULES = tuple(budgeted(r) for r in (cpu_plan, cpu_nodes, cpu_slices, cpu_machine)) + (cpu_replay, switch, timers,
+                                                                                      shaping)
 
 
 def reasons(m: RunMeasures) -> list[str]:

@@ -3,6 +3,7 @@ refused before anything starts (preflight), the graph with the file's `ssh:` sec
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from analysis import advisor
@@ -13,6 +14,7 @@ from testbed.run import faults, traces
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.engines import local_engine_problem
+from testbed.spec.limits import MIN_CORES
 from testbed.spec.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue
 
@@ -37,6 +39,24 @@ def engine_problems(spec, graph) -> list[tuple[str, str]]:
              "requirements)")] if problem else []
 
 
+def budget_problems(point) -> list[tuple[str, str]]:
+    """A host whose cores at the point's dilation (dilation auto: this machine's factor) is under what a CPU
+    quota holds."""
+    return [(f"{h.key}.cores", f"{h.name}: {h.cores:g} core at dilation {point.k:g} is {h.budget:g} real core, under "
+             f"the {MIN_CORES:g} a CPU quota can hold: give it more cores or a smaller emulation.dilation")
+            for h in point.graph.hosts if h.budget is not None and h.budget < MIN_CORES]
+
+
+def replay_problems(point) -> list[tuple[str, str]]:
+    """compute: replay calibrates each node on as many of this machine's CPUs as it has cores."""
+    if point.replay is None:
+        return []
+    return [(f"{h.key}.cores", f"{h.name}: replay calibrates a machine of {h.cores:g} cores on {math.ceil(h.cores)} "
+             f"CPUs; this machine gives {point.machine_cores}: set cores to at most {point.machine_cores}, or "
+             "compute: real with dilation")
+            for h in point.graph.hosts if not h.real_machine and h.name not in point.replay]
+
+
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:
     """Everything that can be refused before a network exists, for every resolved point at once
     (point.ResolvedPoint: the rates and times this machine will run). `contact_nodes=False` (validate)
@@ -44,7 +64,8 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
     found: dict[tuple[str, str], list[str]] = {}
     for point in points:
         spec, graph = point.wall_spec, point.wall_graph
-        problems = (shaping.capability_problems(spec.topology, graph) + faults.capability_problems(spec)
+        problems = (budget_problems(point) + replay_problems(point) + shaping.capability_problems(spec.topology, graph)
+                    + faults.capability_problems(spec)
                     + traces.capability_problems(spec, point.wall_traces())
                     + port_problems(spec.topology, graph) + engine_problems(spec, graph)
                     + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))

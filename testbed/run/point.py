@@ -19,13 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
+from testbed.emulation.replay import HostReplay, from_calibration
+from testbed.emulation.replay import auto_factor as replay_factor
 from testbed.emulation.budgets import cpuset_text, cpusets
+from testbed.run import calibration
+from testbed.run.record import link_bandwidth
 from testbed.spec import build_graph
 from testbed.spec.kinds import real_machine
 from testbed.spec.graph import Graph, budget_of
 from testbed.spec.models import Experiment
 from testbed.spec.sweep import RunPoint
 from testbed.spec.traces import LinkTrace, first_params, link_traces
+from workloads.models import gradient_bytes
 
 
 def machine_cores() -> int:
@@ -82,6 +87,13 @@ class ResolvedPoint:
     machine_cores: int
     traces: tuple[LinkTrace, ...] = ()    # the links that follow a trace, in emulated units
     pinned: str = ""          # where the budgeted hosts are pinned, said at bring-up ("" : not pinned)
+    replay: dict[str, HostReplay] | None = None    # compute: replay, what each node replays
+
+    def replay_job(self) -> dict | None:
+        """The job document's `replay` section: each node's waits on the wall clock (None: real compute)."""
+        if self.replay is None:
+            return None
+        return {"hosts": {name: host.job(self.k) for name, host in self.replay.items()}}
 
     def wall_traces(self) -> list[LinkTrace]:
         """The traced links on this machine's clock (times x K, rates / K)."""
@@ -96,11 +108,12 @@ class ResolvedPoint:
         emulated node has one, shared when they share this machine, real without emulated nodes), cores,
         node_cores, machine_cores."""
         emulated = [h for h in self.graph.hosts if not h.real_machine]
-        held = [h for h in emulated if h.budget is not None]
+        held = [h for h in emulated if h.budget is not None or self.replay is not None and h.cores is not None]
         sizes = {h.cores for h in held}
-        compute = "real" if not emulated else "budgets" if len(held) == len(emulated) else "shared"
+        compute = "real" if not emulated else "replay" if self.replay is not None else \
+            "budgets" if len(held) == len(emulated) else "shared"
         return dict(dilation=self.k, compute=compute,
-                    cores=sizes.pop() if len(sizes) == 1 and compute == "budgets" else math.nan,
+                    cores=sizes.pop() if len(sizes) == 1 and compute in ("budgets", "replay") else math.nan,
                     node_cores=";".join(f"{h.name}={h.cores:g}" for h in held), machine_cores=self.machine_cores)
 
     def to_emulated(self, row: dict, observed) -> dict:
@@ -130,30 +143,79 @@ def _scale(rows: list[dict], k: float, times, rates) -> None:
                 r[key] = value * factor
 
 
-def resolve(point: RunPoint, machine: int) -> ResolvedPoint:
-    """A point whose dilation is a number, resolved: its wall spec and its graph, built once, on both
-    clocks, budgeted hosts pinned to CPUs of their own where this machine's CPUs allow."""
+def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
+            progress=lambda msg: None) -> ResolvedPoint:
+    """A point resolved: its wall spec and its graph, built once, on both clocks, budgeted hosts pinned
+    to CPUs of their own where this machine's CPUs allow. Its dilation is a number, or `auto` under
+    compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/calibration.py)."""
     spec = point.spec
     k = spec.emulation.factor
-    wall = dil.wall_spec(spec, k)
     graph = build_graph(spec.topology, spec.ssh, k, machine, engine=spec.workload.engine)
+    hosts = None
+    if spec.emulation.compute == "replay":
+        graph = _unbudgeted(graph)
+        hosts = replay_hosts(spec, graph, machine, calibrate, progress)
+        if spec.emulation.dilation == "auto":
+            w = spec.workload
+            strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
+            k = replay_factor(list(hosts.values()), w.engine, strategy, gradient_bytes(w.model, w.model_params),
+                                   link_bandwidth(graph), machine, spec.emulation.reserve)
+            spec = with_dilation(spec, k)
+    wall = dil.wall_spec(spec, k)
     traces = tuple(link_traces(spec, graph=graph))
     graph = _first_values(graph, {frozenset((lt.a, lt.b)): lt for lt in traces})
     wall_graph, said = dil.wall_graph(graph, k), []
     if spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
         wall_graph = pinned(wall_graph, spec.emulation.reserve, said.append)
     return ResolvedPoint(point.run_id, point.repeat, point.params, spec, wall, k, graph, wall_graph, machine,
-                         traces, "".join(said))
+                         traces, "".join(said), hosts)
 
 
-def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None) -> list[ResolvedPoint]:
-    """A sweep's points resolved, each `auto` dilation its point's own auto_factor (said once, by factor)."""
-    auto = [p for p in points if p.spec.emulation.dilation == "auto"]
+def _unbudgeted(graph: Graph) -> Graph:
+    """The graph with no CPU budget on any host (replayed compute): each keeps the cores it stands for."""
+    return dataclasses.replace(graph, hosts=[dataclasses.replace(h, budget=None, cpu=None) if not h.real_machine
+                                             else h for h in graph.hosts])
+
+
+def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress) -> dict[str, HostReplay]:
+    """What each emulated node replays, from one calibration per size; a node larger than this machine
+    has none (preflight says so)."""
+    w, by_cores, out = spec.workload, {}, {}
+    for h in graph.hosts:
+        if h.real_machine or h.cores is None or math.ceil(h.cores - 1e-9) > machine:
+            continue
+        if h.cores not in by_cores:
+            by_cores[h.cores] = calibrate(w.engine, w.model, dict(w.model_params), w.batch_per_worker, h.cores,
+                                          progress)
+        out[h.name] = from_calibration(by_cores[h.cores], h.cores)
+    return out
+
+
+def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None,
+                calibrate=calibration.calibrate) -> list[ResolvedPoint]:
+    """A sweep's points resolved, each `auto` dilation its point's own (auto_factor; under compute: replay,
+    replay.auto_factor), said once, by factor."""
+    auto = [p for p in points if p.spec.emulation.dilation == "auto" and p.spec.emulation.compute == "real"]
     factors = {id(p): auto_factor(p.spec, machine) for p in auto}
     if auto:
         progress(_auto_note([p.spec for p in auto], [factors[id(p)] for p in auto], machine))
-    return [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, factors[id(p)])) if id(p) in factors
-                    else p, machine) for p in points]
+    out = [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, factors[id(p)])) if id(p) in factors
+                   else p, machine, calibrate, progress) for p in points]
+    replayed = [(p, r) for p, r in zip(points, out) if id(p) not in factors and p.spec.emulation.dilation == "auto"]
+    if replayed:
+        progress(_replay_note([r for _, r in replayed], machine))
+    return out
+
+
+def _replay_note(points: list[ResolvedPoint], machine: int) -> str:
+    """What `dilation: auto` chose for replayed points, by factor."""
+    by_k: dict[float, set] = {}
+    for r in points:
+        by_k.setdefault(r.k, set()).add(len(r.replay or {}))
+    parts = [f"x{k:g} for {' and '.join(f'{n} node(s)' for n in sorted(sizes))}" for k, sizes in sorted(by_k.items())]
+    return (f"dilation auto (replayed compute): {'; '.join(parts)} (each point the smallest factor at which its "
+            f"nodes' communication and framework fill at most a tenth of this machine's {machine} cores outside the "
+            "reserve)")
 
 
 def _first_values(graph: Graph, traced: dict) -> Graph:

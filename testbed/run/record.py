@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from analysis import steady
+from testbed.emulation import replay
 from testbed.roles import final_tasks
 from testbed.run import faults, results
 from testbed.units import format_bandwidth, format_time
@@ -69,6 +70,31 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
     times = [e.get("time_s") for e in lead if e.get("event") == "step"]
     row.update(steady.split(times, asynchronous=spec.workload.strategy == "ps").columns(row["samples_per_step"]))
     row.update(faults.recovery_columns(outcome.events.get(final_tasks(tasks)[0], []), len(outcome.restarts)))
+
+
+def replay_nodes(events: dict, tasks, row: dict, k: float) -> list[replay.NodeReplay]:
+    """Replayed compute: each node's CPU and CPU wait over the run's steady steps, from its tasks' `usage`
+    events; the window runs from the end of the warm-up to the last step of the lead task."""
+    ends = [e["t"] for e in events.get(final_tasks(tasks)[0], []) if e.get("event") == "step"
+            and isinstance(e.get("t"), (int, float))]
+    warm = row.get("warmup_steps")
+    warm = int(warm) if isinstance(warm, (int, float)) and not math.isnan(warm) and warm >= 1 else 1
+    if len(ends) <= warm:
+        return []
+    samples: dict[str, list] = {}
+    for task, evs in events.items():
+        series = [(e["t"], e["cpu_s"], e["run_delay_s"]) for e in evs if e.get("event") == "usage"
+                  and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
+        samples.setdefault(task.host, []).append(series)
+    return replay.node_figures(samples, ends[warm - 1], ends[-1], k)
+
+
+def replay_columns(nodes: list[replay.NodeReplay]) -> dict:
+    """runs.csv's replay figures: the largest CPU bound and CPU wait of any node, as shares of the steady step."""
+    if not nodes:
+        return dict(replay_cpu_bound=math.nan, replay_cpu_wait=math.nan)
+    return dict(replay_cpu_bound=round(max(n.cpu_share for n in nodes), 4),
+                replay_cpu_wait=round(max(n.wait_share for n in nodes), 4))
 
 
 def finish(exp_dir: Path, folder: Path, point, row: dict, observed: Observed, tunnel_rows=None) -> None:

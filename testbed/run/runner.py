@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import traceback
 from pathlib import Path
 
 from analysis import advisor
@@ -19,6 +20,9 @@ from testbed.run.hosthealth import timer_overshoot
 from testbed.run.monitor import Monitor, summarize
 from testbed.run.training import Training
 from testbed.spec.rules import advisor_results_paths
+
+
+INTERNAL_ERROR_LOG = "internal-error.log"     # in the run's folder: where an error of the testbed's own went
 
 
 def run_point(point: ResolvedPoint, exp_dir: Path, progress=lambda msg: None) -> dict:
@@ -43,7 +47,9 @@ def run_point(point: ResolvedPoint, exp_dir: Path, progress=lambda msg: None) ->
     except (RunFailed, NetworkError, NodeError) as err:
         row.update(status="failed", reason=str(err))
     except Exception as err:  # noqa: BLE001 - record it and let the sweep go on; Ctrl-C still propagates
-        row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err}")
+        (folder / INTERNAL_ERROR_LOG).write_text(traceback.format_exc())
+        row.update(status="failed", reason=f"internal error: {type(err).__name__}: {err} (its traceback: "
+                   f"runs/{point.run_id}/{INTERNAL_ERROR_LOG})")
     row["wall_time_s"] = round(time.monotonic() - started, 3)
     row = point.to_emulated(row, observed)
     record.finish(exp_dir, folder, point, row, observed, bringup.tunnel_rows)
@@ -78,7 +84,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
         tracer = traces.Tracer(followed, net, per_epoch, point.k, spec.name,
                                point.run_id, progress) if followed else None
         training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
-                            spec.script_files(), tracer)
+                            spec.script_files(), tracer, point.replay_job())
         outcome = training.run()
     observed.link_changes = tracer.rows if tracer is not None else []
     row["tf_threads"] = min(training.threads.values())
@@ -86,9 +92,16 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
         observed.usage = monitor.rows
         row.update(summarize(observed.usage), monitor_overhead_pct=round(monitor.overhead_pct, 3))
     record.add_training(row, observed, outcome, spec, point.run_id, tasks)
+    replayed = None
+    if point.replay is not None:
+        replayed = tuple(record.replay_nodes(outcome.events, tasks, row, point.k))
+        lead = point.replay.get(final_tasks(tasks)[0].host) or next(iter(point.replay.values()), None)
+        row.update(record.replay_columns(list(replayed)),
+                   compute_per_step_s=lead.step_s * point.k if lead is not None else None)
     row["fidelity"] = verdict(probe.measures(point.machine_cores, point.k, spec.emulation.reserve,
                                              checked.timers or timer_overshoot(), observed.checks,
-                                             spec.checks.tolerance, _compute_probe(row, final_tasks(tasks)[0].host)))
+                                             spec.checks.tolerance, _compute_probe(row, final_tasks(tasks)[0].host),
+                                             replayed))
     if row["fidelity"] != "ok":
         progress(f"fidelity: {row['fidelity']}")
     if switcher is not None:

@@ -73,8 +73,10 @@ class Training:
     """Runs one workload across the network's hosts; `run()` returns an Outcome and ends every task."""
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
-                 script: str | None = None, faults=None, switcher=None, script_files: list[str] = (), tracer=None):
+                 script: str | None = None, faults=None, switcher=None, script_files: list[str] = (), tracer=None,
+                 replay: dict | None = None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
+        self.replay = replay            # compute: replay, each host's waits (ResolvedPoint.replay_job), or None
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
         self.script_files = list(script_files) or ([script] if script else [])   # what it stages on a node
@@ -122,6 +124,9 @@ class Training:
         if self.backup_dir:      # a switch resumes from the backup of the epoch it decided at
             every = "epoch" if self.switcher is not None else self.workload.backup_every_steps
             job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": every}
+        if self.replay is not None:     # the ps strategy's workers wait by index: their hosts' waits in that order
+            workers = sorted((t for t in self.tasks if t.task_type == "worker"), key=lambda t: t.index)
+            job["replay"] = {**self.replay, "workers": [self.replay["hosts"][t.host]["layers"] for t in workers]}
         saved = self._model_dir()
         if saved:
             job["save_model"] = saved
@@ -229,7 +234,9 @@ class Training:
     def _report_progress(self, events: list[dict], seen: int) -> int:
         epochs = [e for e in events if e.get("event") == "epoch"]
         for e in epochs[seen:]:
-            self.progress(f"epoch {e.get('epoch')}: {e.get('time_s', 0):.2f} s, loss {e.get('loss', float('nan')):.4f}")
+            loss = e.get("loss")
+            said = f", loss {loss:.4f}" if isinstance(loss, (int, float)) else ""     # none: replayed, or not logged
+            self.progress(f"epoch {e.get('epoch')}: {e.get('time_s') or 0:.2f} s{said}")
         return len(epochs)
 
     def _recover(self, lost: Task, reason: str) -> bool:

@@ -111,7 +111,7 @@ class _HostLimits(Strict):
     """HostConf without the node kinds' own settings (added to it below, from the registry)."""
 
     kind: Kind | None = Field(None, description=f"node kind (default {DEFAULT_KIND}): " + ", ".join(kind_names()))
-    cores: Annotated[float, Field(gt=0, le=limits.MAX_CORES)] | None = Field(
+    cores: Annotated[float, Field(ge=limits.MIN_CORES, le=limits.MAX_CORES)] | None = Field(
         None, description="the cores of the machine this node emulates (e.g. 1, 0.5, 4): its processes get "
         "exactly that much CPU, divided by emulation.dilation; null: no budget (the nodes share this machine)")
     cpu: Annotated[float, Field(gt=0, le=1)] | None = Field(
@@ -287,10 +287,14 @@ class Emulation(Strict):
 
     dilation: Dilation = Field(
         1.0, description="K: the emulated world runs K times slower than the wall clock (each node gets "
-        "cores/K, each link bw/K, every time is x K); auto: the smallest K at which the sweep's largest "
-        "point fits this machine; 1: real time")
+        "cores/K, each link bw/K, every time is x K); auto: for each point the smallest K at which it fits "
+        "this machine; 1: real time")
     reserve: Annotated[float, Field(ge=0, le=limits.MAX_CORES)] = Field(
         0.5, description="cores kept for the switch, the orchestrator and the monitor (not given to nodes)")
+    compute: Literal["real", "replay"] = Field(
+        "real", description="real: every node computes its steps; replay: each node waits the compute time of a "
+        "step on a machine of its cores (calibrated on this machine) and sends gradients of the model's real shapes "
+        "through the engine's collective: timing only, no loss")
 
     @property
     def factor(self) -> float:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from testbed.roles import PlacementError, assign_tasks
+from testbed.spec import limits
 from testbed.spec.graph import build_graph
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import MODEL_PARAMS, AllreduceConf, Experiment
@@ -40,6 +42,23 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
             both.setdefault(topo.host_own(name)[0], []).append(name)
     out += [Problem(parse_path(key) + ("cpu",), f"{', '.join(names)}: set cores (the emulated machine's cores) "
                     "or cpu (a fraction of this machine), not both") for key, names in both.items()]
+    k = exp.emulation.factor
+    if exp.emulation.compute == "replay":
+        out += _replay_problems(exp)
+    small = {}
+    for name in topo.host_names():
+        cores = topo.host_conf(name).cores
+        if cores is not None and cores / k < limits.MIN_CORES and exp.emulation.compute == "real":
+            small.setdefault(topo.host_own(name)[0], []).append(name)
+    out += [Problem(parse_path(key) + ("cores",), f"{', '.join(names)}: {topo.host_conf(names[0]).cores:g} core "
+                    f"at dilation {k:g} is under the {limits.MIN_CORES:g} core a CPU quota can hold: give it more "
+                    "cores or a smaller emulation.dilation", ("emulation.dilation",)) for key, names in small.items()]
+    slow = sorted({e.params.bw for e in build_graph(topo).links if e.params.bw is not None and e.params.bw / k <
+                   limits.MIN_BANDWIDTH})
+    if slow and k > 1:
+        out.append(Problem(("emulation", "dilation"), f"a link of {slow[0]} bit/s at dilation {k:g} is paced at "
+                           f"{slow[0] / k:.0f} bit/s on this machine, under the {limits.MIN_BANDWIDTH} bit/s tc paces: "
+                           "a smaller dilation, or faster links", ("topology.link.bw",)))
     if exp.emulation.dilation == 1:
         return out
     remote = [name for name in topo.host_names() if name in real_machines(topo)]
@@ -51,6 +70,31 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(("emulation", "dilation"), "dilation auto sizes the factor for this machine's cores; "
                            "with cluster: set a number K at which every server holds its hosts' cores / K plus "
                            "emulation.reserve", ("cluster",)))
+    return out
+
+
+def _replay_problems(exp: Experiment) -> list[Problem]:
+    """compute: replay replays a built-in model's step on emulated nodes of a known size, for timing."""
+    topo, w, key = exp.topology, exp.workload, ("emulation", "compute")
+    out, say = [], "; or compute: real"
+    if w.script is not None:
+        out.append(Problem(key, "replay times the built-in models' steps; a workload.script computes its own" + say,
+                           ("workload.script",)))
+    if w.data.kind != "synthetic" or w.eval:
+        out.append(Problem(key, "replayed steps train nothing, so they give no BLEU: use data.kind synthetic and "
+                           "eval: false" + say, ("workload.data.kind", "workload.eval")))
+    real = [name for name in topo.host_names() if name in real_machines(topo)]
+    if real or exp.cluster is not None:
+        where = f"{', '.join(real)} are real machines" if real else "the cluster's hosts run on other servers"
+        out.append(Problem(key, f"replay calibrates each node's step on this machine's CPUs; {where}" + say,
+                           ("topology", "cluster")))
+    sizeless = [name for name in topo.host_names() if name not in real and topo.host_conf(name).cores is None]
+    fraction = [name for name in topo.host_names() if topo.host_conf(name).cpu is not None]
+    if sizeless or fraction:
+        who = sizeless or fraction
+        out.append(Problem(key, f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''}: replay waits the step time "
+                           "of a machine of the node's cores: set topology.host.cores (not cpu)",
+                           ("topology.host.cores",)))
     return out
 
 
@@ -78,7 +122,7 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     if w.script is None and (w.args or w.files or w.script_roles != "coordinator"):
         key = "args" if w.args else "files" if w.files else "script_roles"
         out.append(Problem(("workload", key), f"{key} is for workload.script, which is not set"))
-    out += _work_problems(exp)
+    out += _work_problems(exp) + _port_problems(exp, hosts) + _check_problems(exp, hosts)
     if w.data.kind == "flickr8k":
         if w.model != "caption":
             out.append(Problem(("workload", "data", "kind"), "flickr8k data is for model caption "
@@ -212,6 +256,30 @@ def _model_param_problems(model: str, params: dict) -> list[Problem]:
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             out.append(Problem(path, f"{key} must be a positive integer (got {value!r})", rel))
     return out
+
+
+def _port_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
+    """Tasks sharing a host take the ports after workload.port: the last must be a port."""
+    try:
+        tasks = assign_tasks(exp.workload, hosts)
+    except PlacementError:
+        return []                 # said by the strategy's own rules
+    top = max(tasks, key=lambda t: t.port)
+    if top.port <= 65535:
+        return []
+    return [Problem(("workload", "port"), f"the tasks on {top.host} take the ports {exp.workload.port} to {top.port}, "
+                    f"past 65535: set workload.port at most {65535 - (top.port - exp.workload.port)}",
+                    ("workload.ps.placement",))]
+
+
+def _check_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
+    """checks.pairs all: one iperf3 test per ordered pair of hosts, at most limits.MAX_CHECK_PAIRS of them."""
+    pairs = len(hosts) * (len(hosts) - 1)
+    if not (exp.checks.iperf and exp.checks.pairs == "all") or pairs <= limits.MAX_CHECK_PAIRS:
+        return []
+    return [Problem(("checks", "pairs"), f"all ordered pairs of {len(hosts)} hosts are {pairs:,} iperf3 tests, more "
+                    f"than {limits.MAX_CHECK_PAIRS:,}: check pairs: first (every host to the first), or iperf: false",
+                    ("topology.hosts", "checks.iperf"))]
 
 
 def _ps_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:

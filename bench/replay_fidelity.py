@@ -1,0 +1,117 @@
+"""Replayed compute against real compute: the same points run both ways, the steady step compared.
+
+Per engine (TensorFlow, PyTorch) and model (mlp, cnn), one sweep of 2 and 4 one-core nodes x 10, 100
+and 1000 Mbit/s links, all-reduce, with `emulation.compute: real` (dilation auto: the budgets and
+dilation faithful today, within the verdict's limits) and with `emulation.compute: replay` (dilation
+auto), repeated; the repeats interleave the two modes, so that drift of the machine hits both alike.
+Per point it prints the steady step (emulated: the median step after the warm-up) of each mode, the
+median of the repeats with their range, the ratio replay / real, and how many runs of each read `ok`.
+Aim: replay within +-5 % of real. Writes every run's row to OUT/replay_fidelity.csv.
+
+Run as root, with nothing else running:
+  .venv/bin/python bench/replay_fidelity.py [--repeats 3] [--steps 15] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from machine import machine_state  # noqa: E402
+
+SPEC = """name: {name}
+topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: 10mbit}}, host: {{cores: 1}}}}
+emulation: {{dilation: auto, compute: {mode}}}
+workload: {{engine: {engine}, strategy: allreduce, model: {model}, batch_per_worker: 32, epochs: 1,
+           steps_per_epoch: {steps}, fixed: steps, timeout: 20m, seed: {seed}}}
+checks: {{iperf: true, ping: true, duration: 1s}}
+monitor: {{interval: 1s}}
+sweep: {{topology.hosts: [{hosts}], topology.link.bw: [{bws}]}}
+"""
+COLUMNS = ["engine", "model", "mode", "repeat", "hosts", "bw", "bw_bps", "status", "dilation", "steady_step_s",
+           "steady", "fidelity", "replay_cpu_bound", "replay_cpu_wait", "compute_per_step_s", "wall_time_s",
+           "mem_peak_bytes", "reason"]
+
+
+def run_sweep(folder: Path, engine: str, model: str, mode: str, repeat: int, args) -> pd.DataFrame:
+    name = f"{engine}-{model}-{mode}-r{repeat}"
+    spec = folder / f"{name}.yaml"
+    spec.write_text(SPEC.format(name=name, mode=mode, engine=engine, model=model, steps=args.steps, seed=repeat,
+                                hosts=args.hosts, bws=args.bws))
+    out = folder / name
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", str(spec), "--out", str(out),
+                           "--quiet", "--no-report"], cwd=REPO, capture_output=True, text=True)
+    if not (out / "runs.csv").exists():
+        sys.exit(f"{name} wrote no runs.csv (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
+    runs = pd.read_csv(out / "runs.csv").assign(engine=engine, model=model, mode=mode, repeat=repeat)
+    print(f"  {name}: {len(runs)} points, {(runs['status'] == 'ok').sum()} ok, {time.monotonic() - t0:.0f} s",
+          flush=True)
+    return runs.reindex(columns=COLUMNS)
+
+
+def _spread(steps: pd.Series) -> str:
+    s = steps.dropna()
+    if s.empty:
+        return "-"
+    return f"{s.median() * 1000:.1f} [{s.min() * 1000:.1f}-{s.max() * 1000:.1f}]"
+
+
+def table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per engine, model, hosts and bw: each mode's steady step (median of the repeats, range), the ratio
+    replay / real of the medians, the runs of each mode that read ok, and replay's dilation."""
+    ok = rows[rows["status"] == "ok"]
+    out = []
+    for (engine, model, hosts, bw_bps), g in ok.groupby(["engine", "model", "hosts", "bw_bps"]):
+        real, rep = g[g["mode"] == "real"], g[g["mode"] == "replay"]
+        ratio = rep["steady_step_s"].median() / real["steady_step_s"].median()
+        out.append(dict(engine=engine, model=model, hosts=hosts, bw=g["bw"].iloc[0],
+                        real_ms=_spread(real["steady_step_s"]), replay_ms=_spread(rep["steady_step_s"]),
+                        ratio=round(ratio, 3), real_ok=f"{(real['fidelity'] == 'ok').sum()}/{len(real)}",
+                        replay_ok=f"{(rep['fidelity'] == 'ok').sum()}/{len(rep)}",
+                        real_k="/".join(sorted({f'{k:g}' for k in real['dilation']})),
+                        replay_k="/".join(sorted({f'{k:g}' for k in rep['dilation']})),
+                        replay_cpu_bound=round(rep["replay_cpu_bound"].median(), 3),
+                        replay_cpu_wait=round(rep["replay_cpu_wait"].median(), 3)))
+    return pd.DataFrame(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engines", default="tensorflow,pytorch")
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--hosts", default="2, 4")
+    ap.add_argument("--bws", default="10mbit, 100mbit, 1gbit")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=15, help="steps per run (the first is the warm-up)")
+    ap.add_argument("--out", help="keep the results folders here (default: a temporary one)")
+    args = ap.parse_args()
+    print(machine_state())
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.out) if args.out else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for repeat in range(args.repeats):
+            for engine in args.engines.split(","):
+                for model in args.models.split(","):
+                    for mode in ("real", "replay"):
+                        rows.append(run_sweep(folder, engine, model, mode, repeat, args))
+        rows = pd.concat(rows, ignore_index=True)
+        rows.to_csv(folder / "replay_fidelity.csv", index=False)
+        print(f"{len(rows)} runs in {(time.monotonic() - t0) / 60:.1f} min; rows in {folder / 'replay_fidelity.csv'}")
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(table(rows).to_string(index=False))
+    print(machine_state())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Replayed compute (`emulation.compute: replay`), pure rules: the wait each node replays, the dilation
+`auto` picks, and the figures of the verdict.
+
+- The wait. A calibration (testbed/run/calibration.py) times the model's local step on this machine,
+  on as many CPUs as the node has cores, and the stand-in's own step (workloads/replay.py) with no wait.
+  The node's compute is the real step (a node of fractional cores: the step on whole CPUs x their
+  ratio). On the wall clock it is x K, of which the stand-in does its own part at full speed, and its
+  waits overshoot what they ask by a wake-up latency the calibration measured: the wait is the rest.
+- Dilation auto. Replayed nodes need no CPU budget, only the CPU of their communication and of the
+  framework's own step. `auto_factor` slows the world until that, at the estimated step rate, fills
+  at most UTILISATION of the CPUs outside the reserve (an estimate: the verdict says whether it held).
+- The verdict. A node runs unbudgeted, so its CPU work (gradients through gRPC or gloo, the step's
+  dispatch, the optimizer) ran faster than on the machine it stands for. The CPU it used per steady
+  step, in emulated core-seconds, bounds that gain: the bound is its share of the steady step. Its
+  tasks' wait for a CPU (run delay) is a delay the real machine would not have had. Each must stay
+  under SHARE_MAX of the step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from workloads.replay import spread_wait
+
+SHARE_MAX = 0.05
+UTILISATION = 0.1              # of the CPUs outside the reserve, at the estimated step rate
+# CPU seconds per gradient byte a node sends or receives, its switch's share included: measured 15-45 ns for
+# TensorFlow's gRPC ring (2 and 16 nodes) and 8-13 ns for gloo's (docs/benchmarks.md, replayed compute)
+COMM_CPU_PER_BYTE_S = {"tensorflow": 30e-9, "pytorch": 12e-9}
+AUTO_STEP = 0.25
+AUTO_MAX = 16.0                # beyond it a node's own step dominates: the verdict says what that costs
+
+
+@dataclass(frozen=True)
+class HostReplay:
+    """What one node replays, in emulated seconds."""
+    cores: float
+    step_s: float                  # the model's local step on a machine of `cores` cores
+    stand_in_s: float              # the stand-in's own step with no wait
+    stand_in_cpu_s: float          # its CPU per step
+    layers: tuple[tuple[float, float], ...]     # the real step's (forward, backward) per parameter layer
+    overshoot_s: float = 0.0       # what the stand-in's waits take beyond what they ask (wake-up latency)
+
+    def wall_wait(self, k: float) -> float:
+        """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
+        overshoot, which take their time at any K."""
+        return max(0.0, k * self.step_s - self.stand_in_s - self.overshoot_s)
+
+    def job(self, k: float) -> dict:
+        """The node's entry of the job document: its wait per step on the wall clock, and with layers,
+        that wait split over them."""
+        wait = self.wall_wait(k)
+        return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)]}
+
+
+def from_calibration(cal: dict, cores: float) -> HostReplay:
+    """A node's replay from a calibration made on ceil(cores) CPUs."""
+    whole = max(1, math.ceil(cores - 1e-9))
+    return HostReplay(cores, cal["real_step_s"] * whole / cores, cal["stand_in_step_s"], cal["stand_in_cpu_s"],
+                      tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
+
+
+def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
+    """Bytes one worker sends and receives per step: a ring all-reduce moves 2(n-1)/n of the gradient
+    each way; a ps worker pushes the gradient and pulls the variables."""
+    if strategy == "allreduce":
+        return 2 * 2 * (workers - 1) / workers * gradient_bytes if workers > 1 else 0.0
+    if strategy == "ps":
+        return 2 * gradient_bytes
+    return 0.0
+
+
+def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_bytes: int, bw_bps: int | None,
+                machine_cores: float, reserve: float) -> float:
+    """The smallest K (a multiple of AUTO_STEP, 1 to AUTO_MAX) at which the nodes' CPU per step (the stand-in's,
+    plus the engine's COMM_CPU_PER_BYTE_S per byte moved) fills at most UTILISATION of the CPUs outside
+    the reserve when steps take the estimated time: the slowest node's compute plus the bytes over the
+    link's rate. The nodes' tasks wake together at every exchange, so their wait for a CPU falls with K
+    well below full use: hence the low UTILISATION."""
+    if not hosts:
+        return 1.0
+    moved = comm_bytes(strategy, len(hosts), gradient_bytes)
+    step = max(h.step_s for h in hosts) + (moved / 2 * 8 / bw_bps if bw_bps else 0.0)
+    cpu = sum(h.stand_in_cpu_s + moved * COMM_CPU_PER_BYTE_S[engine] for h in hosts)
+    room = max(machine_cores - reserve, 0.1) * UTILISATION
+    k = cpu / (step * room) if step > 0 else 1.0
+    return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
+
+
+@dataclass(frozen=True)
+class NodeReplay:
+    """One node's figures over the steady steps of a replayed run."""
+    name: str
+    cpu_share: float       # CPU used per steady step (core-seconds) over the emulated steady step
+    wait_share: float      # its tasks' run delay over the steady window, over that window (wall)
+
+
+def _at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, float]:
+    """(cpu, delay) of a task at time t, linear between its samples (t, cpu, delay), clamped at the ends."""
+    if t <= samples[0][0]:
+        return samples[0][1], samples[0][2]
+    for (t0, c0, d0), (t1, c1, d1) in zip(samples, samples[1:]):
+        if t <= t1:
+            f = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+            return c0 + f * (c1 - c0), d0 + f * (d1 - d0)
+    return samples[-1][1], samples[-1][2]
+
+
+def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], start: float, end: float,
+                 k: float) -> list[NodeReplay]:
+    """Each node's figures over the steady window [start, end] (wall-clock times): `samples` maps a node
+    to its tasks' usage samples (t, CPU seconds, run delay seconds)."""
+    wall = end - start
+    if wall <= 0:
+        return []
+    out = []
+    for name, tasks in samples.items():
+        cpu = delay = 0.0
+        for series in tasks:
+            if len(series) < 2:
+                continue
+            (c0, d0), (c1, d1) = _at(series, start), _at(series, end)
+            cpu, delay = cpu + c1 - c0, delay + d1 - d0
+        out.append(NodeReplay(name, cpu * k / wall, delay / wall))
+    return out
+
+
+def reasons(nodes: list[NodeReplay]) -> list[str]:
+    """The verdict's replay reasons: the node with the largest CPU bound, and the one with the largest
+    wait for a CPU, when over SHARE_MAX of the steady step."""
+    out = []
+    if not nodes:
+        return ["replay: no CPU figures over the steady steps (too few samples)"]
+    worst = max(nodes, key=lambda n: n.cpu_share)
+    if worst.cpu_share > SHARE_MAX:
+        out.append(f"replay: {worst.name} used CPU for {worst.cpu_share:.1%} of each steady step, which its "
+                   f"unbudgeted communication may have run faster than the machine it stands for (bound "
+                   f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
+    waited = max(nodes, key=lambda n: n.wait_share)
+    if waited.wait_share > SHARE_MAX:
+        out.append(f"replay: {waited.name}'s tasks waited for a CPU {waited.wait_share:.1%} of the steady steps' "
+                   f"time (bound {SHARE_MAX:.0%}; a larger emulation.dilation gives them more)")
+    return out

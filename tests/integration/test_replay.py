@@ -1,0 +1,54 @@
+"""Replayed compute on real Mininet, OVS, tc and PyTorch's gloo (emulation.compute: replay): two nodes both
+ways at one bandwidth give the same steady step, and sixteen replayed one-core workers on this 2-core
+machine read `ok`. Calibrations are cached outside the clone ($DLTB_CACHE/replay), so only the first run
+of a model measures one."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cli import cli
+
+pytestmark = pytest.mark.integration
+
+SPEC = """name: {name}
+topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {{bw: 10mbit}}, host: {{cores: 1}}}}
+emulation: {{dilation: auto, compute: {compute}}}
+workload: {{engine: pytorch, strategy: allreduce, model: cnn, model_params: {params}, batch_per_worker: 32,
+           epochs: 1, steps_per_epoch: {steps}, fixed: steps, timeout: 15m}}
+checks: {{iperf: {iperf}, ping: true, duration: 1s}}
+monitor: {{interval: 2s}}
+"""
+
+
+def run(tmp_path: Path, name: str, **fields) -> pd.Series:
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(SPEC.format(name=name, **fields))
+    proc = cli("run", spec, "--out", tmp_path / name, "--quiet", "--no-report", timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = [r for _, r in pd.read_csv(tmp_path / name / "runs.csv").iterrows()]
+    assert row["status"] == "ok", row["reason"]
+    return row
+
+
+def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root, no_leftovers):
+    common = dict(hosts=2, params="{}", steps=25, iperf="true")
+    real = run(tmp_path, "real", compute="real", **common)
+    replayed = run(tmp_path, "replayed", compute="replay", **common)
+    assert real["compute"] == "budgets" and replayed["compute"] == "replay"
+    assert pd.isna(replayed["final_loss"]) and replayed["compute_per_step_s"] > 0      # timing only
+    assert 0 <= replayed["replay_cpu_bound"] < 1 and 0 <= replayed["replay_cpu_wait"] < 1
+    ratio = replayed["steady_step_s"] / real["steady_step_s"]
+    print(f"steady step: real {real['steady_step_s'] * 1000:.1f} ms (x{real['dilation']:g}, {real['fidelity']}), "
+          f"replayed {replayed['steady_step_s'] * 1000:.1f} ms (x{replayed['dilation']:g}, {replayed['fidelity']}): "
+          f"{ratio:.3f}")
+    assert ratio == pytest.approx(1, abs=0.10)
+
+
+def test_sixteen_replayed_workers_on_two_cores_read_ok(tmp_path, root, no_leftovers):
+    row = run(tmp_path, "sixteen", hosts=16, compute="replay", params="{filters: 64, dense: 16}", steps=12,
+              iperf="false")
+    print(f"16 replayed workers: x{row['dilation']:g}, steady step {row['steady_step_s'] * 1000:.0f} ms, CPU bound "
+          f"{row['replay_cpu_bound']:.3f}, CPU wait {row['replay_cpu_wait']:.3f}, wall {row['wall_time_s']:.0f} s")
+    assert row["workers"] == 16 and row["steady"] == "ok"
+    assert row["fidelity"] == "ok", row["fidelity"]

@@ -1,0 +1,214 @@
+"""Replayed compute without a network: the waits each node replays, the dilation auto picks, the verdict's
+figures and rules, the spec's refusals, a point resolved under replay, the calibration's cache, and the
+stand-ins of both engines (real TensorFlow and PyTorch, one process)."""
+import json
+import time
+
+import pytest
+
+from testbed.emulation import fidelity, replay
+from testbed.run import calibration
+from testbed.run import point as rp
+from testbed.spec import SpecError, expand_points, load_spec
+from workloads import replay as standins
+
+CAL = {"real_step_s": 0.020, "real_cpu_s": 0.021, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
+       "overshoot_s": 0.0, "layers": [[0.004, 0.006], [0.002, 0.008]]}
+
+
+def test_the_wall_wait_is_the_dilated_step_less_the_stand_ins_own_step():
+    host = replay.from_calibration(CAL, 1)
+    assert host.wall_wait(1) == pytest.approx(0.018)
+    assert host.wall_wait(4) == pytest.approx(0.078)       # 4 x 20 ms, less the 2 ms run at full speed
+    layers = host.job(4)["layers"]
+    assert sum(f + b for f, b in layers) == pytest.approx(0.078)
+    assert layers[1][1] == pytest.approx(0.078 * 0.008 / 0.020)   # in proportion to the measured times
+
+
+def test_the_waits_overshoot_comes_off_the_wall_wait():
+    host = replay.from_calibration({**CAL, "overshoot_s": 0.001}, 1)
+    assert host.wall_wait(1) == pytest.approx(0.017) and host.wall_wait(4) == pytest.approx(0.077)
+
+
+def test_a_node_of_fractional_cores_is_the_whole_cpus_step_scaled():
+    assert replay.from_calibration(CAL, 0.5).step_s == pytest.approx(0.040)    # measured on 1 CPU
+    assert replay.from_calibration(CAL, 1.5).step_s == pytest.approx(0.020 * 2 / 1.5)
+
+
+def test_auto_picks_a_larger_factor_for_more_nodes_and_faster_links():
+    host = replay.from_calibration(CAL, 1)
+    few = replay.auto_factor([host] * 2, "pytorch", "allreduce", 1_000_000, 10_000_000, 2, 0.5)
+    many = replay.auto_factor([host] * 32, "pytorch", "allreduce", 1_000_000, 10_000_000, 2, 0.5)
+    fast = replay.auto_factor([host] * 32, "pytorch", "allreduce", 1_000_000, 1_000_000_000, 2, 0.5)
+    assert few == 1.0 and 1.0 < many < fast
+    assert many % replay.AUTO_STEP == 0
+
+
+def test_node_figures_read_the_steady_window_between_samples():
+    # two tasks on h1 (cpu 0.1 s per wall second each), one on h2 that also waited 0.02 s per second
+    h1 = [[(0, 0.0, 0.0), (10, 1.0, 0.0)], [(0, 0.0, 0.0), (10, 1.0, 0.0)]]
+    h2 = [[(0, 0.0, 0.0), (5, 0.5, 0.1), (10, 1.0, 0.2)]]
+    nodes = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2)}
+    assert nodes["h1"].cpu_share == pytest.approx(0.4)        # 0.2 core x K 2
+    assert nodes["h2"].cpu_share == pytest.approx(0.2) and nodes["h2"].wait_share == pytest.approx(0.02)
+
+
+def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
+    nodes = tuple(fidelity.NodeCpu(f"h{i}", cores=1.0, used_s=5.0) for i in range(16))
+    calm = tuple(replay.NodeReplay(n.name, 0.02, 0.01) for n in nodes)
+    m = fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=calm)
+    assert fidelity.verdict(m) == "ok"                         # 16 one-core nodes on 2 cores: no plan to hold
+    assert fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes)).startswith("degraded: cpu")
+    busy = calm[:-1] + (replay.NodeReplay("h15", 0.08, 0.07),)
+    said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=busy))
+    assert "h15 used CPU for 8.0% of each steady step" in said and "waited for a CPU 7.0%" in said
+    assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
+
+
+def load(tmp_path, text):
+    path = tmp_path / "e.yaml"
+    path.write_text(text)
+    return load_spec(str(path))
+
+
+REPLAY = """
+name: r
+topology: {hosts: 4, link: {bw: 10mbit}, host: {cores: 1}}
+emulation: {dilation: auto, compute: replay}
+workload: {model: cnn, batch_per_worker: 32}
+"""
+
+
+@pytest.mark.parametrize("change, words", [
+    ("workload: {model: cnn, script: train.py}", "a workload.script computes its own"),
+    ("workload: {model: caption, data: {kind: flickr8k, path: d}}", "give no BLEU"),
+    ("topology: {hosts: 4, link: {bw: 10mbit}}", "set topology.host.cores"),
+])
+def test_replay_is_refused_where_it_cannot_replay(tmp_path, change, words):
+    key = change.split(":")[0]
+    text = "\n".join(change if line.startswith(key + ":") else line for line in REPLAY.splitlines())
+    (tmp_path / "train.py").write_text("print(1)\n")
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, text)
+    assert words in str(err.value) and "emulation.compute" in str(err.value)
+
+
+def test_a_replayed_point_has_no_budgets_and_its_own_dilation(tmp_path):
+    exp = load(tmp_path, REPLAY)
+    asked = []
+
+    def fake(engine, model, params, batch, cores, progress):
+        asked.append((engine, model, batch, cores))
+        return CAL
+    said = []
+    (point,) = rp.resolve_all(expand_points(exp), 2, said.append, calibrate=fake)
+    assert asked == [("tensorflow", "cnn", 32, 1.0)]           # one calibration per size of node
+    assert all(h.budget is None and h.cpu is None and h.cores == 1.0 for h in point.graph.hosts)
+    assert point.columns()["compute"] == "replay" and point.columns()["cores"] == 1.0
+    assert point.k >= 1 and point.spec.emulation.dilation == point.k and "replayed compute" in said[0]
+    job = point.replay_job()["hosts"]
+    assert set(job) == {"h1", "h2", "h3", "h4"} and job["h1"]["wait_s"] == pytest.approx(0.020 * point.k - 0.002)
+
+
+def test_a_node_larger_than_this_machine_is_refused_before_anything_starts(tmp_path):
+    from testbed.run.network_up import preflight
+    exp = load(tmp_path, REPLAY.replace("cores: 1", "cores: 4"))
+    points = rp.resolve_all(expand_points(exp), 2, calibrate=lambda *a: CAL)
+    with pytest.raises(SpecError, match="replay calibrates a machine of 4 cores on 4 CPUs"):
+        preflight(exp, points, contact_nodes=False)
+
+
+def test_a_calibration_is_measured_once_and_read_back_from_its_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "CACHE", tmp_path)
+    said = []
+    first = calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append)
+    assert len(said) == 1 and 0 < first["stand_in_step_s"] and 0 < first["real_step_s"] < 1
+    assert len(first["layers"]) == 4                         # the cnn's two convolutions and two dense layers
+    (cached,) = tmp_path.glob("*.json")
+    assert json.loads(cached.read_text())["inputs"]["batch"] == 16
+    assert calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append) == first and len(said) == 1
+    assert calibration.inputs("pytorch", "cnn", {"filters": 8}, 32, 1) != calibration.inputs(
+        "pytorch", "cnn", {"filters": 8}, 16, 1)
+
+
+def test_the_tensorflow_stand_in_waits_and_sends_zero_gradients_of_every_variable():
+    import tensorflow as tf
+
+    from workloads import data, models
+    p = models.resolve_params("mlp", {"width": 16})
+    model = models.compile_model(models.build_model("mlp", p))
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    assert len(standins.tf_parameter_layers(model)) == 3
+    standins.replay_tensorflow(model, [(0.01, 0.0), (0.0, 0.02), (0.0, 0.02)])
+    run = model.make_train_function()
+    batches = iter(data.synthetic_dataset("mlp", p, 0, 8))
+    run(batches)                                              # traces
+    t0 = time.perf_counter()
+    for _ in range(3):
+        logs = run(batches)
+    per_step = (time.perf_counter() - t0) / 3
+    assert 0.05 <= per_step < 0.2
+    assert all((a == v.numpy()).all() for a, v in zip(before, model.trainable_variables))   # zero gradients
+    assert int(model.optimizer.iterations.numpy()) == 4 and tf.math.is_nan(logs["loss"])
+
+
+def test_the_pytorch_stand_in_waits_layer_by_layer_and_gives_every_parameter_a_gradient():
+    import torch
+
+    from workloads import torch_models
+    model = torch_models.build("cnn", {"filters": 4, "dense": 8})
+    waits = [(0.001, 0.01), (0.001, 0.02), (0.0, 0.005), (0.0, 0.005)]
+    standin = standins.stand_in(model, waits, 10)
+    x, y = torch_models.synthetic_batch("cnn", torch_models.resolve_params("cnn", {"filters": 4, "dense": 8}), 0, 0, 5)
+    ready = []
+    for i, layer in enumerate(standins.parameter_layers(model)):
+        layer.weight.register_post_accumulate_grad_hook(lambda p, i=i: ready.append((i, time.perf_counter())))
+    out = standin(x)
+    assert out.shape == (5, 10)
+    t0 = time.perf_counter()
+    torch.nn.functional.cross_entropy(out, y).backward()
+    assert [i for i, _ in ready] == [3, 2, 1, 0]             # the last layer's gradients first, as DDP expects
+    assert ready[-1][1] - t0 >= 0.04                          # every layer's backward wait
+    assert all(p.grad is not None and p.grad.shape == p.shape and not p.grad.any() for p in model.parameters())
+
+
+def test_layer_times_measure_each_parameter_layer_of_a_real_step():
+    import torch
+
+    from workloads import torch_models
+    model = torch_models.build("mlp", {"width": 64})
+    p = torch_models.resolve_params("mlp", {"width": 64})
+    x, y = torch_models.synthetic_batch("mlp", p, 0, 0, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    times = standins.layer_times(model, step)
+    assert len(times) == 3 and all(f > 0 and b > 0 for f, b in times)
+    assert times[0][0] > times[2][0]                          # 784 x 64 weighs more than 64 x 10
+
+
+def test_usage_samples_carry_cpu_time_and_run_delay():
+    events = []
+    with standins.UsageSampler(lambda event, **f: events.append(f), interval=0.01):
+        sum(i * i for i in range(200_000))
+    assert len(events) >= 2 and events[-1]["cpu_s"] >= events[0]["cpu_s"] and events[-1]["run_delay_s"] >= 0
+
+
+def test_the_report_says_replayed_runs_are_machines_of_their_own_and_timing_only():
+    import pandas as pd
+
+    from analysis import faithful, report, stability, tables
+    runs = pd.DataFrame(dict(run_id=["a", "b"], hosts=[8, 16], status="ok", compute="replay", cores=1.0,
+                             dilation=[2.0, 3.5], node_cores="", machine_cores=2, strategy="allreduce",
+                             bw_bps=1e7, repeat=0, global_batch=[256, 512], workers=[8, 16],
+                             training_time_s=10.0, time_per_step_s=1.0))
+    said = faithful.setup_sentence(runs)
+    assert "machines of 1 core each" in said and "compute replayed" in said and "timing only" in said
+    assert report.machines(16, runs) == "16 one-core machines"
+    steps = pd.DataFrame(dict(run_id=["a", "a"], kind="step", role="worker", task_index=0, t=[1.0, 2.0],
+                              time_s=[0.5, 0.5], loss=[0.9, 0.8], strategy="allreduce"))
+    assert stability.loss_curves(runs, steps).empty          # a replayed step's loss is none of the report's
+    assert tables.own_machines(runs).all()

@@ -1,0 +1,372 @@
+"""Replayed compute (`emulation.compute: replay`): a training step whose forward and backward pass is a
+wait of the calibrated time, while the gradients, of the model's real shapes and dtypes, go through the
+engine's real communication path.
+
+- TensorFlow: the model's train_step is replaced. It reads every trainable variable (under
+  ParameterServerStrategy, the pull from the servers), waits the forward pass, then each layer's
+  backward, last layer first, and hands each layer zero gradients of its variables' shapes as its wait
+  ends (the all-reduce of the last layers' gradients overlaps the first layers' backward, as in a real
+  step; under ps, the push to the servers). The waits are tf.data sleeps, graph ops, so they run where
+  the step runs: on the remote workers of the ps strategy too.
+- PyTorch: a stand-in module owns the real model's parameters. Its forward and backward wait layer by
+  layer in proportion to the calibrated per-layer times, and its backward hands zero gradients to each
+  layer's parameters as the real one would, so DistributedDataParallel's buckets are all-reduced while
+  the earlier layers' backward still waits: the real overlap.
+
+The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run by the
+testbed in a process of its own before the network exists, on idle CPUs: testbed/run/calibration.py)
+measures the real step, its layers' times and the stand-in's own step on a machine of the node's size;
+testbed/emulation/replay.py makes the waits of them. `UsageSampler` reports a task's CPU time and its
+threads' wait for a CPU, for the verdict.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CALIBRATION_WARMUP, CALIBRATION_STEPS = 3, 20
+
+
+# --------------------------------------------------------------------------- TensorFlow
+
+def sleep_op(seconds):
+    """A graph op that waits `seconds` (a number or a tensor) and gives 0.0: one element of a tf.data
+    sleep dataset, made and read inside the step so that nothing prefetches it. A graph op, it also
+    runs where no Python function of this process can: on the ps strategy's remote workers."""
+    import tensorflow as tf
+    from tensorflow.python.data.experimental.ops import testing
+
+    micros = tf.cast(tf.round(tf.convert_to_tensor(seconds, tf.float64) * 1e6), tf.int64)
+    one = tf.data.Dataset.from_tensors(tf.constant(0.0)).apply(testing.sleep(micros)).take(1)
+    return one.get_single_element()     # take(1): the check for a second element does not sleep again
+
+
+def tf_parameter_layers(model) -> list:
+    """The tf_keras model's layers that own trainable variables, in the model's (topological) order."""
+    return [layer for layer in model.layers if layer.trainable_weights]
+
+
+def replay_tensorflow(model, layer_waits, worker_index=None) -> None:
+    """Replace the compiled tf_keras model's train_step by the replayed one (module docstring).
+    `layer_waits`: each parameter layer's (forward, backward) seconds (tf_parameter_layers order), or,
+    given worker_index() (a tensor: the ps strategy's worker running the step), one such list per worker.
+    The step waits the forward pass, then each layer's backward from the last layer to the first, and
+    each layer's zero gradients are made when its backward wait ends: the collective of the last
+    layers' gradients starts while the first layers' backward still waits, as in a real step."""
+    import tensorflow as tf
+
+    layers = tf_parameter_layers(model)
+    owner = {v.ref(): i for i, layer in enumerate(layers) for v in layer.trainable_weights}
+    table = tf.constant(layer_waits, tf.float64)
+
+    def train_step(data):
+        waits = table if worker_index is None else tf.gather(table, worker_index())
+        variables = model.trainable_variables
+        values = [tf.identity(v) for v in variables]         # the pull, under the ps strategy
+        with tf.control_dependencies(values):
+            done = sleep_op(tf.reduce_sum(waits[:, 0]))      # the forward pass
+        zeros = {}
+        for i in reversed(range(len(layers))):               # the backward pass, layer by layer
+            with tf.control_dependencies([done]):
+                done = zeros[i] = sleep_op(waits[i, 1])
+        grads = [value * zeros.get(owner.get(v.ref()), done) for value, v in zip(values, variables)]
+        model.optimizer.apply_gradients(zip(grads, variables))
+        return {"loss": tf.constant(float("nan"))}
+    model.train_step = train_step
+
+
+def tf_layer_times(model, x, steps: int = 10) -> list[tuple[float, float]]:
+    """Each parameter layer's (forward, backward) seconds, measured on prefixes of the model: the
+    sub-model from the inputs to a layer's output, forward alone and forward with its gradients, less
+    the largest such prefix of an earlier parameter layer inside it (exact for a chain of layers)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    layers = tf_parameter_layers(model)
+    timed = []
+    for layer in layers:
+        prefix = keras.Model(model.inputs, layer.output)
+        inside = {id(other) for other in prefix.layers}
+        weights = prefix.trainable_variables
+
+        @tf.function
+        def forward(x, prefix=prefix):
+            return tf.reduce_sum(prefix(x, training=True))
+
+        @tf.function
+        def both(x, prefix=prefix, weights=weights):
+            with tf.GradientTape() as tape:
+                y = tf.reduce_sum(prefix(x, training=True))
+            return tape.gradient(y, weights)
+        f = _timed_steps(lambda: forward(x), 2, steps)[0]
+        fb = _timed_steps(lambda: both(x), 2, steps)[0]
+        earlier = [j for j, other in enumerate(layers[:len(timed)]) if id(other) in inside]
+        f0, fb0 = max(((timed[j][2], timed[j][3]) for j in earlier), default=(0.0, 0.0), key=lambda t: t[1])
+        timed.append((max(0.0, f - f0), max(0.0, (fb - fb0) - (f - f0)), f, fb))
+    return [(f, b) for f, b, _, _ in timed]
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+def parameter_layers(model) -> list:
+    """The model's modules that own parameters, in the order they were registered (a Sequential's
+    forward order)."""
+    return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+
+
+def _wait_function():
+    import torch
+
+    class Wait(torch.autograd.Function):
+        """Identity on its input that waits in forward and in backward, and gives its parameters zero
+        gradients of their shapes."""
+
+        @staticmethod
+        def forward(ctx, x, forward_s, backward_s, *params):
+            time.sleep(forward_s)
+            ctx.backward_s, ctx.params = backward_s, params
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            time.sleep(ctx.backward_s)
+            return (grad, None, None, *[torch.zeros_like(p) for p in ctx.params])
+    return Wait
+
+
+def stand_in(model, waits: list[tuple[float, float]], classes: int):
+    """A torch module that owns `model`'s parameters and replays its compute: `waits` holds each
+    parameter layer's (forward, backward) seconds (parameter_layers order). Its output has the shape of
+    the model's logits (batch x classes)."""
+    import torch
+    from torch import nn
+
+    layers = parameter_layers(model)
+    if len(waits) != len(layers):
+        raise ValueError(f"{len(waits)} layer waits for a model of {len(layers)} parameter layers")
+    wait = _wait_function()
+
+    class StandIn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            h = torch.zeros(1)
+            for layer, (forward_s, backward_s) in zip(layers, waits):
+                h = wait.apply(h, forward_s, backward_s, *layer.parameters(recurse=False))
+            return h.expand(x.shape[0], classes)
+    return StandIn()
+
+
+def layer_times(model, step, steps: int = 5) -> list[tuple[float, float]]:
+    """Each parameter layer's (forward, backward) seconds in a real step, the median of `steps`
+    steps: forward from each layer's output to the previous one's, backward from each layer's
+    gradients ready to the previous ready ones (a layer without parameters counts with the next
+    one). `step()` runs one training step of `model`."""
+    layers = parameter_layers(model)
+    marks: dict[str, list] = {"forward": [], "backward": []}
+
+    def forward_hook(module, args, output):
+        marks["forward"].append((layers.index(module), time.perf_counter()))
+
+    def grad_hook(layer):
+        def ready(param):
+            marks["backward"].append((layer, time.perf_counter()))
+        return ready
+
+    handles = [m.register_forward_hook(forward_hook) for m in layers]
+    handles += [p.register_post_accumulate_grad_hook(grad_hook(i)) for i, m in enumerate(layers)
+                for p in m.parameters(recurse=False)]
+    samples = []
+    try:
+        for _ in range(steps):
+            marks["forward"].clear()
+            marks["backward"].clear()
+            t0 = time.perf_counter()
+            step()
+            samples.append(_per_layer(len(layers), t0, marks))
+    finally:
+        for h in handles:
+            h.remove()
+    return [(_median([s[i][0] for s in samples]), _median([s[i][1] for s in samples])) for i in range(len(layers))]
+
+
+def _per_layer(n: int, t0: float, marks: dict) -> list[tuple[float, float]]:
+    forward_end = {i: t for i, t in marks["forward"]}
+    ready: dict[int, float] = {}
+    for i, t in marks["backward"]:
+        ready[i] = max(ready.get(i, t), t)
+    out, last = [], t0
+    for i in range(n):
+        out.append([max(0.0, forward_end.get(i, last) - last), 0.0])
+        last = forward_end.get(i, last)
+    later = last                         # backward starts after the last forward mark (the loss)
+    for i in reversed(range(n)):
+        out[i][1] = max(0.0, ready.get(i, later) - later)
+        later = ready.get(i, later)
+    return [tuple(x) for x in out]
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else 0.0
+
+
+# --------------------------------------------------------------------------- usage
+
+def run_delay_s(pid: str = "self") -> float:
+    """Seconds this process's threads have waited for a CPU so far (the scheduler's run delay, the
+    second field of /proc/PID/task/TID/schedstat), summed over its threads alive now."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
+class UsageSampler:
+    """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's
+    CPU seconds (all threads) and its threads' run delay, with the time they were read."""
+
+    def __init__(self, emit, interval: float = 0.25):
+        self.emit, self.interval = emit, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="usage", daemon=True)
+
+    def sample(self) -> None:
+        self.emit("usage", cpu_s=round(time.process_time(), 6), run_delay_s=round(run_delay_s(), 6))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> "UsageSampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# --------------------------------------------------------------------------- calibration
+
+def _timed_steps(step, warmup: int, steps: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per step of `steps` calls of step() after `warmup` calls."""
+    for _ in range(warmup):
+        step()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+
+
+def calibrate_tensorflow(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
+    """The built-in model's local step as Keras fit runs it, its time per parameter layer, and the
+    stand-in's step (_calibration)."""
+    import tensorflow as tf
+
+    from workloads import data as wdata
+    from workloads import models
+
+    p = models.resolve_params(model, params)
+
+    def timed(waits=None):
+        tf.random.set_seed(0)
+        net = models.compile_model(models.build_model(model, p))
+        if waits is not None:
+            replay_tensorflow(net, waits)
+        data = iter(wdata.synthetic_dataset(model, p, 0, batch).repeat())
+        run = net.make_train_function()
+        return _timed_steps(lambda: run(data), warmup, steps), net, data
+
+    real, net, data = timed()
+    return _calibration(real, tf_layer_times(net, next(data)[0]), lambda waits: timed(waits)[0])
+
+
+def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
+    """The built-in model's local step, its time per parameter layer, and the stand-in's step (_calibration)."""
+    import torch
+    from torch import nn
+
+    from workloads import torch_models
+
+    p = torch_models.resolve_params(model, params)
+    x, y = torch_models.synthetic_batch(model, p, 0, 0, batch)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def stepper(module):
+        optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
+
+        def step():
+            optimizer.zero_grad()
+            loss_fn(module(x), y).backward()
+            optimizer.step()
+        return step
+
+    torch.manual_seed(0)
+    real = torch_models.build(model, p)
+    measured = _timed_steps(stepper(real), warmup, steps)
+    layers = layer_times(real, stepper(real))
+    return _calibration(measured, layers, lambda waits: _timed_steps(
+        stepper(stand_in(torch_models.build(model, p), waits, p["classes"])), warmup, steps))
+
+
+def spread_wait(total_s: float, times) -> list[tuple[float, float]]:
+    """`total_s` split over the layers in proportion to their measured (forward, backward) times
+    (evenly when none was measured)."""
+    times = list(times)
+    whole = sum(f + b for f, b in times)
+    if whole <= 0:
+        share = total_s / (2 * len(times)) if times else 0.0
+        return [(share, share) for _ in times]
+    return [(total_s * f / whole, total_s * b / whole) for f, b in times]
+
+
+def _calibration(real: tuple[float, float], layers, stand) -> dict:
+    """The calibration's figures: the real step (wall, CPU), the layers' times, the stand-in's own step
+    with no wait (stand(waits) times it), and the waits' overshoot: the stand-in waiting the real step's
+    remainder, spread over the layers, against the real step (the sleeps' wake-up latency)."""
+    (real_s, real_cpu), zero = real, [(0.0, 0.0)] * len(layers)
+    stand_s, stand_cpu = stand(zero)
+    full_s, _ = stand(spread_wait(max(0.0, real_s - stand_s), layers))
+    return {"real_step_s": real_s, "real_cpu_s": real_cpu, "stand_in_step_s": stand_s, "stand_in_cpu_s": stand_cpu,
+            "overshoot_s": max(0.0, full_s - max(real_s, stand_s)), "layers": layers}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="calibrate the replayed compute of a built-in model")
+    ap.add_argument("--engine", required=True, choices=("tensorflow", "pytorch"))
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--params", default="{}", help="model_params as JSON")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=CALIBRATION_WARMUP)
+    ap.add_argument("--steps", type=int, default=CALIBRATION_STEPS)
+    args = ap.parse_args(argv)
+    params = json.loads(args.params)
+    if args.engine == "tensorflow":
+        os.environ.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+                          TF_NUM_INTRAOP_THREADS=str(args.threads))
+        result = calibrate_tensorflow(args.model, params, args.batch, args.warmup, args.steps)
+    else:
+        import torch
+        torch.set_num_threads(args.threads)
+        result = calibrate_pytorch(args.model, params, args.batch, args.warmup, args.steps)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
