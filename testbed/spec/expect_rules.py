@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from testbed.spec.keypaths import covers, format_path, get_in, parse_path, resolve, set_in
 from testbed.spec.models import Experiment, SpecIssue
-from testbed.spec.validate import axis_combinations, pydantic_problems
+from testbed.spec.validate import pydantic_problems, sweep_combos
 
 
 def expect_issues(exp: Experiment) -> tuple[Experiment, list[SpecIssue]]:
@@ -70,9 +70,12 @@ def _normal_value(base: dict, path: tuple, value: Any) -> tuple[Any, str | None]
 def _points(exp: Experiment, base: dict, where: dict):
     """Each run point's values at the where's key paths (the sweep's axes that bear on them, each combination)."""
     paths = {key: parse_path(key) for key in where}
-    axes = {key: values for key, values in (exp.sweep.axes if exp.sweep else {}).items()
-            if any(covers(parse_path(key), p) or covers(p, parse_path(key)) for p in paths.values())}
-    for combo in axis_combinations(axes):
+    def near(key):
+        return any(covers(parse_path(key), p) or covers(p, parse_path(key)) for p in paths.values())
+    axes = {key: values for key, values in (exp.sweep.axes if exp.sweep else {}).items() if near(key)}
+    include = [{key: value for key, value in item.items() if near(key)} for item in (exp.sweep.include if exp.sweep
+                                                                                      else [])]
+    for combo in sweep_combos(axes, include):
         data = copy.deepcopy(base)
         for key, value in combo.items():
             set_in(data, parse_path(key), value)

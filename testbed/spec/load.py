@@ -232,7 +232,8 @@ def validate_file(path, overrides: Sequence[str] = ()) -> tuple[bool, str]:
              f"{kinds[0]}, {kinds[1]}/{kinds[2]}"]
     if exp.sweep:
         axes = [f"{k} x {len(v)}" for k, v in exp.sweep.axes.items()]
-        lines.append(f"  sweep: {', '.join(axes + [f'repeats {exp.sweep.repeats}'])}")
+        more = [f"include {len(exp.sweep.include)} item(s)"] if exp.sweep.include else []
+        lines.append(f"  sweep: {', '.join(axes + more + [f'repeats {exp.sweep.repeats}'])}")
     for file, graph in {p.spec.topology.graph: graphs[id(p.spec)] for p in points
                         if p.spec.topology.template == "graph"}.items():
         label = {s.name: s.label for s in graph.switches}

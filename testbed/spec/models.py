@@ -24,6 +24,7 @@ from testbed.spec.values import (EXPERIMENT_NAME, NODE_NAME, Bandwidth, Count, K
                                  Percent, PositiveTime, Size, Subnet, Time, TraceStart, Whole, _count_or_list,
                                  check_experiment_name)
 from testbed.spec.workload import (DEFAULT_STEPS_PER_EPOCH, MODEL_PARAMS, AdvisorConf, AllreduceConf,  # noqa: F401
+                                   CommunicationConf, OuterConf,
                                    DataConf, PsConf, StrategySwitchConf, Workload)
 
 class SpecIssue(NamedTuple):
@@ -380,28 +381,37 @@ class ClusterConf(Strict):
 SWEEP_SCHEMA = {
     "type": ["object", "null"],
     "description": "dotted key path (as --set takes; aliases hosts, bw, strategy, model) -> values",
-    "properties": {"repeats": {"type": "integer", "minimum": 1, "default": 1}},
+    "properties": {"repeats": {"type": "integer", "minimum": 1, "default": 1},
+                   "include": {"type": "array", "description": "more points: each item maps key paths to values "
+                               "and is crossed with the axes it does not name", "items": {"type": "object",
+                                                                                         "minProperties": 1}}},
     "additionalProperties": {"type": "array", "minItems": 1},
 }
+INCLUDE = "include"      # sweep.include: points beside the axes' product
 
 
 class Sweep(Strict):
-    """Axes (canonical key path -> values, in file order) and repeats per point."""
+    """Axes (canonical key path -> values, in file order), points of their own (include: each item's key
+    paths -> values, crossed with the axes it does not name) and repeats per point."""
 
     axes: dict[str, list[Any]] = Field(default_factory=dict)
+    include: list[dict[str, Any]] = Field(default_factory=list)
     repeats: Count = 1
 
     @model_validator(mode="before")
     @classmethod
     def _from_mapping(cls, data: Any) -> Any:
         if isinstance(data, dict) and "axes" not in data:
-            axes = {canonical(k): v for k, v in data.items() if k != "repeats"}
-            return {"axes": axes, "repeats": data.get("repeats", 1)}
+            axes = {canonical(k): v for k, v in data.items() if k not in ("repeats", INCLUDE)}
+            items = data.get(INCLUDE) or []
+            include = [{canonical(k): v for k, v in item.items()} if isinstance(item, dict) else item
+                       for item in (items if isinstance(items, list) else [items])]
+            return {"axes": axes, "include": include, "repeats": data.get("repeats", 1)}
         return data
 
     @model_serializer
     def _to_mapping(self) -> dict:
-        return {**self.axes, "repeats": self.repeats}
+        return {**self.axes, **({INCLUDE: self.include} if self.include else {}), "repeats": self.repeats}
 
 
 class Experiment(Strict):

@@ -19,6 +19,7 @@ from testbed.spec.problems import Problem, host_kinds, real_machines
 from testbed.spec.settings import example_address
 from testbed.spec.topology_rules import shape_problems, topology_problems
 from testbed.spec.fault_rules import fault_problems, trace_problems
+from testbed.spec.communication_rules import communication_problems
 
 
 def experiment_problems(exp: Experiment) -> list[Problem]:
@@ -100,7 +101,7 @@ def _replay_problems(exp: Experiment) -> list[Problem]:
 
 def workload_problems(exp: Experiment) -> list[Problem]:
     w, hosts = exp.workload, exp.topology.host_names()
-    out = _model_param_problems(w.model, w.model_params)
+    out = _model_param_problems(w.model, w.model_params) + communication_problems(exp)
     if w.engine == "pytorch":
         out += _pytorch_problems(exp)
     if w.strategy == "ps":
@@ -169,7 +170,8 @@ def _pytorch_problems(exp: Experiment) -> list[Problem]:
                if v != AllreduceConf.model_fields[k].default]
     if changed:
         out.append(Problem(("workload", "allreduce"), f"{', '.join(changed)} tune TensorFlow's collectives; "
-                           "PyTorch's DDP buckets its own gradients (remove them)", related))
+                           "PyTorch's DDP buckets its own gradients (remove them; to send fewer bytes: "
+                           "workload.communication)", related))
     return out
 
 

@@ -8,9 +8,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.spec.models import Experiment
-from testbed.spec.validate import axis_combinations, with_values
+from testbed.spec.models import CommunicationConf, Experiment
+from testbed.spec.validate import sweep_combos, with_values
 
+_PLAIN = CommunicationConf().model_dump(mode="json")     # the usual all-reduce: not part of a run id
 _SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
           "workload.model": "", "faults": ""}
 
@@ -24,11 +25,12 @@ class RunPoint:
 
 
 def expand_points(exp: Experiment) -> list[RunPoint]:
-    """Every run point of an experiment; one point (params {}) without a sweep."""
+    """Every run point of an experiment (the axes' product, then sweep.include's points); one point (params
+    {}) without a sweep."""
     sweep = exp.sweep
-    axes, repeats = (sweep.axes, sweep.repeats) if sweep else ({}, 1)
+    axes, include, repeats = (sweep.axes, sweep.include, sweep.repeats) if sweep else ({}, [], 1)
     points = []
-    for combo in axis_combinations(axes):
+    for combo in sweep_combos(axes, include):
         spec = with_values(exp, {**combo, "sweep": None})
         params = {path: spec.value(path) for path in combo}
         resolved = spec.model_dump(mode="json")
@@ -40,8 +42,12 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
     """'h4-bw10mbit-allreduce-r0-1a2b3c': the swept values as readable labels in sorted key order, and
     a stable hash of the whole resolved point (`resolved`: its spec as JSON), so a file changed
     outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
-    out: it judges the results, it does not change the run (a changed bound judges the same runs again)."""
+    out: it judges the results, it does not change the run (a changed bound judges the same runs again).
+    workload.communication at its defaults is left out too, so that files written before it keep their ids."""
     point = {key: value for key, value in resolved.items() if key != "expect"}
+    workload = point.get("workload")
+    if isinstance(workload, dict) and workload.get("communication") == _PLAIN:
+        point["workload"] = {k: v for k, v in workload.items() if k != "communication"}
     blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,
                       separators=(",", ":"), default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
@@ -53,7 +59,19 @@ def _label(path: str, value: Any) -> str:
     prefix = _SHORT.get(path, path.rsplit(".", 1)[-1].split("[")[0])
     if isinstance(value, list) and all(isinstance(v, dict) and "action" in v for v in value):
         value = "+".join(v["action"] for v in value) or "nofaults"     # a list of faults: their actions
+    if path == "workload.communication" and isinstance(value, dict):
+        prefix, value = "", _communication_label(value)
     if path.endswith(".trace") and isinstance(value, str):
         value = value.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]    # a trace file: its name
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return re.sub(r"[^A-Za-z0-9_.]+", "_", f"{prefix}{text}")[:24].strip("_") or "x"
+
+
+def _communication_label(value: dict) -> str:
+    """'plain', 'fp16', 'powersgd4', 'sync8', 'sync8outer': a workload.communication value in a run id."""
+    compression, every = value.get("compression", "none"), value.get("sync_every", 1)
+    if compression not in (None, "none"):
+        return f"{compression}{value.get('rank', '')}" if compression == "powersgd" else str(compression)
+    if isinstance(every, int) and every > 1:
+        return f"sync{every}" + ("outer" if value.get("outer") else "")
+    return "plain"

@@ -21,7 +21,7 @@ from testbed.spec import limits
 from testbed.spec.graph import host_count, switch_total
 from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
 from testbed.spec.rules import Problem, experiment_problems, topology_problems
-from testbed.spec.models import Experiment, SpecError, SpecIssue, Source, Topology
+from testbed.spec.models import INCLUDE, Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"
 
@@ -53,14 +53,36 @@ def apply_values(data: dict, values: dict[str, Any], source: Source,
 def _set_value(data: dict, path: tuple, value: Any, source: Source) -> str | None:
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
     for key in list(sweep):
-        if key != "repeats" and _safe_covers(path, key):
+        if key not in ("repeats", INCLUDE) and _safe_covers(path, key):
             _relocate(source, path, source.location(("sweep", key)))
             del sweep[key]
+    if isinstance(sweep.get(INCLUDE), list):      # pinned in each item too: items left empty or alike go
+        items = [item for item in (_pinned(item, path, value) for item in sweep[INCLUDE]) if item != {}]
+        sweep[INCLUDE] = [item for i, item in enumerate(items) if item not in items[:i]]
     try:
         set_in(data, path, value)
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _pinned(item: Any, path: tuple, value: Any) -> Any:
+    """An include item with a --set key path pinned: keys below it dropped, a key above it set inside."""
+    if not isinstance(item, dict):
+        return item
+    out = {}
+    for key, own in item.items():
+        if _safe_covers(path, key):
+            continue
+        try:
+            above = parse_path(str(key))
+        except ValueError:
+            above = None
+        if above is not None and covers(above, path) and isinstance(own, dict):
+            own = copy.deepcopy(own)
+            set_in(own, path[len(above):], value)
+        out[key] = own
+    return out
 
 
 def _safe_covers(path: tuple, key: str) -> bool:
@@ -72,7 +94,7 @@ def _safe_covers(path: tuple, key: str) -> bool:
 
 def _set_sweep_axis(data: dict, axis: tuple, values: Any) -> str | None:
     axis = parse_path(format_path(axis))
-    if axis != ("repeats",):
+    if axis not in (("repeats",), (INCLUDE,)):
         problem = resolve(Experiment, axis)
         if problem:
             return f"unknown sweep key path {format_path(axis)!r}: {problem}"
@@ -115,14 +137,16 @@ def build(data: Any, source: Source) -> Experiment:
     graph_path(data, source)
     against_paths(data, source)
     axes, issues = read_sweep(data.get("sweep"), source)
+    includes, more = read_include(data.get("sweep"), axes, source)
+    issues += more
     base = {k: v for k, v in data.items() if k != "sweep"}
     structure = _structure_issues(base, source)
     issues += structure
     if structure and not axes:
         issues += _partial_topology_issues(base, source)
-    issues += value_issues(base, axes, source)
+    issues += value_issues(base, axes, source) + include_value_issues(base, includes, source)
     if not issues:
-        issues += point_issues(base, axes, source)
+        issues += point_issues(base, axes, source, includes)
     if issues:
         raise SpecError(sorted_unique(issues))
     for axis in axes:
@@ -178,11 +202,14 @@ def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
     if not isinstance(raw, dict):
         return [], [_issue(source, ("sweep",), "sweep must map key paths to lists of values")]
     axes, issues, seen = [], [], {}
-    if len(raw) > limits.MAX_AXES + 1:
-        return [], [_issue(source, ("sweep",), f"the sweep has {len(raw) - ('repeats' in raw):,} axes; at most "
+    axes_count = len(raw) - ("repeats" in raw) - (INCLUDE in raw)
+    if axes_count > limits.MAX_AXES:
+        return [], [_issue(source, ("sweep",), f"the sweep has {axes_count:,} axes; at most "
                            f"{limits.MAX_AXES} (split it into several files)")]
     for key, values in raw.items():
         at = ("sweep", key)
+        if key == INCLUDE:
+            continue                    # read_include
         if key == "repeats":
             if isinstance(values, bool) or not isinstance(values, int) or values < 1:
                 issues.append(_issue(source, at, f"repeats must be an integer >= 1 (got {values!r})"))
@@ -205,12 +232,90 @@ def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
             seen[path] = key
             axes.append(Axis(str(key), path, values))
     repeats = raw.get("repeats") if isinstance(raw.get("repeats"), int) else 1
-    points = math.prod(len(a.values) for a in axes) * min(repeats, limits.MAX_POINTS + 1)
+    items = raw.get(INCLUDE) if isinstance(raw.get(INCLUDE), list) else []
+    crossed = sum(math.prod(len(a.values) for a in axes if not any(_overlaps(a.path, str(k)) for k in item))
+                  for item in items if isinstance(item, dict))
+    points = (math.prod(len(a.values) for a in axes) + crossed) * min(repeats, limits.MAX_POINTS + 1)
     if points > limits.MAX_POINTS:
         issues.append(_issue(source, ("sweep",), f"the sweep has {points:,} run points (axes' values multiplied, "
                              f"times repeats); at most {limits.MAX_POINTS:,} (split it into several files)"))
         axes = []
     return axes, issues
+
+
+@dataclass
+class Include:
+    index: int                  # its place in sweep.include
+    keys: dict[str, Any]        # canonical key path -> the key as written
+    values: dict[str, Any]      # canonical key path -> value
+
+    def names(self, path: tuple) -> bool:
+        """Whether the item sets this axis's key path (or one above or below it): then it is not crossed."""
+        return any(_overlaps(path, key) for key in self.values)
+
+
+def _overlaps(path: tuple, key: str) -> bool:
+    try:
+        other = parse_path(canonical(key))
+    except ValueError:
+        return False
+    return covers(path, other) or covers(other, path)
+
+
+def read_include(raw: Any, axes: list[Axis], source: Source) -> tuple[list[Include], list[SpecIssue]]:
+    """sweep.include: a list of mappings of key paths (as axes take them) to one value each; keys known,
+    not the sweep itself, not overlapping one another."""
+    items = raw.get(INCLUDE) if isinstance(raw, dict) else None
+    if items is None:
+        return [], []
+    at = ("sweep", INCLUDE)
+    if not isinstance(items, list) or not items:
+        return [], [_issue(source, at, "sweep.include is a list of points, each a mapping of key paths to values "
+                           "(e.g. - {workload.strategy: single, topology.hosts: 1})")]
+    out, issues = [], []
+    for index, item in enumerate(items):
+        where = at + (index,)
+        if not isinstance(item, dict) or not item:
+            issues.append(_issue(source, where, f"an include item maps key paths to values (got {item!r})"))
+            continue
+        keys, values, bad = {}, {}, False
+        for key, value in item.items():
+            try:
+                path = parse_path(canonical(str(key)))
+            except ValueError as exc:
+                issues.append(_issue(source, where + (key,), str(exc)))
+                bad = True
+                continue
+            problem = (resolve(Experiment, path) if path[:1] != ("sweep",) and path != ("repeats",)
+                       else "an include item sets the point's keys, not the sweep")
+            clash = next((k for k in values if covers(parse_path(k), path) or covers(path, parse_path(k))), None)
+            if problem:
+                issues.append(_issue(source, where + (key,), f"unknown key path {key!r}: {problem}"))
+                bad = True
+            elif clash is not None:
+                issues.append(_issue(source, where + (key,), f"overlaps {keys[clash]!r} of the same item"))
+                bad = True
+            else:
+                keys[format_path(path)], values[format_path(path)] = key, value
+        if not bad:
+            out.append(Include(index, keys, values))
+    return out, issues
+
+
+def include_value_issues(base: dict, includes: list[Include], source: Source) -> list[SpecIssue]:
+    """Each include value checked alone against its key's type, blamed on its line."""
+    issues = []
+    for inc in includes:
+        for path, value in inc.values.items():
+            data = copy.deepcopy(base)
+            set_in(data, parse_path(path), value)
+            try:
+                Experiment.model_validate(data)
+            except ValidationError as exc:
+                issues += [_issue(source, ("sweep", INCLUDE, inc.index, inc.keys[path]),
+                                  f"include value {value!r}: {msg}")
+                           for at, msg in pydantic_problems(exc, data) if covers(parse_path(path), at)]
+    return issues
 
 
 def value_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue]:
@@ -228,20 +333,27 @@ def value_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
     return issues
 
 
-def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue]:
-    """Cross-field rules of every sweep point, blamed on sweep lines when a swept key is involved."""
+def point_issues(base: dict, axes: list[Axis], source: Source, includes: list[Include] = ()) -> list[SpecIssue]:
+    """Cross-field rules of every sweep point (the axes' product, then each include item crossed with the
+    axes it does not name), blamed on sweep lines when a swept key is involved."""
     issues, canon, nodes = [], {}, 0
     by_path = {format_path(a.path): a for a in axes}
-    for combo in axis_combinations({p: list(enumerate(a.values)) for p, a in by_path.items()}):
+    points = [(combo, None) for combo in axis_combinations({p: list(enumerate(a.values)) for p, a in by_path.items()})]
+    for inc in includes:
+        free = {p: list(enumerate(a.values)) for p, a in by_path.items() if not inc.names(a.path)}
+        points += [(combo, inc) for combo in axis_combinations(free)]
+    for combo, inc in points:
         data = copy.deepcopy(base)
         for path, (_, value) in combo.items():
             set_in(data, by_path[path].path, value)
+        for path, value in (inc.values.items() if inc else ()):
+            set_in(data, parse_path(path), value)
         graph_path(data, source)
         try:
             exp = Experiment.model_validate(data)
         except ValidationError as exc:
-            issues += [_axis_issue(source, by_path, combo, path, msg)
-                       for path, msg in pydantic_problems(exc, data)]
+            issues += [_include_issue(source, inc, msg) if inc and inc.names(path) else
+                       _axis_issue(source, by_path, combo, path, msg) for path, msg in pydantic_problems(exc, data)]
             continue
         exp._source = source      # rules may need where a key was set (e.g. paths relative to the file)
         nodes += _node_count(exp.topology)
@@ -249,10 +361,21 @@ def point_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
             return issues + [_issue(source, ("sweep",), f"the sweep's points have more than "
                                     f"{limits.MAX_POINT_NODES:,} nodes (hosts and switches) in all; validating and "
                                     "running them is too much for one file: split it, or sweep fewer values")]
-        issues += _duplicate_values(exp, combo, by_path, canon, source)
+        if inc is None:
+            issues += _duplicate_values(exp, combo, by_path, canon, source)
         for problem in experiment_problems(exp):
-            issues.append(_problem_issue(source, by_path, combo, problem))
+            deps = [parse_path(r) for r in problem.related] + [problem.path]
+            issues.append(_include_issue(source, inc, f"{format_path(problem.path)}: {problem.message}")
+                          if inc and any(inc.names(d) for d in deps) else
+                          _problem_issue(source, by_path, combo, problem))
     return issues
+
+
+def _include_issue(source: Source, inc: Include, message: str) -> SpecIssue:
+    """A problem of an include item's point, at the item's line, naming what it sets."""
+    said = ", ".join(f"{inc.keys[p]}={v!r}" for p, v in inc.values.items())
+    said = said if len(said) <= 120 else said[:117] + "..."
+    return _issue(source, ("sweep", INCLUDE, inc.index), f"with include item #{inc.index + 1} ({said}): {message}")
 
 
 def _node_count(topo: Topology) -> int:
@@ -358,6 +481,16 @@ def _issue(source: Source, path: tuple, message: str) -> SpecIssue:
 def sorted_unique(issues: list[SpecIssue]) -> list[SpecIssue]:
     unique = list(dict.fromkeys(issues))
     return sorted(unique, key=lambda i: (i.file == SET_FILE, i.file, i.line))
+
+
+def sweep_combos(axes: dict[str, list], include: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """{canonical key path: value} per point: the axes' product, then each include item crossed with the
+    axes it does not name (an item that repeats a point of the product runs it again)."""
+    out = axis_combinations(axes)
+    for item in include:
+        free = {p: v for p, v in axes.items() if not any(_overlaps(parse_path(p), k) for k in item)}
+        out += [{**combo, **item} for combo in axis_combinations(free)]
+    return out
 
 
 def axis_combinations(axes: dict[str, list]) -> list[dict[str, Any]]:

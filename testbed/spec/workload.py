@@ -34,6 +34,36 @@ class AllreduceConf(Strict):
     bytes_per_pack: Annotated[int, Field(ge=0, le=limits.MAX_SIZE)] = 0
 
 
+class OuterConf(Strict):
+    """DiLoCo's outer optimizer: SGD with (Nesterov) momentum over the change the averaging made."""
+
+    lr: Annotated[float, Field(gt=0, le=10)] = Field(0.7, description="outer learning rate (1 with momentum 0: "
+                                                      "plain averaging)")
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    nesterov: bool = True
+
+
+class CommunicationConf(Strict):
+    """Communication-efficient training (all-reduce): gradients compressed before the all-reduce, or local
+    steps with the model averaged every sync_every steps (local SGD), optionally with an outer optimizer."""
+
+    compression: Literal["none", "fp16", "bf16", "powersgd"] = Field(
+        "none", description="fp16, bf16: gradients cast to 16 bits for the all-reduce (half the bytes); powersgd: "
+        "a rank-`rank` approximation of each weight matrix (PyTorch)")
+    rank: Annotated[int, Field(ge=1, le=1024)] = Field(4, description="powersgd: the approximation's rank")
+    start_step: Annotated[int, Field(ge=0, le=limits.MAX_COUNT)] = Field(
+        10, description="powersgd, sync_every: the steps of plain all-reduce before it starts")
+    sync_every: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] = Field(
+        1, description="local SGD: each worker steps alone and the model is averaged every this many steps "
+        "(1: every step's gradients are all-reduced, the usual)")
+    outer: OuterConf | None = Field(None, description="sync_every: DiLoCo's outer optimizer over the averaged "
+                                    "change (lr, momentum, nesterov); null: plain averaging")
+
+    def in_force(self) -> bool:
+        """Whether anything but the usual all-reduce of every step's gradients is asked for."""
+        return self.compression != "none" or self.sync_every > 1
+
+
 class DataConf(Strict):
     """Training data: synthetic, or Flickr8k features/captions at path."""
 
@@ -97,6 +127,9 @@ class Workload(Strict):
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
+    communication: CommunicationConf = Field(
+        default_factory=CommunicationConf, description="all-reduce: gradient compression (fp16, bf16, powersgd) "
+        "or local SGD (sync_every), docs/communication.md")
     advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
     switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
                                        description="strategy switch: start, margin, max_switches")
