@@ -135,11 +135,12 @@ class StepClock:
         clock.done()
 
     The clock starts when it is made: make it just before the loop. An epoch's loss is the mean of
-    its steps' losses unless `epoch_end(loss)` says otherwise."""
+    its steps' losses unless `epoch_end(loss)` says otherwise. `counter`: a function giving the bytes
+    the node has sent so far, put in each step event as tx_bytes (the built-in loops' lowcomm.sent_bytes)."""
 
-    def __init__(self, global_batch: int | None = None, emit: Emitter | None = None):
+    def __init__(self, global_batch: int | None = None, emit: Emitter | None = None, counter=None):
         self.emit = emit or Emitter()
-        self.global_batch = global_batch
+        self.global_batch, self.counter = global_batch, counter
         self.t0 = self.last = self.epoch_t0 = time.time()
         self.epoch, self.steps, self.first, self.losses, self.final_loss = 1, 0, 0, [], None
 
@@ -152,7 +153,8 @@ class StepClock:
         loss = None if loss is None else float(loss)
         if loss is not None:
             self.losses.append(loss)
-        self.emit("step", epoch=self.epoch, step=self.steps, time_s=now - self.last, loss=loss)
+        sent = {"tx_bytes": self.counter()} if self.counter is not None else {}
+        self.emit("step", epoch=self.epoch, step=self.steps, time_s=now - self.last, loss=loss, **sent)
         self.last = now
 
     def epoch_end(self, loss=None) -> None:
@@ -213,15 +215,17 @@ class _TestbedTiming:
     eval_fn: called after each epoch, returns {metric: value} for an `eval` event (its time is
     left out of the training time); start: also emit a `start` event from the model (the
     built-in workload emits its own); emit: an Emitter (default: stdout, identity from
-    TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy.
+    TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy; counter: a
+    function giving the bytes the node has sent so far, put in each step event as tx_bytes.
     """
 
     __test__ = False  # not a pytest test class, despite its name
 
     def __init__(self, global_batch: int | None = None, eval_fn=None, start: bool = True,
                  emit: Emitter | None = None, asynchronous: bool | None = None,
-                 replicas: int | None = None):
+                 replicas: int | None = None, counter=None):
         super().__init__()
+        self.counter = counter
         self._supports_tf_logs = True  # lets it see RemoteValues under ps
         self.emit = emit or Emitter()
         self.global_batch, self.eval_fn, self.announce = global_batch, eval_fn, start
@@ -234,7 +238,8 @@ class _TestbedTiming:
     # --- step events ------------------------------------------------------------------
     def _step_event(self, epoch, step, loss):
         now = time.time()
-        self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss)
+        sent = {"tx_bytes": self.counter()} if self.counter is not None else {}
+        self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss, **sent)
         self.last = now
         self.emitted += 1
 

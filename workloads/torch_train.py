@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, replay, torch_models  # noqa: E402  (no torch import at module level)
+from workloads import cpuquota, lowcomm, replay, torch_models  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -49,16 +49,20 @@ def run_training(job: dict, emit: Emitter) -> None:
     if replayed:
         waits = [tuple(x) for x in replayed["hosts"][emit.base["host"]]["layers"]]
         model = replay.stand_in(model, waits, p["classes"])
+    comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
+    after_step = lambda step: None  # noqa: E731
     if distributed:
         model = nn.parallel.DistributedDataParallel(model)
+        after_step = lowcomm.torch_setup(model, comm)     # a DDP hook, or local SGD's averaging
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
-         steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real")
+         steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",
+         communication=lowcomm.in_force(comm))
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
-    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held))
-    batch_id = rank
+    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes)
+    batch_id, step = rank, 0
     with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
@@ -68,6 +72,8 @@ def run_training(job: dict, emit: Emitter) -> None:
                 loss = loss_fn(model(x), y)
                 loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
                 optimizer.step()
+                step += 1
+                after_step(step)
                 clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
             clock.epoch_end()
     clock.done()

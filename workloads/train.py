@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, models  # noqa: E402  (no TensorFlow import at module level)
+from workloads import cpuquota, lowcomm, models  # noqa: E402  (no TensorFlow import at module level)
 from workloads.events import Emitter, holding_done, model_sizes, run_task  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
@@ -243,19 +243,23 @@ def run_training(job, task_type, task_index, emit) -> None:
     if (caption is not None if wanted is None else wanted) and name == "caption" and chief:
         eval_fn = make_eval(model, p, caption, seed, job)
 
+    comm = lowcomm.settings(job)
+    lowcomm_callbacks = lowcomm.tf_setup(model, strategy, comm) if strategy_name == "allreduce" else []
     emit("start", strategy=strategy_name, model=name, **model_sizes(model),
          global_batch=global_batch, workers=workers, servers=servers,
          steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
-         steps_per_execution=spe, compute="replay" if replayed else "real")
+         steps_per_execution=spe, compute="replay" if replayed else "real",
+         communication=lowcomm.in_force(comm) if strategy_name == "allreduce" else {})
     from workloads.events import TestbedCallback
     held = []           # `done`, stamped when training ended, written after the probe: it stays last
 
     timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=holding_done(emit, held),
-                             asynchronous=strategy_name == "ps")
+                             asynchronous=strategy_name == "ps",
+                             counter=lowcomm.sent_bytes if strategy_name != "ps" else None)
     try:
         with usage_sampler(job, emit):
             model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
-                      callbacks=backup_callbacks(job) + [timing], verbose=0)
+                      callbacks=backup_callbacks(job) + lowcomm_callbacks + [timing], verbose=0)
         if chief and name == "caption" and job.get("save_model") and not replayed:
             from workloads import caption_model
             tokenizer = (caption or wdata.synthetic_caption_data(p, seed)).tokenizer
