@@ -245,6 +245,7 @@ def strategies(exp, outdir: Path):
     (bars: the range over repeats); the training time is not compared, a ps step trains one worker's
     batch and an all-reduce step every worker's."""
     s = speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))
+    s = s[s["communication"] == "none"]         # the strategies as they are (settings: the pay-off section)
     have = set(s["strategy"])
     if "ps" not in have:
         raise FigureSkipped("no parameter-server runs")
@@ -439,6 +440,7 @@ def time_split(exp, outdir: Path):
     many_models = split["model"].nunique() > 1
     many_modes = split["fixed"].nunique() > 1
     names = [f"{plural(r.hosts, 'node')}\n{mbit(r.bw_bps)}\n{r.strategy}" + (f"\n{r.model}" if many_models else "")
+             + ("" if r.communication == "none" else f"\n{r.communication}")
              + (f"\n{r.fixed}" if many_modes else "") for r in split.itertuples()]
     with plt.rc_context(RC):
         rows = 2 if known.any() else 1

@@ -143,12 +143,16 @@ def log_if_wide(ax, values, axis="y", ratio=30):
 
 def series(summary: pd.DataFrame):
     """Iterate (strategy, bw_bps, rows) over non-single strategies, sorted; with more than one
-    engine the strategy reads 'allreduce (pytorch)', one series per engine."""
+    engine the strategy reads 'allreduce (pytorch)', one series per engine; a communication setting other
+    than the usual all-reduce reads 'allreduce, fp16', one series per setting."""
     df = summary[summary["strategy"] != "single"]
     engines = df["engine"] if "engine" in df else pd.Series("tensorflow", index=df.index)
+    settings = df["communication"] if "communication" in df else pd.Series("none", index=df.index)
     many = engines.nunique() > 1
-    for (strat, engine, bw), rows in df.assign(engine=engines).groupby(["strategy", "engine", "bw_bps"], sort=True):
-        yield (f"{strat} ({engine})" if many else strat), bw, rows.sort_values("hosts")
+    for (strat, engine, setting, bw), rows in df.assign(engine=engines, _setting=settings).groupby(
+            ["strategy", "engine", "_setting", "bw_bps"], sort=True):
+        name = (f"{strat} ({engine})" if many else strat) + ("" if setting == "none" else f", {setting}")
+        yield name, bw, rows.sort_values("hosts").drop(columns="_setting")
 
 
 def legend(ax, **kw):

@@ -172,20 +172,24 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
         out.append(f"The job{label}: {said}. " + MODE_NOTE.get(fixed, ""))
         shown = g[g["strategy"] != "single"] if (g["strategy"] != "single").any() else g
         many_strategies = shown["strategy"].nunique() > 1
-        for (strategy, bw), rows in shown.groupby(["strategy", "bw_bps"], sort=True):
+        shown = shown.assign(_set=shown["communication"] != "none").sort_values(["strategy", "_set", "communication"])
+        for (strategy, _, setting, bw), rows in shown.groupby(["strategy", "_set", "communication", "bw_bps"],
+                                                              sort=False):
             rows = rows.sort_values("hosts")
             out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce",
-                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)]))
+                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)], setting))
     return out
 
 
-def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded) -> str:
-    head = f"At {figures.mbit(bw)}" + (f" ({strategy})" if say_strategy else "")
+def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, setting="none") -> str:
+    named = strategy if setting == "none" else f"{strategy}, {setting}"
+    head = f"At {figures.mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
     what = f"{speedup.count(samples)} samples" if np.isfinite(samples) else "the job"
     multi = rows[rows["hosts"] > 1]
     base_name = next((tables.text(b) for b in multi["baseline_strategy"] if tables.text(b)), "") \
         if len(multi) else strategy
     base = g[(g["hosts"] == 1) & (g["bw_bps"] == bw) & (g["strategy"] == (base_name or strategy))]
+    base = base.iloc[np.argsort((base["communication"] != "none").to_numpy(), kind="stable")]  # as the speedup's
     parts, few = [], []
     if len(base):
         b = next(base.itertuples())

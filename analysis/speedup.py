@@ -77,10 +77,13 @@ def _not_judged(rows: pd.DataFrame) -> str:
 
 def baseline_row(summary: pd.DataFrame, row) -> pd.Series | None:
     """The one-node configuration `row` is compared with: same model, engine, batch per worker, fixed
-    mode and bandwidth; the same strategy, else single, else allreduce, else any."""
+    mode and bandwidth; the same strategy, else single, else allreduce, else any; the usual all-reduce
+    (communication none) before any other setting."""
     keys = GROUP_KEYS + ["bw_bps"]
     one = summary[(summary["hosts"] == 1)
                   & np.logical_and.reduce([[same_value(v, row[k]) for v in summary[k]] for k in keys])]
+    if "communication" in one:          # one node with the usual all-reduce first: nothing travels anyway
+        one = one.iloc[np.argsort((one["communication"] != "none").to_numpy(), kind="stable")]
     for strat in (row["strategy"], "single", "allreduce"):
         hit = one[one["strategy"] == strat]
         if len(hit):
@@ -137,7 +140,8 @@ def _with_projection(ok: pd.DataFrame, job: "Job") -> pd.DataFrame:
         ok["_job"] = ok["_job"].fillna(trained)
     ok["_epochs"], ok["_per_epoch"] = epochs, per_epoch
     step, per = ok["_step"], ok["samples_per_step"]
-    sync = ok["strategy"].ne("ps")
+    # ps and local SGD: the steady step is the mean (its quartiles are not of whole steps' time)
+    sync = ok["strategy"].ne("ps") & ~ok["communication"].astype(str).str.startswith("local SGD")
     fast = step.where(~sync, np.fmin(ok["steady_step_q1_s"], step))
     slow = step.where(~sync, np.fmax(ok["steady_step_q3_s"], step))
     ok["_lo"] = ok["_warm"] + ok["_job"] * fast / per

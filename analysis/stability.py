@@ -41,7 +41,8 @@ def lead_steps(steps: pd.DataFrame) -> pd.DataFrame:
 def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Loss against training time so far, per ok run of ps or all-reduce."""
     ok = tables.ok_runs(runs)
-    ok = ok[ok["strategy"].isin(STRATEGIES) & (ok["compute"] != tables.TIMING_ONLY)]   # replayed: no loss
+    ok = ok[ok["strategy"].isin(STRATEGIES) & (ok["compute"] != tables.TIMING_ONLY)   # replayed: no loss
+            & (ok["communication"] == "none")]     # the usual strategies (settings: analysis/payoff.py)
     lead = lead_steps(steps)
     lead = lead[lead["run_id"].isin(set(ok["run_id"]))].copy()
     if lead.empty:
@@ -83,10 +84,10 @@ def analyse(exp: tables.Experiment) -> tuple[pd.DataFrame, pd.DataFrame, float] 
 
 def default_target(curves: pd.DataFrame) -> float:
     """A loss every run reached: the highest of the runs' lowest means of SMOOTH_STEPS losses."""
-    return float(max(np.nanmin(_smoothed(c["loss"].to_numpy(float))) for _, c in curves.groupby("run_id")))
+    return float(max(np.nanmin(smoothed(c["loss"].to_numpy(float))) for _, c in curves.groupby("run_id")))
 
 
-def _smoothed(loss: np.ndarray) -> np.ndarray:
+def smoothed(loss: np.ndarray) -> np.ndarray:
     """The mean of each step's and the SMOOTH_STEPS - 1 before it's losses (NaN before that many)."""
     return pd.Series(loss).rolling(min(SMOOTH_STEPS, len(loss))).mean().to_numpy()
 
@@ -95,7 +96,7 @@ def per_run(curves: pd.DataFrame, target: float) -> pd.DataFrame:
     rows = []
     for run_id, c in curves.groupby("run_id", sort=False):
         loss = c["loss"].to_numpy(float)
-        reached = np.flatnonzero(_smoothed(loss) <= target)
+        reached = np.flatnonzero(smoothed(loss) <= target)
         second_half = loss[len(loss) // 2:]
         noise = float(np.diff(second_half).std()) if len(second_half) > 2 else np.nan
         per_step = float(c["samples_per_step"].iloc[0])

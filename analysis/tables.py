@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import steady
+from analysis import communication, steady
 
 RUNS_COLUMNS = [
     "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "engine", "model",
@@ -72,7 +72,8 @@ _NUMERIC = {
     "runs.csv": ["repeat", "hosts", "bw_bps", "params", "gradient_bytes", "global_batch",
                  "workers", "servers", "wall_time_s", "training_time_s", "time_per_step_s",
                  "samples_per_s", "final_loss", "steps", "cpu_mean_pct", "mem_peak_bytes",
-                 "net_bytes_total", "net_throughput_mean_bps"],
+                 "net_bytes_total", "net_throughput_mean_bps", "rank", "start_step", "sync_every",
+                 "theory_bytes_per_worker_step", "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step"],
     "checks.csv": ["configured_bps", "measured_bps", "ratio", "rtt_ms"],
     "steps.csv": ["task_index", "epoch", "step", "time_s", "loss", "samples_per_s", "t"],
     "usage.csv": ["t", "cpu_pct", "rss_bytes", "tx_bytes", "rx_bytes"],
@@ -83,9 +84,11 @@ _NUMERIC = {
 }
 
 # Keys that identify one configuration; repeats of a configuration are averaged. A speedup compares
-# the configurations of one GROUP (and bandwidth) at different node counts.
+# the configurations of one GROUP (and bandwidth) at different node counts. communication: the
+# workload.communication setting's label (analysis.communication.label; "none" in older results).
 GROUP_KEYS = ["model", "engine", "batch_per_worker", "fixed"]
-CONFIG_KEYS = GROUP_KEYS + ["strategy", "hosts", "bw_bps"]
+CONFIG_KEYS = GROUP_KEYS + ["strategy", "communication", "hosts", "bw_bps"]
+COMMUNICATION_COLUMNS = ["compression", "rank", "start_step", "sync_every", "outer"]     # runs.csv, as recorded
 
 
 @dataclass
@@ -135,7 +138,7 @@ class ResultsError(ValueError):
 
 
 TEXT_COLUMNS = ("experiment", "run_id", "status", "strategy", "engine", "model", "bw", "reason", "tool", "role",
-                "node", "host", "fixed", "steady", "fidelity", "compute")
+                "node", "host", "fixed", "steady", "fidelity", "compute", "compression", "outer", "communication")
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -154,7 +157,8 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
         if col not in df.columns:
             df[col] = np.nan
     for col in _NUMERIC.get(path.name, []):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
+        if col in df:          # those past `columns` only where the file has them (workload.communication's)
+            df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in TEXT_COLUMNS:
         if col in df.columns:
             df[col] = df[col].astype("object")
@@ -237,10 +241,26 @@ def degraded_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs with status ok and a training time (engine tensorflow where results predate PyTorch)."""
+    """Runs with status ok and a training time (engine tensorflow where results predate PyTorch; the
+    communication setting's label, none where they predate it)."""
     out = with_groups(runs[(runs["status"] == "ok") & runs["training_time_s"].notna()].copy())
     out["engine"] = with_engine(out)
+    out["communication"] = communication_labels(out)
     return out
+
+
+def communication_labels(runs: pd.DataFrame) -> pd.Series:
+    """Each run's workload.communication as the report names it ('none', 'fp16', 'powersgd rank 4', 'local
+    SGD every 8'), from runs.csv's compression, rank, sync_every and outer (none where absent)."""
+    cols = {c: runs[c] if c in runs else pd.Series(np.nan, index=runs.index) for c in COMMUNICATION_COLUMNS}
+    return pd.Series([communication.label(c, r, e, o) for c, r, e, o in
+                      zip(cols["compression"], cols["rank"], cols["sync_every"], cols["outer"])], index=runs.index,
+                     dtype=object)
+
+
+def plain(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the usual all-reduce (or ps, or one node): communication none."""
+    return runs[communication_labels(runs) == "none"]
 
 
 def with_engine(runs: pd.DataFrame) -> pd.Series:
@@ -431,12 +451,16 @@ def ring_bytes_per_worker(n, s_bytes):
 def network_per_run(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per ok run: bytes on the wire per step (total and per worker) and the theory for it.
 
-    Theory per worker and step: ring all-reduce 2(N-1)/N*S, parameter server 2*S
-    (push S, pull S; the servers send as much as the workers push).
+    Theory per worker and step (analysis/communication.py; runs.csv's theory_bytes_per_worker_step where
+    recorded): ring all-reduce 2(N-1)/N*S, parameter server 2*S (push S, pull S; the servers send as much
+    as the workers push), fewer with workload.communication. The steady columns: what the lead worker's
+    node sent per step over its steady steps (runs.csv steady_bytes_per_worker_step, from its step events)
+    against the theory of the same steps: no start-up traffic in them.
     """
-    cols = ["run_id", "model", "engine", "strategy", "hosts", "workers", "bw_bps", "bw", "steps",
+    cols = ["run_id", "model", "engine", "strategy", "communication", "hosts", "workers", "bw_bps", "bw", "steps",
             "gradient_bytes", "net_bytes_total", "bytes_per_step", "bytes_per_worker_step",
-            "theory_bytes_per_worker_step", "ratio_to_theory", "net_throughput_mean_bps",
+            "theory_bytes_per_worker_step", "ratio_to_theory", "steady_bytes_per_worker_step",
+            "theory_steady_bytes_per_worker_step", "steady_ratio_to_theory", "net_throughput_mean_bps",
             "link_utilisation"]
     df = ok_runs(with_usage(runs, usage) if usage is not None else runs)
     if df.empty:
@@ -446,12 +470,16 @@ def network_per_run(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd
     df["bytes_per_step"] = df["net_bytes_total"] / df["steps"]
     df["bytes_per_worker_step"] = df["bytes_per_step"] / workers
     ring = ring_bytes_per_worker(workers, df["gradient_bytes"])
-    df["theory_bytes_per_worker_step"] = np.where(df["strategy"] == "ps",
-                                                  2.0 * df["gradient_bytes"], ring)
+    older = pd.Series(np.where(df["strategy"] == "ps", 2.0 * df["gradient_bytes"], ring), index=df.index)
+    for col in ("theory_bytes_per_worker_step", "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step"):
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
+    df["theory_bytes_per_worker_step"] = df["theory_bytes_per_worker_step"].fillna(older)
     theory = df["theory_bytes_per_worker_step"].replace(0, np.nan)
     df["ratio_to_theory"] = df["bytes_per_worker_step"] / theory
+    df["steady_ratio_to_theory"] = df["steady_bytes_per_worker_step"] / \
+        df["theory_steady_bytes_per_worker_step"].replace(0, np.nan)
     df["link_utilisation"] = df["net_throughput_mean_bps"] / df["bw_bps"]
-    return df[cols].sort_values(["strategy", "bw_bps", "hosts", "run_id"]).reset_index(drop=True)
+    return df[cols].sort_values(["strategy", "communication", "bw_bps", "hosts", "run_id"]).reset_index(drop=True)
 
 
 def resource_summary(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -38,6 +38,7 @@ def one_against_two(summary: pd.DataFrame, resources: pd.DataFrame) -> list[str]
     throughput per node."""
     out = []
     keys = [k for k in ("model", "engine", "batch_per_worker", "fixed") if k in summary]
+    summary = summary[summary["communication"] == "none"] if "communication" in summary else summary
     for group, rows in summary.groupby(keys + ["bw_bps"], dropna=False):
         if set(rows["hosts"]) != {1, 2}:
             continue

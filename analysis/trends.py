@@ -101,10 +101,15 @@ GROUP = ["model", "engine", "batch_per_worker", "fixed"]       # tables.GROUP_KE
 
 
 def _grouped(summary: pd.DataFrame, by: list[str]):
-    """(keys, rows) per group and `by`; a summary without the group columns is one group."""
-    keys = [k for k in GROUP if k in summary]
+    """(keys, rows) per group, `by` and communication setting; a summary without the group columns is one
+    group. The strategy of a setting other than the usual all-reduce reads 'allreduce, fp16'."""
+    keys = [k for k in GROUP if k in summary] + (["communication"] if "communication" in summary else [])
     for values, rows in summary.groupby(keys + by, dropna=False, sort=True):
-        yield dict(zip(keys + by, values)), rows
+        key = dict(zip(keys + by, values))
+        setting = key.get("communication")
+        if "strategy" in key and isinstance(setting, str) and setting != "none":
+            key["strategy"] = f"{key['strategy']}, {setting}"
+        yield key, rows
 
 
 def _group(key: dict) -> tuple:

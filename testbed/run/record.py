@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from analysis import steady
+from analysis import communication, steady
 from testbed.emulation import replay
 from testbed.roles import final_tasks
 from testbed.run import faults, results
@@ -46,7 +46,8 @@ def runs_row(point, graph, tasks) -> dict:
                 workers=sum(t.task_type in ("worker", "single") for t in tasks),
                 servers=sum(t.task_type == "ps" for t in tasks),
                 asynchronous=spec.workload.strategy == "ps",
-                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                **communication_settings(spec.workload))
 
 
 def begin(folder: Path, spec, graph, tasks) -> None:
@@ -68,8 +69,50 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
     row.update(work_columns(spec.workload, tasks, row))
     lead = outcome.events.get(final_tasks(tasks)[0], [])
     times = [e.get("time_s") for e in lead if e.get("event") == "step"]
-    row.update(steady.split(times, asynchronous=spec.workload.strategy == "ps").columns(row["samples_per_step"]))
+    periodic = spec.workload.communication.sync_every > 1     # local SGD: the mean step, as under ps
+    row.update(steady.split(times, asynchronous=spec.workload.strategy == "ps" or periodic)
+               .columns(row["samples_per_step"]))
     row.update(faults.recovery_columns(outcome.events.get(final_tasks(tasks)[0], []), len(outcome.restarts)))
+    row.update(communication_columns(spec.workload, row, lead))
+
+
+def communication_settings(workload) -> dict:
+    """runs.csv's workload.communication columns: compression, rank (powersgd), start_step (powersgd or
+    sync_every), sync_every, outer (DiLoCo's optimizer as text; empty without)."""
+    c = workload.communication
+    return dict(compression=c.compression, rank=c.rank if c.compression == "powersgd" else math.nan,
+                start_step=c.start_step if c.compression == "powersgd" or c.sync_every > 1 else math.nan,
+                sync_every=c.sync_every, outer=(f"lr {c.outer.lr:g}, momentum {c.outer.momentum:g}"
+                                                + (", nesterov" if c.outer.nesterov else "")) if c.outer else "")
+
+
+def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
+    """runs.csv's wire figures of workload.communication: the theory's gradient bytes per worker step over
+    the run (analysis/communication.py), and over the steady steps beside what the lead task's node sent in
+    them (its step events' tx_bytes; not under ps, whose steps are the coordinator's)."""
+    c = workload.communication
+    out = dict(theory_bytes_per_worker_step=math.nan, steady_bytes_per_worker_step=math.nan,
+               theory_steady_bytes_per_worker_step=math.nan)
+    steps, warm = _whole(row.get("steps")), _whole(row.get("warmup_steps"))
+    if workload.script is not None or workload.strategy == "switch" or not steps:
+        return out
+    try:
+        plan = communication.plan(workload.model, workload.model_params, workload.strategy, _whole(row.get("workers")),
+                                  c.compression, c.rank, c.start_step, c.sync_every, row.get("gradient_bytes"))
+    except ValueError:
+        return out
+    out["theory_bytes_per_worker_step"] = plan.mean(1, steps)
+    if warm and workload.strategy != "ps" and row.get("steady") == steady.OK:
+        series = [(e.get("step"), e.get("tx_bytes")) for e in lead if e.get("event") == "step"]
+        out["steady_bytes_per_worker_step"] = communication.wire_per_step(series, warm, steps)
+        out["theory_steady_bytes_per_worker_step"] = plan.mean(warm + 1, steps)
+    return out
+
+
+def _whole(value) -> int:
+    """A count of the row (steps, workers), 0 where it is missing or not a number."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else 0
 
 
 def replay_nodes(events: dict, tasks, row: dict, k: float) -> list[replay.NodeReplay]:

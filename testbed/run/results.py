@@ -21,6 +21,8 @@ RUNS_COLUMNS = [
     "advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps", "switches",
     "dilation", "compute", "cores", "node_cores", "machine_cores", "compute_per_step_s", "compute_slicing", "fidelity",
     "training_time_wall_s", "time_per_step_wall_s", "samples_per_wall_s",
+    "compression", "rank", "start_step", "sync_every", "outer", "theory_bytes_per_worker_step",
+    "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step",
 ]
 CHECKS_COLUMNS = ["experiment", "run_id", "tool", "src", "dst", "configured_bps", "measured_bps", "ratio",
                   "rtt_ms", "passed", "detail"]
