@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import advisor, costmodel, faithful, figures, reference, speedup, stability, tables, thesis, trends
+from analysis import (advisor, costmodel, faithful, figures, payoff, reference, speedup, stability, tables, thesis,
+                      trends)
 from analysis.health import HEALTHY_MAX_MS
 from analysis.plotstyle import THESIS_FIG14, THESIS_FIG17
 
@@ -51,6 +52,7 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
         **({"advisor": advisor.scorecard(exp.runs)} if "advisor_choice" in exp.runs else {}),  # strategy auto
         **({"bleu": bleu} if len(bleu) else {}),  # caption runs with evaluation only
         **_stability_tables(exp),                 # ps and all-reduce, with per-step losses
+        **payoff.section(exp),                    # workload.communication settings: time to target
         **({"faults": tables.fault_costs(exp.faults, exp.runs),                 # runs with faults only
             "fault_windows": tables.fault_windows(exp.faults, exp.steps)} if len(exp.faults) else {}),
     }
@@ -440,6 +442,27 @@ def _against_reference(ref_dir, exp: tables.Experiment, figdir: Path, e) -> tupl
     return parts, table
 
 
+def _communication_parts(t: dict, figdir: Path, exp_dir: Path, e) -> list[str]:
+    """The communication settings compared by time to target, the wire against theory, and the pay-off
+    (analysis/payoff.py)."""
+    compare, wire, pays = payoff.sentences(t)
+    parts = ["<h2>Communication settings</h2><p>Time to the target loss on the same work (each setting's mean and the "
+             "range of its repeats; two settings differ beyond the spread when those ranges lie apart with enough "
+             "repeats), and the bytes each worker sent against the theory.</p><ul>"
+             + "".join(f"<li>{e(x)}</li>" for x in compare + wire) + "</ul>"]
+    try:
+        path = payoff.wire_figure(t["network"], figdir)
+        parts.append(f"<figure><img src='{e(path.relative_to(exp_dir).as_posix())}' alt='communication_wire'>"
+                     "<figcaption>Bytes each worker sent per step against the theory of its setting (tables/network.csv"
+                     ").</figcaption></figure>")
+    except figures.FigureSkipped as why:
+        parts.append(f"<p class='skip'>Figure communication_wire skipped: {e(str(why))}.</p>")
+    parts.append("<h2>What would make it pay off here</h2><ul class='payoff'>"
+                 + "".join(f"<li>{e(x)}</li>" for x in pays or ["Nothing to rank: no setting reached the target "
+                                                               "in every run."]) + "</ul>")
+    return parts
+
+
 def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) -> Path:
     """Write exp_dir/report.html, exp_dir/figures/*.png and exp_dir/tables/*.csv. Degraded runs
     (fidelity 'degraded: ...') are marked in the figures and left out of the trends, tables and
@@ -495,6 +518,8 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
         parts.append(_table_html("failed_runs", t["failed_runs"]))
     parts.append("<h2>What the trend says</h2><ul>"
                  + "".join(f"<li>{e(x)}</li>" for x in trend_text(exp, t)) + "</ul>")
+    if "communication" in t:
+        parts += _communication_parts(t, figdir, exp_dir, e)
     if len(t["thesis_vs_measured"]):
         parts.append("<h2>The thesis and this experiment, side by side</h2>"
                      "<p>Compare shapes and trends, not absolute times: the machines, models and data differ.</p>"
