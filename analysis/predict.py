@@ -29,16 +29,17 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, tables
+from analysis import communication, costmodel, tables
 from analysis.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
 
-COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "workers", "servers", "samples_per_step",
+COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "workers", "servers", "samples_per_step",
            "steady_step_s", "steady_samples_per_s", "speedup", "efficiency", "warmup_s", "job_samples",
            "job_time_s", "bound", "better"]
 
@@ -92,11 +93,14 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
                  cpus=((1.0,),), servers: int = 1, steps: int | None = None, shared: bool = False,
                  gradient_bytes: float | None = None, batch: float | None = None,
                  rtt_s: float | None = None, ref_s_bits: float | None = None,
-                 ref_batch: float | None = None, samples: float | None = None) -> pd.DataFrame:
+                 ref_batch: float | None = None, samples: float | None = None,
+                 setting: "Setting | None" = None) -> pd.DataFrame:
     """Predicted steady step and samples/s, speedup, efficiency, warm-up, a job's time and the
     better strategy per point. gradient_bytes / batch default to the fitted runs' (ref_s_bits,
     ref_batch); the job is `samples`, else `steps` steps of one node (steps x batch samples), else
-    the fitted runs' samples trained (model.samples)."""
+    the fitted runs' samples trained (model.samples); setting: a workload.communication setting of the
+    all-reduce strategies (parse_setting), plain all-reduce by default."""
+    setting = setting or Setting()
     s_bits = gradient_bytes * 8 if gradient_bytes else (ref_s_bits or model.work / 32)
     b = batch or ref_batch or 32
     work = s_bits * b
@@ -114,10 +118,13 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
                     # ps: the worker hosts are the last ones; their CPU follows the host order
                     fr = [mix[(i + (0 if strat != "ps" else 1 + servers)) % len(mix)]
                           for i in range(workers)]
+                    comm = {} if strat == "ps" else dict(bytes_factor=setting.bytes_factor,
+                                                         sync_every=setting.sync_every)
                     t = model.rates(strat, workers, s_bits, goodput, b, samples=job, servers=servers,
-                                    shards=servers, rtt_s=rtt_s, fractions=fr, shared=shared, work=work)
+                                    shards=servers, rtt_s=rtt_s, fractions=fr, shared=shared, work=work, **comm)
                     speedup = t["steady_samples_per_s"] / base
                     rows.append(dict(nodes=n, bw=mbit(bw), bw_bps=bw, cpu=cpu_label(mix), strategy=strat,
+                                     communication="none" if strat == "ps" else setting.name,
                                      workers=workers, servers=servers if strat == "ps" else 0,
                                      samples_per_step=t["samples_per_step"], steady_step_s=t["steady_s"],
                                      steady_samples_per_s=t["steady_samples_per_s"], speedup=speedup,
@@ -130,6 +137,49 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
     key = best.set_index(["nodes", "bw_bps", "cpu"])["strategy"]
     df["better"] = [key.get((n, b_, c), "") for n, b_, c in zip(df["nodes"], df["bw_bps"], df["cpu"])]
     return df.sort_values(["cpu", "bw_bps", "nodes", "strategy"]).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A workload.communication setting as the cost model takes it: its name, bytes factor and sync every."""
+    name: str = "none"
+    bytes_factor: float = 1.0
+    sync_every: int = 1
+
+
+def parse_setting(text: str | None, feats: pd.DataFrame | None = None, specs: dict | None = None) -> Setting:
+    """--communication: none, fp16, bf16 (half the bytes), powersgd:R (the fitted runs' built-in model at rank
+    R, analysis/communication.py; its model and parameters from their spec.yaml), sync:H (local SGD, the
+    model every H steps) or a bytes factor as a number (0.1: a tenth of the bytes)."""
+    text = str(text or "none").strip().lower()
+    if text in ("none", "fp16", "bf16"):
+        return Setting(text, 0.5 if text != "none" else 1.0)
+    kind, _, value = text.partition(":")
+    if kind == "sync" and value.isdigit() and int(value) >= 1:
+        return Setting(f"local SGD every {value}", 1.0, int(value))
+    if kind == "powersgd" and value.isdigit() and int(value) >= 1:
+        model, params = _fitted_model(feats, specs)
+        if model not in ("mlp", "cnn"):
+            raise ValueError("--communication powersgd:R needs results of the built-in mlp or cnn (their shapes); "
+                             "give the bytes factor as a number instead, e.g. --communication 0.05")
+        plan = communication.plan(model, params, "allreduce", 2, "powersgd", int(value))
+        return Setting(f"powersgd rank {value}", communication.factor(plan)[0])
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = math.nan
+    if not 0 < factor <= 1:
+        raise ValueError(f"--communication {text!r}: none, fp16, bf16, powersgd:R, sync:H or a bytes factor in (0, 1]")
+    return Setting(f"bytes x {factor:g}", factor)
+
+
+def _fitted_model(feats, specs) -> tuple[str, dict]:
+    """The built-in model (name, model_params) of the fitted runs: the first run whose spec.yaml is known."""
+    for run_id, model in zip(feats["run_id"], feats["model"]) if feats is not None else ():
+        spec = (specs or {}).get(str(run_id))
+        if spec is not None:
+            return str(model), (spec.get("workload") or {}).get("model_params") or {}
+    return "", {}
 
 
 def job_samples(model, batch, steps=None, samples=None) -> float:
@@ -220,6 +270,7 @@ def break_even(model: costmodel.CostModel, feats: pd.DataFrame) -> list[str]:
     out = []
     for fam in costmodel.STRATEGIES:
         rows = feats[feats["family"] == fam]
+        rows = rows[rows["communication"] == "none"] if "communication" in rows else rows   # plain all-reduce
         if rows.empty or not (rows["workers"] > 1).any():
             continue
         job = _BreakEven(model, rows, cores / model.cores)
@@ -389,20 +440,27 @@ def _fmt_table(df: pd.DataFrame) -> str:
 def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strategies: list[str], cpus,
         servers: int = 1, steps: int | None = None, machine: str = "separate", gradient_bytes: float | None = None,
         batch: float | None = None, rtt_s: float | None = None, out: Path | None = None,
-        samples: float | None = None) -> int:
+        samples: float | None = None, communication_setting: str | None = None) -> int:
     """`run_experiment.py predict` once its arguments are parsed: fit, predict, write predict.csv and
     predict.png to `out` (default RESULTS/predict), print the model and the table; 2 when nothing fits.
-    The job projected: `samples`, else `steps` steps of one node, else the fitted runs' samples."""
+    The job projected: `samples`, else `steps` steps of one node, else the fitted runs' samples;
+    communication_setting: --communication (parse_setting)."""
     feats = costmodel.features_of(results)
     if feats.empty:
         print(f"error: {names}: no successful run whose steady state was judged to fit the model on",
               file=sys.stderr)
         return 2
+    try:
+        specs = {k: v for r in results for k, v in tables.run_specs(r, feats["run_id"]).items()}
+        setting = parse_setting(communication_setting, feats, specs)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     model = costmodel.fit_features(feats, source=" + ".join(map(str, results)))
     ref = reference(feats)
     pred = predict_grid(model, nodes, bws, strategies, cpus, servers=servers, steps=steps,
                         shared=machine == "shared", gradient_bytes=gradient_bytes, batch=batch,
-                        rtt_s=rtt_s, samples=samples, **ref)
+                        rtt_s=rtt_s, samples=samples, setting=setting, **ref)
     out = out or Path(results[0]) / "predict"
     out.mkdir(parents=True, exist_ok=True)
     (out / "predict.csv").write_text(tables.csv_text(pred), encoding="utf-8")

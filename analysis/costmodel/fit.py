@@ -44,7 +44,7 @@ def _equations(rows: pd.DataFrame, u: float, cores: float, work_ref: float) -> l
         rtt = f["rtt_s"] if np.isfinite(f["rtt_s"]) else 0.0
         pt = Point(f["family"], int(f["workers"]), max(int(f["shards"] or 1), 1), f["s_bits"],
                    f["bw_meas_bps"], rtt, slowdowns(f["workers"], u, cores, fr, _shared(f)),
-                   f["s_bits"] * f["batch"] / work_ref, _share(f))
+                   f["s_bits"] * f["batch"] / work_ref, _share(f), *_setting(f))
         eqs.append(("steady", pt, f["steady_s"]))
         if np.isfinite(f["warmup_s"]) and f["warmup_s"] > 0:
             eqs.append(("warmup", pt, f["warmup_s"]))
@@ -55,6 +55,15 @@ def _share(f) -> float:
     """A feature row's ring share (absent or NaN, as in features of older code: 1)."""
     v = f.get("share", 1.0)
     return 1.0 if v is None or not np.isfinite(v) or v < 1 else float(v)
+
+
+def _setting(f) -> tuple[float, float]:
+    """A feature row's (bytes factor, sync every) of its workload.communication (absent or NaN: plain, 1 and 1)."""
+    out = []
+    for key in ("bytes_factor", "sync_every"):
+        v = f.get(key, 1.0)
+        out.append(1.0 if v is None or not np.isfinite(v) or v <= 0 else float(v))
+    return out[0], out[1]
 
 
 def _shared(f) -> bool:

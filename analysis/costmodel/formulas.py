@@ -123,6 +123,8 @@ class Point:
     slow: np.ndarray       # per worker compute slowdown (>= 1)
     scale: float = 1.0     # compute per step relative to the fitted runs'
     share: float = 1.0     # all-reduce: ring hops that share the busiest link one way (ring_share)
+    bytes_factor: float = 1.0   # all-reduce: bytes per step against plain all-reduce (fp16 0.5; workload.communication)
+    sync_every: float = 1.0     # all-reduce: steps per all-reduce (local SGD: the model every H steps)
 
 
 def steady_time(strategy: str, p: dict, pt: Point) -> float:
@@ -133,8 +135,8 @@ def _steady_parts(strategy: str, p: dict, pt: Point) -> dict:
     n, s, b, r = pt.workers, pt.s_bits, pt.bw_bps, pt.rtt_s
     if _family(strategy) != "ps":
         compute = p["c"] * pt.scale * float(pt.slow.max())
-        comm = p["gamma"] * float(ring_allreduce_time(n, s, b / pt.share, 0.0)) + \
-            (2 * (n - 1) * (p["alpha"] + r / 2) if n > 1 else 0.0)
+        comm = (p["gamma"] * float(ring_allreduce_time(n, s * pt.bytes_factor, b / pt.share, 0.0))
+                + (2 * (n - 1) * (p["alpha"] + r / 2) if n > 1 else 0.0)) / max(pt.sync_every, 1.0)
         return dict(steady_s=compute + comm, compute_s=compute, comm_s=comm,
                     bound="compute" if compute >= comm else "network")
     comm = p["gamma"] * 2 * s / b + 2 * p["alpha"] + r
@@ -180,14 +182,16 @@ class CostModel:
     samples: float = 0.0                          # samples a fitted run trained (median; 0: unknown)
 
     def point(self, strategy, workers, s_bits, b_bps, servers=1, shards=None, rtt_s=None,
-              fractions=None, shared=True, work=None, share=1.0) -> Point:
+              fractions=None, shared=True, work=None, share=1.0, bytes_factor=1.0, sync_every=1) -> Point:
         """A configuration; b_bps at goodput level (measured, or configured x rho); share: the ring
-        hops sharing the busiest link (1 on a star; ring_share of the topology)."""
+        hops sharing the busiest link (1 on a star; ring_share of the topology); bytes_factor, sync_every:
+        a workload.communication setting's (analysis.communication.factor), all-reduce only."""
         n = max(int(workers), 1)
         r = self.rtt_s if rtt_s is None or not np.isfinite(rtt_s) else float(rtt_s)
         return Point(_family(strategy), n, int(shards or servers or 1), float(s_bits), float(b_bps), r,
                      slowdowns(n, self.u, self.cores, fractions, shared),
-                     (work / self.work) if work else 1.0, float(share or 1.0))
+                     (work / self.work) if work else 1.0, float(share or 1.0), float(bytes_factor or 1.0),
+                     float(sync_every or 1))
 
     def terms(self, strategy, workers, s_bits, b_bps, **kw) -> dict:
         """Steady step, warm-up and their parts for one configuration."""

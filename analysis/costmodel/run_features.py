@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import steady, tables
+from analysis import communication, steady, tables
 from analysis.tables import ok_runs
 from analysis.costmodel.formulas import TCP_CEILING, _family, ps_shards, slowdowns
 
@@ -19,7 +19,7 @@ FEATURES = ["run_id", "strategy", "family", "engine", "model", "fixed", "hosts",
             "share", "bw_bps", "bw", "s_bits", "batch", "samples_per_step", "steps", "samples_trained",
             "bw_meas_bps", "bw_source", "rtt_s", "fractions", "shared", "degraded", "slowdown", "steady",
             "warmup_steps", "steady_steps", "steady_s", "steady_q1_s", "steady_q3_s", "warmup_s",
-            "steady_samples_per_s", "time_per_step_s"]
+            "steady_samples_per_s", "time_per_step_s", "communication", "bytes_factor", "sync_every"]
 _STEADY = ["warmup_steps", "warmup_s", "steady_steps", "steady_step_s", "steady_step_q1_s",
                   "steady_step_q3_s", "steady_samples_per_s", "steady"]
 
@@ -59,6 +59,26 @@ def steady_of(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     out["steady_samples_per_s"] = out["steady_samples_per_s"].where(out["steady_samples_per_s"].notna(), rate)
     out["steady"] = out["steady"].fillna("not recorded").astype(str)
     return out
+
+
+def setting_factor(run, spec: dict | None, workers: int) -> dict:
+    """A run's workload.communication as the cost model's bytes factor and sync every (plain: 1 and 1):
+    analysis.communication's theory for its model (parameters from its spec.yaml)."""
+    compression = tables.text(getattr(run, "compression", None)) or "none"
+    every = getattr(run, "sync_every", 1)
+    every = int(every) if pd.notna(every) and every >= 1 else 1
+    if compression == "none" and every == 1:
+        return dict(bytes_factor=1.0, sync_every=1)
+    rank, start = getattr(run, "rank", np.nan), getattr(run, "start_step", np.nan)
+    params = ((spec or {}).get("workload") or {}).get("model_params") or {}
+    try:
+        plan = communication.plan(str(run.model), params, str(run.strategy), max(workers, 2), compression,
+                                  int(rank) if pd.notna(rank) else 4, int(start) if pd.notna(start) else 0, every,
+                                  run.gradient_bytes)
+    except (ValueError, TypeError):
+        return dict(bytes_factor=np.nan, sync_every=every)
+    bytes_factor, sync = communication.factor(plan)
+    return dict(bytes_factor=bytes_factor, sync_every=sync)
 
 
 def judged(feats: pd.DataFrame) -> pd.Series:
@@ -118,7 +138,8 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
             steady_q3_s=s["steady_step_q3_s"] if ok_steady else np.nan,
             warmup_s=s["warmup_s"] if ok_steady else np.nan,
             steady_samples_per_s=s["steady_samples_per_s"] if ok_steady else np.nan,
-            time_per_step_s=float(r.time_per_step_s)))
+            time_per_step_s=float(r.time_per_step_s), communication=r.communication,
+            **setting_factor(r, spec, workers)))
     out = pd.DataFrame(rows, columns=FEATURES)
     out.attrs.update(cores=cores, u=u, rho=rho, u_measured=_has_lone_worker(exp))
     return out

@@ -29,6 +29,9 @@ def add_arguments(ap) -> None:
     ap.add_argument("--gradient-size", default=None, help="another model's gradient, e.g. 22mb")
     ap.add_argument("--batch", type=float, default=None, help="batch per worker (default: the results')")
     ap.add_argument("--rtt", default=None, help="round-trip time of the network, e.g. 1ms (default: measured)")
+    ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting: none "
+                    "(default), fp16, bf16, powersgd:R (the results' model at rank R), sync:H (local SGD) or a "
+                    "bytes factor such as 0.1 (docs/communication.md)")
     ap.add_argument("--out", type=Path, default=None, help="folder for predict.csv and predict.png "
                     "(default RESULTS/predict)")
 
@@ -63,7 +66,8 @@ def run(args) -> int:
         return 2
     return predict.run(args.results, " + ".join(e.name for e in exps), nodes, bws, strategies, cpus,
                        servers=args.servers, steps=args.steps, machine=args.machine, gradient_bytes=grad,
-                       batch=args.batch, rtt_s=rtt, out=args.out, samples=args.samples)
+                       batch=args.batch, rtt_s=rtt, out=args.out, samples=args.samples,
+                       communication_setting=args.communication)
 
 
 COMMAND = Command("predict", "what-if from the cost model fitted on results: time per step, speedup and "
