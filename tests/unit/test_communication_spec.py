@@ -160,3 +160,24 @@ def test_a_set_pins_the_include_items_too(tmp_path):
     exp = load(tmp_path, SWEEP, ["topology.link.bw=1gbit", "sweep.repeats=1"])
     points = expand_points(exp)
     assert {p.spec.topology.link.bw for p in points} == {10**9} and len(points) == 3 + 1 + 1
+
+
+def test_the_bundled_low_communication_file():
+    """topologies/low_communication.yaml: PyTorch's four settings at three bandwidths, one machine at each,
+    TensorFlow's ps, plain all-reduce and one machine at two; and the integration test's reduced variant."""
+    from pathlib import Path
+
+    from testbed.spec import load_spec
+    path = Path(__file__).resolve().parents[2] / "topologies" / "low_communication.yaml"
+    points = [p for p in expand_points(load_spec(path)) if p.repeat == 0]
+    kinds = {(p.spec.workload.engine, p.spec.workload.strategy, p.spec.topology.hosts,
+              p.spec.workload.communication.compression, p.spec.workload.communication.sync_every)
+             for p in points}
+    assert len(points) == 21 and len(expand_points(load_spec(path))) == 63
+    assert {k for k in kinds if k[0] == "pytorch" and k[2] == 4} == {
+        ("pytorch", "allreduce", 4, c, e) for c, e in (("none", 1), ("fp16", 1), ("powersgd", 1), ("none", 8))}
+    assert ("pytorch", "single", 1, "none", 1) in kinds and ("tensorflow", "ps", 4, "none", 1) in kinds
+    assert all(p.spec.workload.fixed == "data" for p in points)
+    reduced = expand_points(load_spec(path, ["topology.link.bw=100mbit", "sweep.repeats=1",
+                                             "workload.samples_per_epoch=5120"]))
+    assert len(reduced) == 8 and {p.spec.topology.link.bw for p in reduced} == {10**8}
