@@ -1,6 +1,6 @@
-"""workload.communication on real emulated hosts: two nodes with fp16 and PowerSGD (PyTorch) and local SGD
-(both engines), the bytes each worker's node sent per steady step against the theory within 15 %; and the
-reduced low_communication file run to a report with its pay-off section."""
+"""workload.communication on real emulated hosts: two nodes with fp16 (both engines), PowerSGD (PyTorch) and
+local SGD (both engines), the bytes each worker's node sent per steady step against the theory within 15 %;
+and the reduced low_communication file run to a report with its pay-off section."""
 import json
 import subprocess
 import sys
@@ -35,6 +35,7 @@ SETTINGS = {
     "pytorch-fp16": ("pytorch", "{compression: fp16}"),
     "pytorch-powersgd": ("pytorch", "{compression: powersgd, rank: 4, start_step: 2}"),
     "pytorch-local-sgd": ("pytorch", "{sync_every: 4, start_step: 2}"),
+    "tensorflow-fp16": ("tensorflow", "{compression: fp16}"),
     "tensorflow-local-sgd": ("tensorflow", "{sync_every: 4, start_step: 2}"),
 }
 
