@@ -28,7 +28,8 @@ RUN_METRICS = (
     "steady_samples_per_s", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
     "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms", "restarts", "time_lost_s", "switches",
     "predicted_step_s_allreduce", "predicted_step_s_ps", "dilation", "machine_cores", "compute_per_step_s",
-    "compute_slicing", "training_time_wall_s", "time_per_step_wall_s", "samples_per_wall_s")
+    "compute_slicing", "training_time_wall_s", "time_per_step_wall_s", "samples_per_wall_s", "rank", "start_step",
+    "sync_every", "theory_bytes_per_worker_step", "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step")
 # Numeric columns of checks.csv, judged per run point over every pair checked (the worst pair counts).
 CHECK_METRICS = ("checks.ratio", "checks.rtt_ms", "checks.measured_bps")
 # Numeric columns of the report's summary (analysis/speedup.py), judged per configuration after the sweep.
