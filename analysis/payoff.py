@@ -234,10 +234,11 @@ def _best_sentence(best, here: pd.DataFrame, one: pd.DataFrame) -> str:
 def wire_sentences(net: pd.DataFrame) -> list[str]:
     """Per setting: the lead worker's node's bytes per steady step against the theory (median ratio)."""
     rows = net[net["steady_ratio_to_theory"].notna() & (net["strategy"] != "ps")]
-    out = []
-    for setting, r in rows.groupby("communication", sort=True):
+    out, engines = [], rows["engine"].nunique() > 1
+    for (engine, setting), r in rows.groupby(["engine", "communication"], sort=True):
         measured, theory = r["steady_bytes_per_worker_step"].median(), r["theory_steady_bytes_per_worker_step"].median()
-        out.append(f"{'plain all-reduce' if setting == 'none' else setting}: the wire carried "
+        out.append(f"{'plain all-reduce' if setting == 'none' else setting}{f' ({engine})' if engines else ''}: "
+                   "the wire carried "
                    f"{r['steady_ratio_to_theory'].median():.3g}× the theory's gradient bytes per steady step (median "
                    f"over {len(r)} run{'s' * (len(r) != 1)}; {measured / 1e3:,.4g} kB against {theory / 1e3:,.4g} kB).")
     return out
@@ -254,8 +255,9 @@ def wire_figure(net: pd.DataFrame, outdir: Path) -> Path:
         raise FigureSkipped("no multi-node run with measured bytes and a theory")
     with plt.rc_context(RC):
         fig, ax = plt.subplots(figsize=(7.5, 5))
-        for (setting, strategy), rows in net[keep].groupby(["communication", "strategy"], sort=True):
-            name = setting_name(strategy, setting, 2)
+        engines = net.loc[keep, "engine"].nunique() > 1
+        for (setting, strategy, engine), rows in net[keep].groupby(["communication", "strategy", "engine"], sort=True):
+            name = setting_name(strategy, setting, 2) + (f" ({engine})" if engines else "")
             ax.scatter(x[rows.index] / 1e3, y[rows.index] / 1e3, s=45, zorder=3, label=name,
                        marker="o" if steady[rows.index].all() else "s")
         lo, hi = float(min(x[keep].min(), y[keep].min())) / 1e3, float(max(x[keep].max(), y[keep].max())) / 1e3
