@@ -41,8 +41,9 @@ def lead_steps(steps: pd.DataFrame) -> pd.DataFrame:
 def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Loss against training time so far, per ok run of ps or all-reduce."""
     ok = tables.ok_runs(runs)
-    ok = ok[ok["strategy"].isin(STRATEGIES) & (ok["compute"] != tables.TIMING_ONLY)   # replayed: no loss
-            & (ok["communication"] == "none")]     # the usual strategies (settings: analysis/payoff.py)
+    timed = ok["compute"].ne(tables.TIMING_ONLY) if "compute" in ok else True        # replayed: no loss
+    plain = ok["communication"].eq("none") if "communication" in ok else True   # settings: analysis/payoff.py
+    ok = ok[ok["strategy"].isin(STRATEGIES) & timed & plain]
     lead = lead_steps(steps)
     lead = lead[lead["run_id"].isin(set(ok["run_id"]))].copy()
     if lead.empty:
