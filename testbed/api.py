@@ -5,6 +5,9 @@
     outcome = api.run(exp, out="results/smoke-50")      # as root, like `run_experiment.py run`
     tables = api.load_results(outcome.folder)           # {"runs": DataFrame, "steps": ..., ...}
 
+    with api.network("topologies/smoke.yaml") as net:   # as root: the network, until the block ends
+        print(net.exec("h2", ["ping", "-c1", net.ip("h1")]).stdout)
+
 A spec may also be a dict with the YAML file's structure. It gets the same checks and
 `FILE:LINE: KEY: MESSAGE` errors as a file: the file is `<dict>` and the lines are those of
 `yaml.safe_dump(spec, sort_keys=False)`, the dict written out as YAML in its own key order.
@@ -12,9 +15,11 @@ A spec may also be a dict with the YAML file's structure. It gets the same check
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import yaml
 
@@ -22,6 +27,7 @@ from testbed.spec import Experiment, SpecError, SpecIssue, expand_points, load_s
 from testbed.spec.load import load_spec_text
 
 DICT_FILE = "<dict>"
+NEEDS_ROOT = "needs root (Mininet, Open vSwitch and tc)"
 
 
 def dict_to_yaml(spec: dict) -> str:
@@ -76,7 +82,7 @@ def run(spec_or_path, out: str | os.PathLike | None = None, progress: bool = Fal
     bar and per-run detail on stderr. Needs root (Mininet, Open vSwitch, tc)."""
     exp = load(spec_or_path, overrides)
     if os.geteuid() != 0:
-        raise PermissionError("running an experiment needs root (Mininet, Open vSwitch and tc)")
+        raise PermissionError(f"running an experiment {NEEDS_ROOT}")
     from rich.console import Console
 
     from analysis.report import build_report
@@ -88,6 +94,38 @@ def run(spec_or_path, out: str | os.PathLike | None = None, progress: bool = Fal
                         console=Console(stderr=True, quiet=not progress))
     report = build_report(folder) if summary.done or summary.skipped else None
     return Outcome(folder, summary, report)
+
+
+@contextmanager
+def network(spec, overrides: Sequence[str] = (), checks: bool | None = None,
+            progress=False) -> Iterator[Any]:
+    """`with network(spec) as net:` the first run point of a spec (path, dict or Experiment) up as
+    `run_experiment.py up` brings it up (the same resolution, preflight and bring-up, under the
+    one-network lock; `exec` reaches it from another shell), torn down when the block ends, whatever
+    ends it (an exception, Ctrl-C, SIGTERM). `net` is a testbed.run.live_network.LiveNetwork: exec,
+    popen, ip, hosts, links, set_link, link_down, link_up, fault.
+
+    checks: run the spec's checks first (None: when the spec has a `checks:` section); a failed check
+    raises testbed.run.live_network.ChecksFailed unless checks.fail_run is false. progress: True
+    prints the bring-up's messages on stderr; a function gets each one. Raises SpecError for a bad spec
+    or a refused preflight, PermissionError without root, testbed.owner.LockHeld when another run holds
+    the network."""
+    exp = load(spec, overrides)
+    if os.geteuid() != 0:
+        raise PermissionError(f"a live network {NEEDS_ROOT}: run Python as root")
+    from testbed.run.live_network import open_network
+
+    with open_network(exp, checks=checks, progress=_progress(progress)) as net:
+        yield net
+
+
+def _progress(progress):
+    """A progress function from progress=False (none), True (stderr) or a function."""
+    if callable(progress):
+        return progress
+    if progress:
+        return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return lambda msg: None
 
 
 def load_results(folder: str | os.PathLike) -> dict:

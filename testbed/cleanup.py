@@ -347,7 +347,7 @@ def stray_processes(live_owners: set[str]) -> list[str]:
 
 
 def _live_owner() -> str | None:
-    """The identity of the `up` that wrote live.json, if there is one (malformed: none)."""
+    """The identity of the `up` (or testbed.api.network) that wrote live.json, if there is one (malformed: none)."""
     try:
         doc = json.loads((STATE_DIR / "live.json").read_text())
         return str(doc.get("owner") or doc["owner_pid"])
@@ -356,9 +356,10 @@ def _live_owner() -> str | None:
 
 
 def _forget_dead_live_network() -> list[str]:
-    """The live.json of an `up` that was killed (its network is removed with its state file)."""
+    """The live.json of an `up` or a testbed.api.network that was killed (its network is removed with its
+    state file)."""
     owner = _live_owner()
     if (owner is not None and alive(owner)) or not (STATE_DIR / "live.json").exists():
         return []
     (STATE_DIR / "live.json").unlink(missing_ok=True)
-    return [f"forgot the live network of `up` (pid {(owner or '?').split('-')[0]})"]
+    return [f"forgot the live network of pid {(owner or '?').split('-')[0]} (`up` or testbed.api.network)"]

@@ -1,5 +1,6 @@
 """A network you can step into: `up` keeps a topology running until Ctrl-C; `exec` runs a command
-in one of its hosts from another shell (like containerlab's deploy/exec or Mininet's CLI).
+in one of its hosts from another shell (like containerlab's deploy/exec or Mininet's CLI). A network
+held from Python (testbed.api.network, testbed/run/live_network.py) is kept the same way.
 
 `up` writes /run/dltestbed/live.json (root only): its identity, and per host its kind, address, the
 command prefix that enters it and the environment the testbed sets there (what the node inherits
@@ -10,10 +11,12 @@ import json
 import os
 import signal
 import subprocess
+from contextlib import contextmanager
+from typing import Iterator
 
 from testbed.cleanup import STATE_DIR, run_lock, write_private
 from testbed.owner import alive, identity
-from testbed.run.network_up import BringUp
+from testbed.run.network_up import BringUp, Checked
 
 LIVE = STATE_DIR / "live.json"
 
@@ -25,20 +28,24 @@ class LiveError(RuntimeError):
 def up(resolved, progress=print, ready=lambda nodes: None) -> None:
     """Bring a resolved point's network up (point.ResolvedPoint: under dilation the wall spec's, rates /
     K and nodes held to cores / K), run its checks, and keep it until SIGINT/SIGTERM; teardown always."""
-    with run_lock():
-        _up(resolved, progress, ready)
+    with kept(resolved, progress) as (brought, checked):
+        if checked.reason:
+            progress(f"WARNING {checked.reason}")
+        ready(brought.net.nodes)
+        while True:
+            signal.pause()
 
 
-def _up(resolved, progress, ready) -> None:
-    with BringUp(resolved, progress) as brought:
-        reason = brought.check("up").reason
-        if reason:
-            progress(f"WARNING {reason}")
+@contextmanager
+def kept(resolved, progress=print, checks: bool = True) -> Iterator[tuple[BringUp, Checked]]:
+    """`with kept(point) as (brought, checked):` the resolved point's network up under the network lock,
+    its checks run (checks=False: not run), live.json written for `exec`; live.json removed and the
+    network torn down when the block ends, whatever ended it (`up` and testbed.api.network)."""
+    with run_lock(), BringUp(resolved, progress) as brought:
+        checked = brought.check("up") if checks else Checked()
         try:
             _write(brought.net.nodes)
-            ready(brought.net.nodes)
-            while True:
-                signal.pause()
+            yield brought, checked
         finally:
             LIVE.unlink(missing_ok=True)
 
@@ -70,7 +77,8 @@ def live_hosts() -> dict:
         raise LiveError(f"{LIVE} is not a live network's file (written by another version, or damaged): "
                         "run `run_experiment.py cleanup`, then `up` again") from None
     if not alive(owner):
-        raise LiveError(f"the `up` process (pid {owner.split('-')[0]}) is gone; run `run_experiment.py cleanup`")
+        raise LiveError(f"the process that held the live network (pid {owner.split('-')[0]}: `up` or "
+                        "testbed.api.network) is gone; run `run_experiment.py cleanup`")
     return hosts
 
 
