@@ -10,7 +10,7 @@ from analysis import advisor
 from testbed import shaping
 from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
-from testbed.run import faults, traces
+from testbed.run import faults, phases, traces
 from testbed.run.checks import failure_reason, run_checks
 from testbed.run.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.engines import local_engine_problem
@@ -107,13 +107,15 @@ class BringUp:
             self.progress(self.pinned)
         from testbed.cluster.cluster_site import site_for     # loads Mininet's cluster edition: only when a network is made
         self.net = Network(self.graph, self.spec.topology, self.progress, site=site_for(self.spec.cluster))
-        self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
+        with phases.timed("bring-up"):
+            self.net.__enter__()        # kept even when it fails: a cluster's tunnel rows say why
         for note in self.net.notes:
             self.progress(note)
         return self
 
     def __exit__(self, *exc):
-        return self.net.__exit__(*exc)
+        with phases.timed("teardown"):
+            return self.net.__exit__(*exc)
 
     @property
     def tunnel_rows(self) -> list[dict]:
@@ -125,8 +127,9 @@ class BringUp:
         checks = self.spec.checks
         if not (checks.iperf or checks.ping):
             return Checked()
-        timers = timer_overshoot()
-        rows = run_checks(self.net, self.graph, checks, self.spec.name, run_id, self.progress)
+        with phases.timed("checks"):
+            timers = timer_overshoot()
+            rows = run_checks(self.net, self.graph, checks, self.spec.name, run_id, self.progress)
         reason = failure_reason(rows)
         if reason and not healthy(timers):
             reason += f" [{describe(timers)}]"

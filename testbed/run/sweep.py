@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testbed.cleanup import run_lock
-from testbed.run import expect_run, point, results
+from testbed.run import expect_run, phases, point, results
 from testbed.run.network_up import preflight
 from testbed.run.runner import run_point
 from testbed.spec import expand_points
@@ -75,7 +75,8 @@ def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console
             console.print(f"[bold]run {i + 1}/{len(todo)}[/bold] {resolved.run_id}", highlight=False)
             started = time.monotonic()
             try:
-                row = run_point(resolved, exp_dir, progress=log)
+                with phases.recording() as timing:
+                    row = run_point(resolved, exp_dir, progress=log)
             except KeyboardInterrupt:
                 summary.interrupted = True
                 console.print(f"interrupted: {resolved.run_id} was cleaned up and is not recorded; "
@@ -89,6 +90,7 @@ def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console
             else:
                 summary.failed.append((resolved.run_id, row["reason"]))
                 console.print(f"  [red]failed[/red]: {row['reason']}", highlight=False)
+            console.print(f"  {timing.text(total=durations[-1])}", highlight=False)
             judged = judge.after_point(resolved.run_id)
             if judged:
                 console.print(f"  {expect_run.point_line(judged)}", highlight=False, markup=False)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.run import phases
 from testbed.roles import (Task, assign_tasks, cluster_spec, final_tasks, restart_group, tf_config,
                            threads_per_task, torchrun_env)
 
@@ -100,7 +101,7 @@ class Training:
                 why = "workload.recovery backup" if self.switcher is None else "strategy switch"
                 return Outcome(False, f"{why} needs a folder every task can write: {err}")
         self.job_path = self._write_job("job.json")
-        self.launched = time.time()     # strategy switch: the tasks' start-up is what a switch costs again
+        self.launched = launched = time.time()     # strategy switch: the tasks' start-up is what a switch costs again
         try:
             for task in self.tasks:
                 self.procs[task] = self._start(task, self.job_path)
@@ -109,11 +110,25 @@ class Training:
             if self.faults is not None:
                 self.faults.close(self)
             self.stop_all()
+        ended = time.time()
         events = {}
         for t in reversed(self.ran):     # a log file shared by two tasks (same host, type, index) counts once
             if all(t.log_stem != seen.log_stem for seen in events):
                 events[t] = read_events(self.run_dir / f"{t.log_stem}.events.jsonl")
+        lead = self.leads[0].log_stem
+        self._phases(next((evs for t, evs in events.items() if t.log_stem == lead), []), launched, ended)
         return Outcome(ok, reason, dict(reversed(events.items())), self.restarts, self.switches, self.leads)
+
+    @staticmethod
+    def _phases(lead_events: list[dict], launched: float, ended: float) -> None:
+        """The engine's start (the first launch to the first lead's first start or script_start event; all
+        of it when there was none) and the training (that event to the end of every task) for the point's
+        phases (testbed/run/phases.py)."""
+        began = next((e["t"] for e in lead_events if e.get("event") in ("start", "script_start")
+                      and isinstance(e.get("t"), (int, float))), None)
+        phases.add("engine start", (began if began is not None else ended) - launched)
+        if began is not None:
+            phases.add("training", ended - began)
 
     def _write_job(self, name: str) -> Path:
         """The job document of the current workload and tasks (cluster, threads, backups) in the run folder."""
