@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 
 from testbed.cli.common import (EXPECTATION_FAILED, Command, add_set_argument, console, interrupt_on_signals, load,
                                 need_root)
+from testbed.cli.presets import PRESETS
 
 INTERRUPTED = 130
 
@@ -19,6 +21,8 @@ def add_arguments(p) -> None:
     p.add_argument("--retry-failed", action="store_true", help="rerun points recorded as failed")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-run detail (CI logs)")
     p.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    p.add_argument("--report", action="store_true", help="draw the report at the end even under a preset that skips it")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="; ".join(f"{p.name}: {p.help}" for p in PRESETS.values()))
     p.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML file for CI: one testcase per run "
                    "point and one per judged expectation")
 
@@ -33,9 +37,20 @@ def exit_code(failed: int, interrupted: bool, outcomes) -> int:
     return EXPECTATION_FAILED if any(o.outcome == "fail" for o in outcomes) else 0
 
 
+def apply_preset(args) -> bool:
+    """The preset's overrides put before the command line's own --set (which win); whether to draw the report."""
+    preset = PRESETS.get(args.preset) if getattr(args, "preset", None) else None
+    if preset is None:
+        return not args.no_report
+    args.overrides = [*preset.overrides, *args.overrides]
+    console.print(preset.describe(), highlight=False, markup=False)
+    return not args.no_report and (preset.report or args.report)
+
+
 def run(args) -> int:
     from testbed.owner import LockHeld
     from testbed.spec import SpecError
+    draw_report = apply_preset(args)
     loaded = load(args)
     if loaded is None:
         return 2
@@ -59,10 +74,12 @@ def run(args) -> int:
     except LockHeld as err:
         console.print(f"error: {err}", highlight=False, markup=False)
         return 2
-    if not args.no_report and (summary.done or summary.skipped):
+    if draw_report and (summary.done or summary.skipped):
         from testbed.cli.report import draw
+        started_report = time.monotonic()
         try:
             report = draw(out)
+            console.print(f"phases: report {time.monotonic() - started_report:.1f} s", highlight=False)
         except KeyboardInterrupt:
             console.print(f"interrupted while drawing the report; the tables in {out}/ are complete, and "
                           f"`run_experiment.py report {out}` draws it")
