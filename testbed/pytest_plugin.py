@@ -4,9 +4,10 @@
     def test_ping(testbed_network):
         assert testbed_network.exec("h2", ["ping", "-c1", testbed_network.ip("h1")]).returncode == 0
 
-`pip install -e .` registers it (the pytest11 entry point `dltestbed`); without that, `-p
-testbed.pytest_plugin` on pytest's command line, or `pytest_plugins = ["testbed.pytest_plugin"]` in a
-conftest.py at your rootdir. The fixture `testbed_network` brings the spec's first run point up
+`pip install -e .` registers it (the pytest11 entry point `testbed.pytest_plugin`, named as the module);
+without that, `-p testbed.pytest_plugin` on pytest's command line, or `pytest_plugins =
+["testbed.pytest_plugin"]` in a conftest.py at your rootdir (either stays harmless once it is installed:
+the name is the same). `-p no:testbed.pytest_plugin` turns it off. The fixture `testbed_network` brings the spec's first run point up
 (testbed.api.network) for one test and tears it down after, whatever happened. The spec is the
 marker's (a path relative to the rootdir, or a dict), else `--testbed-spec FILE`'s; `set=` and
 `--testbed-set` are `--set` overrides, `checks=` runs the spec's checks first (default: when the spec

@@ -10,14 +10,14 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from leftovers import new_since, snapshot  # noqa: E402
 
-PLUGIN = "dltestbed"      # the name `pip install -e .` registers testbed.pytest_plugin under (pyproject.toml)
+PLUGIN = "testbed.pytest_plugin"     # also the name `pip install -e .` registers it under (pyproject.toml)
 
 
 def pytest_addoption(parser, pluginmanager):
     """The testbed's pytest plugin (the testbed_network fixture) for this repository's tests, whether
-    `pip install -e .` registered it or not (registering it twice would be refused)."""
-    if not pluginmanager.has_plugin(PLUGIN) and not pluginmanager.is_blocked(PLUGIN):
-        pluginmanager.import_plugin("testbed.pytest_plugin")
+    `pip install -e .` registered it or not: import_plugin does nothing for a plugin of that name already
+    registered, or turned off with `-p no:testbed.pytest_plugin`."""
+    pluginmanager.import_plugin(PLUGIN)
 
 
 @pytest.fixture

@@ -19,11 +19,9 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[2]
 STAR = {"name": "plugin-star", "topology": {"template": "star", "hosts": 2, "link": {"bw": "10mbit"}}}
 
-# The inner sessions register the plugin as this repository's conftest does: whether or not it is installed.
+# The inner sessions name the plugin as a user's conftest would (harmless when it is installed as well).
 INNER_CONFTEST = """
-def pytest_addoption(parser, pluginmanager):
-    if not pluginmanager.has_plugin("dltestbed") and not pluginmanager.is_blocked("dltestbed"):
-        pluginmanager.import_plugin("testbed.pytest_plugin")
+pytest_plugins = ["testbed.pytest_plugin"]
 """
 
 
@@ -141,16 +139,14 @@ def _fake_installation(folder: Path) -> Path:
     info = folder / "dltestbed-0.1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dltestbed\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\ndltestbed = testbed.pytest_plugin\n")
+    (info / "entry_points.txt").write_text("[pytest11]\ntestbed.pytest_plugin = testbed.pytest_plugin\n")
     return folder
 
 
-def test_pyproject_registers_the_plugin_under_the_name_the_conftest_looks_for():
+def test_pyproject_registers_the_plugin_under_its_module_name():
     import tomllib
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["entry-points"]["pytest11"] == {"dltestbed": "testbed.pytest_plugin"}
-    conftest = (REPO / "tests" / "conftest.py").read_text()
-    assert 'PLUGIN = "dltestbed"' in conftest and 'import_plugin("testbed.pytest_plugin")' in conftest
+    assert project["entry-points"]["pytest11"] == {"testbed.pytest_plugin": "testbed.pytest_plugin"}
 
 
 @pytest.mark.parametrize("installed", [False, True], ids=["not installed", "installed"])
@@ -172,4 +168,25 @@ def _entry_points(env: dict) -> bool:
     names = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; "
                             "print([e.name for e in m.entry_points(group='pytest11')])"],
                            env=env, cwd="/", capture_output=True, text=True, timeout=60).stdout
-    return "'dltestbed'" in names
+    return "'testbed.pytest_plugin'" in names
+
+
+@pytest.mark.parametrize("how", ["-p", "conftest", "installed only", "-p no:"])
+def test_a_users_session_gets_it_once_however_it_is_named_once_installed(tmp_path, how):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    env["PYTHONPATH"] = os.pathsep.join([str(_fake_installation(tmp_path / "site")), str(REPO)])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_mine.py").write_text("def test_it(testbed_network):\n    pass\n")
+    if how == "conftest":
+        (project / "conftest.py").write_text('pytest_plugins = ["testbed.pytest_plugin"]\n')
+    args = {"-p": ["-p", "testbed.pytest_plugin"], "-p no:": ["-p", "no:testbed.pytest_plugin"]}.get(how, [])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=120)
+    said = proc.stdout + proc.stderr
+    assert "already registered" not in said, said[-2000:]
+    if how == "-p no:":
+        assert "fixture 'testbed_network' not found" in said, said[-2000:]
+    else:
+        assert "uses testbed_network but names no spec" in said and "1 error" in said, said[-2000:]
