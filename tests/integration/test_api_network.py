@@ -49,7 +49,7 @@ def test_commands_exec_from_another_shell_links_and_the_end_of_the_block(tmp_pat
         down = net.link_down("h2", "s1")
         assert net.exec("h2", ["ping", "-c1", "-W", "1", net.ip("h1")]).returncode != 0
         down.undo()
-        assert net.exec("h2", ["ping", "-c1", "-W", "2", net.ip("h1")]).returncode == 0
+        assert net.exec("h2", ["ping", "-c3", "-i", "0.2", "-W", "2", net.ip("h1")]).returncode == 0, "up again"
         net.set_link("h2", "s1", bw="3mbit")
         classes = subprocess.run(["tc", "class", "show", "dev", "s1-eth2"], capture_output=True, text=True).stdout
         assert "rate 3Mbit" in classes, classes
