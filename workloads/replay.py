@@ -222,11 +222,13 @@ def _median(xs: list[float]) -> float:
 
 # --------------------------------------------------------------------------- usage
 
-def run_delay_s(pid: str = "self") -> float:
+def run_delay_s(pid: str = "self", skip: int | None = None) -> float:
     """Seconds this process's threads have waited for a CPU so far (the scheduler's run delay, the
-    second field of /proc/PID/task/TID/schedstat), summed over its threads alive now."""
+    second field of /proc/PID/task/TID/schedstat), summed over its threads alive now but `skip`."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
+        if task.name == str(skip):
+            continue
         try:
             total += int((task / "schedstat").read_text().split()[1])
         except (OSError, IndexError, ValueError):
@@ -236,19 +238,25 @@ def run_delay_s(pid: str = "self") -> float:
 
 class UsageSampler:
     """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's
-    CPU seconds (all threads) and its threads' run delay, with the time they were read."""
+    CPU seconds (all threads) and its threads' run delay, with the time they were read. The sampler's
+    own thread is left out of both: on a VM a wake-up can cost a millisecond of CPU, which would
+    otherwise count as the node's."""
 
     def __init__(self, emit, interval: float = 0.25):
         self.emit, self.interval = emit, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="usage", daemon=True)
+        self._own_cpu, self._own_tid = 0.0, None
 
     def sample(self) -> None:
-        self.emit("usage", cpu_s=round(time.process_time(), 6), run_delay_s=round(run_delay_s(), 6))
+        self.emit("usage", cpu_s=round(time.process_time() - self._own_cpu, 6),
+                  run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
 
     def _loop(self) -> None:
+        self._own_tid = threading.get_native_id()
         while not self._stop.wait(self.interval):
             self.sample()
+            self._own_cpu = time.thread_time()
 
     def __enter__(self) -> "UsageSampler":
         self.sample()

@@ -39,7 +39,7 @@ workload: {{strategy: allreduce, fixed: steps, epochs: 1, steps_per_epoch: 10}}
 def worker_image(root):
     """Docker running and the worker image present (built once, cached between runs)."""
     from testbed.spec.graph import HostNode
-    problems = node_problems(type("G", (), {"hosts": [HostNode("h1", "10.0.0.1", kind="docker")]})(), print)
+    problems = node_problems(type("G", (), {"hosts": [HostNode("h1", "10.0.0.1", kind="docker")], "engine": "tensorflow"})(), print)
     assert not problems, problems
 
 

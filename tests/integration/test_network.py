@@ -139,10 +139,11 @@ def test_exception_inside_network_still_tears_down(tmp_path, root, no_leftovers)
 @pytest.mark.skipif(kernel_has_qdisc("netem"), reason="kernel has netem (CONFIG_NET_SCH_NETEM): delay is allowed here")
 def test_delay_without_netem_is_refused_before_anything_starts(tmp_path, root, no_leftovers):
     from testbed.run.network_up import preflight
+    from testbed.run.point import machine_cores, resolve_all
     from testbed.spec import SpecError, expand_points
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs").replace("{bw: 10mbit}", "{bw: 10mbit, delay: 5ms}"))
     with pytest.raises(SpecError) as err:
-        preflight(spec, expand_points(spec))
+        preflight(spec, resolve_all(expand_points(spec), machine_cores()))
     assert "netem" in str(err.value) and "topology.link.delay" in str(err.value)
     assert str(tmp_path / "t.yaml") in str(err.value)
 

@@ -80,7 +80,7 @@ def test_dry_run_lists_points_without_root():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 10 and lines[-1].startswith("9 run point(s)")
-    assert '"topology.link.bw": "50mbit"' in proc.stdout
+    assert '"topology.link.bw": "100mbit"' in proc.stdout
 
 
 def test_the_same_sweep_started_twice_loses_no_row_and_a_changed_file_makes_new_runs(tmp_path, root, no_leftovers):
