@@ -26,6 +26,9 @@ def no_leftovers():
     before = snapshot()
     yield
     left = new_since(before)
+    if left:                            # removed before the next test, which would otherwise trip over them
+        from testbed.cleanup import cleanup
+        cleanup()
     assert not left, f"left behind on the machine: {left}"
 
 

@@ -109,7 +109,8 @@ def test_sigterm_while_inside_tears_down_and_says_so(tmp_path, root, no_leftover
 def test_sigkill_while_inside_leaves_what_cleanup_removes(tmp_path, root, no_leftovers):
     proc = _start(tmp_path, "sigkill")
     proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    proc.stdout.close()                  # the processes it started inside keep their copy of the pipe open
+    proc.wait(timeout=60)
     assert Path("/sys/class/net/s1").exists(), "a killed process cannot tear down: its switch stays"
     result = cli("cleanup", timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -119,6 +119,14 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = pd.read_csv(out / "runs.csv")
     assert sorted(runs["strategy"]) == ["allreduce", "ps"] and (runs["status"] == "ok").all(), runs["reason"].tolist()
+    # a run whose timing this machine could not keep faithful (a busy VM) is left out of the report's tables;
+    # the losses per step are what this test is about, so such a run is drawn in, marked
+    degraded = ["--include-degraded"] if runs["fidelity"].astype(str).str.startswith("degraded").any() else []
+    if degraded:
+        print("degraded:", runs["fidelity"].tolist())
+        redrawn = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", *degraded, str(out)],
+                                 cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert redrawn.returncode == 0, redrawn.stderr[-3000:]
     per_run = pd.read_csv(out / "tables" / "stability_runs.csv")
     assert sorted(per_run["strategy"]) == ["allreduce", "ps"] and per_run["time_to_target_s"].notna().all()
     assert (per_run["steps"] >= 20).all() and per_run["noise"].notna().all()
@@ -128,8 +136,8 @@ def test_thesis_strategies_reduced_draws_both_loss_curves_and_says_what_they_sup
 
     # drawn over the stored reference results of the same file: both bandwidths there, one here
     reference = REPO / "results" / "reference" / "thesis_strategies"
-    compared = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", "--compare", str(reference),
-                               str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    compared = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "report", *degraded, "--compare",
+                               str(reference), str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert compared.returncode == 0, compared.stderr[-3000:]
     html = unescape((out / "report.html").read_text())
     assert "Against the reference results" in html and (out / "figures" / "against_reference.png").stat().st_size > 10_000
