@@ -53,6 +53,16 @@ def bf16_hook(process_group, bucket):
 
 
 
+def ddp_options(c: dict, model) -> dict:
+    """DistributedDataParallel's options for the setting. PowerSGD gets the whole model in one bucket: with
+    several, its per-bucket collectives reach gloo in a different order on each worker, which aborts
+    ("Received data size doesn't match expected size", torch 2.13, a model over DDP's 1 MiB first bucket)."""
+    if c["compression"] != "powersgd":
+        return {}
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    return {"bucket_cap_mb": size / 2**20 + 1}
+
+
 def torch_setup(model, c: dict):
     """Register the setting on a DistributedDataParallel model; returns after_step(step), to call after each
     optimizer step (local SGD's averaging and outer step; nothing otherwise)."""

@@ -52,7 +52,7 @@ def run_training(job: dict, emit: Emitter) -> None:
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
     after_step = lambda step: None  # noqa: E731
     if distributed:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, **lowcomm.ddp_options(comm, model))
         after_step = lowcomm.torch_setup(model, comm)     # a DDP hook, or local SGD's averaging
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
