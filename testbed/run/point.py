@@ -121,8 +121,8 @@ class ResolvedPoint:
         emulated core x K, each fault's trigger as the file wrote it; the row keeps each raw figure in
         its wall column."""
         k = self.k
-        if k == 1:
-            return row
+        if k == 1:      # the wall columns hold the same figures (a sweep's points may differ in K)
+            return dil.to_emulated(row, 1.0)
         for r in observed.faults:
             r["at"] = self.spec.faults[r["fault"] - 1].at
         row = dil.to_emulated(row, k)
