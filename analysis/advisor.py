@@ -187,7 +187,7 @@ def job_of(workload) -> dict:
     of all its epochs, which either strategy trains (ps in more steps); under fixed steps, or for a
     script, its epochs x steps_per_epoch steps."""
     if getattr(workload, "fixed", "steps") == "data" and not workload.script:
-        return {"samples": float(workload.epochs * workload.epoch_samples())}
+        return {"steps": None, "samples": float(workload.epochs * workload.epoch_samples())}
     return {"steps": workload.epochs * workload.steps_per_epoch}
 
 

@@ -69,7 +69,7 @@ def test_small_sweep_fit_and_predict(tmp_path, root, no_leftovers):
     print(pred.stdout)
     table = pd.read_csv(out / "predict" / "predict.csv")
     assert set(table["nodes"]) == {1, 2, 4, 8, 16, 32, 64, 128, 256}
-    assert set(table["better"]) <= {"allreduce", "ps"} and (table["time_per_step_s"] > 0).all()
+    assert set(table["better"]) <= {"allreduce", "ps"} and (table["steady_step_s"] > 0).all()
     assert (out / "predict" / "predict.png").stat().st_size > 20_000
     assert "better" in pred.stdout and "cost model from" in pred.stdout
 

@@ -109,9 +109,16 @@ def test_advisor_compares_samples_per_second_over_the_job_not_time_per_step():
 def test_the_job_of_a_workload_is_its_samples_under_fixed_data_and_its_steps_under_fixed_steps():
     from testbed.spec.models import Workload
     data = Workload(strategy="auto", epochs=2, steps_per_epoch=10, batch_per_worker=16)
-    assert data.fixed == "data" and advisor.job_of(data) == {"samples": 2 * 10 * 16}
-    assert advisor.job_of(Workload(strategy="auto", epochs=2, samples_per_epoch=1000)) == {"samples": 2000}
+    assert data.fixed == "data" and advisor.job_of(data) == {"steps": None, "samples": 2 * 10 * 16}
+    assert advisor.job_of(Workload(strategy="auto", epochs=2, samples_per_epoch=1000)) == {"steps": None,
+                                                                                           "samples": 2000}
     assert advisor.job_of(Workload(strategy="auto", fixed="steps", epochs=3, steps_per_epoch=7)) == {"steps": 21}
+    # what decide() passes: advise's arguments but the job, then the job (either kind)
+    model, kw = _warm_model(ps_warmup=1.0), dict(bw_bps=9.6e8, configured_bps=1e9)
+    for workload in (data, Workload(strategy="auto", fixed="steps", epochs=3, steps_per_epoch=7)):
+        advice = advisor.advise(model=model, hosts=["h1", "h2"], gradient_bytes=200_000, batch_per_worker=16, **kw,
+                                **advisor.job_of(workload))
+        assert advice.strategy in ("allreduce", "ps")
 
 
 def test_provisional_workload():
