@@ -47,10 +47,12 @@ class Monitor:
         by_kind: dict[type, list] = {}
         for node, _ in self.nodes.values():
             by_kind.setdefault(type(node), []).append(node)
-        t = time.monotonic() - self._t0
         counters = {}
         for kind, members in by_kind.items():
             counters.update(kind.usage(members))
+        # stamped when the counters are in: a slow read (a server over SSH) before them would otherwise be
+        # counted in the next interval's CPU and not in its time
+        t = time.monotonic() - self._t0
         for name, (node, role) in self.nodes.items():
             if name not in counters:
                 continue

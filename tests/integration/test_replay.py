@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 SPEC = """name: {name}
 topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {{bw: {bw}}}, host: {{cores: 1}}}}
-emulation: {{dilation: auto, compute: {compute}}}
+emulation: {{dilation: {dilation}, compute: {compute}}}
 workload: {{engine: pytorch, strategy: allreduce, model: {model}, model_params: {params}, batch_per_worker: {batch},
            epochs: 1, steps_per_epoch: {steps}, fixed: steps, timeout: 15m}}
 checks: {{iperf: {iperf}, ping: true, duration: 1s}}
@@ -32,7 +32,7 @@ def run(tmp_path: Path, name: str, **fields) -> pd.Series:
 
 
 def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root, no_leftovers):
-    common = dict(hosts=2, bw="10mbit", model="cnn", batch=32, params="{}", steps=25, iperf="true")
+    common = dict(hosts=2, bw="10mbit", dilation="auto", model="cnn", batch=32, params="{}", steps=25, iperf="true")
     real = run(tmp_path, "real", compute="real", **common)
     replayed = run(tmp_path, "replayed", compute="replay", **common)
     assert real["compute"] == "budgets" and replayed["compute"] == "replay"
@@ -45,20 +45,15 @@ def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root
     assert ratio == pytest.approx(1, abs=0.10)
 
 
-def test_sixteen_replayed_workers_on_two_cores_run_and_the_verdict_reads_their_figures(tmp_path, root, no_leftovers):
-    """16 one-core workers on 2 cores: each node's CPU per step is measured and the verdict follows it. Whether
-    it reads ok depends on the machine: a node's timers cost CPU per wall second, which dilation multiplies
-    (3.5-4.5 % of the step here, 6.3 % on a slower VM), so the test asserts the verdict, not the machine."""
-    row = run(tmp_path, "sixteen", hosts=16, bw="10mbit", model="cnn", batch=32, compute="replay",
+def test_sixteen_replayed_workers_on_two_cores_read_ok(tmp_path, root, no_leftovers):
+    """16 one-core workers on 2 cores, each step 1.8 s at 5 Mbit/s, x4: a node's CPU per step (gloo's ring of
+    30 exchanges, its stand-in, its timers) is a few per cent of the step, and its wait for a CPU small."""
+    row = run(tmp_path, "sixteen", hosts=16, bw="5mbit", dilation=4, model="cnn", batch=32, compute="replay",
               params="{filters: 64, dense: 16}", steps=12, iperf="false")
     print(f"16 replayed workers: x{row['dilation']:g}, steady step {row['steady_step_s'] * 1000:.0f} ms, CPU bound "
           f"{row['replay_cpu_bound']:.3f}, CPU wait {row['replay_cpu_wait']:.3f}, wall {row['wall_time_s']:.0f} s")
-    assert row["workers"] == 16 and row["steady"] == "ok" and row["compute"] == "replay" and row["dilation"] > 1
-    # the 16-node ring moves 2 x 15/16 of the gradient per node and step: at 10 Mbit/s most of the step
-    sent = 2 * 15 / 16 * row["gradient_bytes"] * 8 / 10e6
+    assert row["workers"] == 16 and row["steady"] == "ok" and row["compute"] == "replay" and row["dilation"] == 4
+    # the 16-node ring moves 2 x 15/16 of the gradient per node and step: at 5 Mbit/s most of the step
+    sent = 2 * 15 / 16 * row["gradient_bytes"] * 8 / 5e6
     assert sent < row["steady_step_s"] < sent + 1.0
-    over = [name for name in ("replay_cpu_bound", "replay_cpu_wait") if row[name] > 0.05]
-    if over:
-        assert row["fidelity"].startswith("degraded") and "replay:" in row["fidelity"], row["fidelity"]
-    else:
-        assert row["fidelity"] == "ok", row["fidelity"]
+    assert row["fidelity"] == "ok", row["fidelity"]
