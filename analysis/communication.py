@@ -24,6 +24,17 @@ from workloads.models import _cnn_shapes, param_count, resolve_params
 
 FLOAT32 = 4
 MIN_COMPRESSION_RATE = 2       # PowerSGDState's default: compress a matrix only where it saves over half
+# What a node's interface counts per byte of payload it sends over TCP on Ethernet: a full 1448-byte segment
+# (MTU 1500, TCP timestamps) goes out as a 1514-byte frame, and the node acknowledges the equal payload it
+# receives in a ring with a 66-byte frame about every second segment
+MSS, FRAME_OVERHEAD = 1448, 66
+WIRE_PER_PAYLOAD_BYTE = (MSS + FRAME_OVERHEAD) / MSS + FRAME_OVERHEAD / (2 * MSS)
+
+
+def on_the_wire(payload_bytes: float) -> float:
+    """The bytes a node's interface counts for `payload_bytes` of a ring's exchange (full segments: small
+    messages carry more headers per byte, so PowerSGD's few kB a step read above this)."""
+    return payload_bytes * WIRE_PER_PAYLOAD_BYTE
 
 
 def tensor_shapes(model: str, params: dict | None = None) -> list[tuple[int, ...]]:

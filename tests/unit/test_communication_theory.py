@@ -100,3 +100,9 @@ def test_sent_bytes_reads_this_namespace(monkeypatch, tmp_path):
     real = open
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: real(dev if path == "/proc/net/dev" else path, *a, **k))
     assert lowcomm.sent_bytes() == 7000
+
+
+def test_on_the_wire_a_full_segment_is_a_frame_and_half_an_acknowledgement():
+    # 1448 bytes of payload: a 1514-byte frame, and half of a 66-byte acknowledgement of what comes back
+    assert comm.on_the_wire(1448) == pytest.approx(1514 + 33)
+    assert comm.WIRE_PER_PAYLOAD_BYTE == pytest.approx(1.068, abs=0.001)
