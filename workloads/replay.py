@@ -16,7 +16,7 @@ engine's real communication path.
 The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run by the
 testbed in a process of its own before the network exists, on idle CPUs: testbed/run/calibration.py)
 measures the real step, its layers' times and the stand-in's own step on a machine of the node's size;
-testbed/emulation/replay.py makes the waits of them. `UsageSampler` reports a task's CPU time and its
+testbed/emulation/replayed_compute.py makes the waits of them. `UsageSampler` reports a task's CPU time and its
 threads' wait for a CPU, for the verdict.
 """
 from __future__ import annotations

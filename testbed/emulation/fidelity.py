@@ -40,14 +40,14 @@ Rules and thresholds:
   within checks.tolerance of it.
 - replay: under replayed compute the nodes have no budget, so the four CPU rules above do not apply;
   each node's CPU per steady step and its tasks' wait for a CPU must each stay under 5 % of the
-  step (testbed.emulation.replay).
+  step (testbed.emulation.replayed_compute).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from testbed.emulation import replay
+from testbed.emulation import replayed_compute as replay
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
 from testbed.emulation.readers import delta
 from testbed.shaping import TCP_GOODPUT_CEILING
@@ -269,7 +269,7 @@ def budgeted(rule):
 
 
 def cpu_replay(m: RunMeasures) -> list[str]:
-    """Replayed compute: each node's CPU and CPU wait over the steady steps (testbed.emulation.replay)."""
+    """Replayed compute: each node's CPU and CPU wait over the steady steps (testbed.emulation.replayed_compute)."""
     return [] if m.replay is None else replay.reasons(list(m.replay))
 
 

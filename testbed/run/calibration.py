@@ -1,5 +1,5 @@
 """The calibration of replayed compute: the built-in model's local step timed on this machine, on idle
-CPUs, for a node of a given size (workloads/replay.py measures; testbed/emulation/replay.py has the
+CPUs, for a node of a given size (workloads/replay.py measures; testbed/emulation/replayed_compute.py has the
 rules). It runs before a point's network exists, in a process of its own pinned to as many CPUs as the
 node has cores (rounded up), and is cached outside the clone ($DLTB_CACHE/replay), keyed by everything
 that went into it: engine and its version, model and parameters, batch, CPUs and threads, this

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
-from testbed.emulation.replay import HostReplay, from_calibration
-from testbed.emulation.replay import auto_factor as replay_factor
+from testbed.emulation.replayed_compute import HostReplay, from_calibration
+from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.run import calibration
 from testbed.run.record import link_bandwidth

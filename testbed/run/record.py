@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from analysis import communication, steady
-from testbed.emulation import replay
+from testbed.emulation import replayed_compute as replay
 from testbed.roles import final_tasks
 from testbed.run import faults, results
 from testbed.units import format_bandwidth, format_time

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from testbed.emulation import fidelity, replay
+from testbed.emulation import fidelity
+from testbed.emulation import replayed_compute as replay
 from testbed.run import calibration
 from testbed.run import point as rp
 from testbed.spec import SpecError, expand_points, load_spec
