@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.cli import common, presets, report as report_command, run as run_command
-from testbed.run import phases, results, sweep
+from testbed.run import phases, results
+from sweep_stand_in import stand_in_sweep
 from testbed.run.training import Training
 from testbed.spec import Checks, Monitor, SpecError, load_spec
 
@@ -90,13 +91,7 @@ def stand_in(monkeypatch):
         results.replace_run_rows(exp_dir, "runs", resolved.run_id, [row])
         return row
 
-    monkeypatch.setattr(sweep, "run_lock", lambda: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(sweep.point, "resolve_all", lambda points, machine, progress=None: [
-        SimpleNamespace(run_id=p.run_id, repeat=p.repeat, spec=p.spec) for p in points])
-    monkeypatch.setattr(sweep, "preflight", lambda exp, points, progress=None: None)
-    monkeypatch.setattr(sweep, "run_point", run_point)
-    monkeypatch.setattr(run_command, "need_root", lambda what: None)
-    monkeypatch.setattr(run_command, "interrupt_on_signals", lambda: None)
+    stand_in_sweep(monkeypatch, run_point)
     monkeypatch.setattr(report_command, "draw", lambda folder: state.drawn.append(folder) or folder / "report.html")
     return state
 

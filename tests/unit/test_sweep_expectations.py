@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from testbed.cli import common, run as run_command
-from testbed.run import results, sweep
+from testbed.run import results
+from sweep_stand_in import stand_in_sweep
 
 FILE = """
 name: ci-sweep
@@ -44,13 +45,7 @@ def stand_in(monkeypatch):
         state.csv_after.append(len(pd.read_csv(path)) if path.exists() else 0)
         return row
 
-    monkeypatch.setattr(sweep, "run_lock", lambda: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(sweep.point, "resolve_all", lambda points, machine, progress=None: [
-        SimpleNamespace(run_id=p.run_id, repeat=p.repeat, spec=p.spec) for p in points])
-    monkeypatch.setattr(sweep, "preflight", lambda exp, points, progress=None: None)
-    monkeypatch.setattr(sweep, "run_point", run_point)
-    monkeypatch.setattr(run_command, "need_root", lambda what: None)
-    monkeypatch.setattr(run_command, "interrupt_on_signals", lambda: None)
+    stand_in_sweep(monkeypatch, run_point)
     return state
 
 
