@@ -213,3 +213,33 @@ def degraded_note(runs: pd.DataFrame, counted: bool) -> str | None:
             if counted else "they are marked in the figures and left out of the trends, the tables and the "
             "cost model fit (include_degraded counts them)")
     return f"{plural(n, 'run')} did not get the emulation asked for (fidelity degraded): {what}."
+
+
+# A degraded run's reasons start with their kind. These kinds mean the emulated machines got less than
+# they stand for (CPU below their budgets, or a switch that fell behind): they could only have run slower,
+# so a speedup measured on such runs against a faithful one-node run is a lower bound. Other kinds
+# (shaping off the rate, late timers, replay's unbudgeted communication) could err either way.
+SLOWER_ONLY_KINDS = ("cpu", "switch")
+REASON_KINDS = SLOWER_ONLY_KINDS + ("replay", "shaping", "timers")
+
+
+def reasons(fidelity) -> list[str]:
+    """A fidelity verdict's reasons ('degraded: cpu: ...; switch: ...'): [] for 'ok' or blank. A reason's own
+    '; ' (advice after it) stays with it: a new reason starts with a known kind."""
+    text = tables.text(fidelity)
+    if not text.startswith("degraded"):
+        return []
+    out: list[str] = []
+    for part in text.removeprefix("degraded").lstrip(": ").split("; "):
+        if out and not part.startswith(tuple(f"{k}: " for k in REASON_KINDS)):
+            out[-1] += "; " + part
+        elif part:
+            out.append(part)
+    return out
+
+
+def slower_only(fidelity) -> bool:
+    """Whether a degraded run's every reason could only have made it slower than the machines it stands
+    for (SLOWER_ONLY_KINDS)."""
+    found = reasons(fidelity)
+    return bool(found) and all(r.split(":", 1)[0] in SLOWER_ONLY_KINDS for r in found)

@@ -162,6 +162,7 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
     left_out = exp.runs[tables.is_degraded(exp.runs) & (exp.runs["status"] == "ok")] if not exp.include_degraded \
         else exp.runs.iloc[0:0]
     job = speedup.training_job(exp)
+    bounded = _bounded_summary(runs, left_out, job)
     out = []
     groups = list(s.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
     for key, g in groups:
@@ -179,11 +180,42 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
                                                               sort=False):
             rows = rows.sort_values("hosts")
             out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce",
-                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)], setting))
+                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)], setting,
+                                  _same_point(bounded, key, strategy, setting, bw)))
     return out
 
 
-def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, setting="none") -> str:
+def _bounded_summary(counted: pd.DataFrame, left_out: pd.DataFrame, job) -> pd.DataFrame:
+    """The summary with the left-out multi-node runs that could only have run slower (faithful.slower_only) added
+    to the counted runs: their speedups over a counted one-node point are lower bounds."""
+    if left_out.empty:
+        return pd.DataFrame(columns=speedup.SUMMARY_COLUMNS)
+    slower = left_out[(left_out["hosts"] > 1) & left_out["fidelity"].map(faithful.slower_only).astype(bool)]
+    if slower.empty:
+        return pd.DataFrame(columns=speedup.SUMMARY_COLUMNS)
+    return speedup.summary(pd.concat([counted, slower], ignore_index=True), job)
+
+
+def _same_point(s: pd.DataFrame, group: tuple, strategy, setting, bw) -> pd.DataFrame:
+    """The rows of summary `s` of one group (GROUP_KEYS values), strategy, communication setting and bandwidth."""
+    keys = dict(zip(tables.GROUP_KEYS, group), strategy=strategy, communication=setting, bw_bps=bw)
+    hit = np.logical_and.reduce([[tables.same_value(v, want) for v in s[k]] for k, want in keys.items()]) \
+        if len(s) else np.zeros(0, dtype=bool)
+    return s[hit]
+
+
+def _lower_bound(bounded: pd.DataFrame, hosts: int) -> str:
+    """What a left-out point's runs still show: a speedup above 1 even in their slowest repeat against one
+    node's fastest, which the machine's shortfall could only have lowered ('' when they show nothing)."""
+    hit = bounded[bounded["hosts"] == hosts]
+    if hit.empty or not np.isfinite(hit.iloc[0]["speedup_min"]) or hit.iloc[0]["speedup_min"] <= 1:
+        return ""
+    return (f"at least {trends.speed_words(hit.iloc[0]['speedup_min'])} (a lower bound: this machine gave them "
+            "less than the machines they stand for, which could only have slowed them; see Degraded runs)")
+
+
+def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, setting="none",
+               bounded: pd.DataFrame | None = None) -> str:
     named = strategy if setting == "none" else f"{strategy}, {setting}"
     head = f"At {figures.mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
     what = f"{speedup.count(samples)} samples" if np.isfinite(samples) else "the job"
@@ -220,6 +252,10 @@ def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, set
     if not len(base):
         parts.append("no one-node run to compare with, so no speedup")
     gone = sorted(set(degraded["hosts"].astype(int)) - set(rows["hosts"].astype(int)))
+    bounds = {h: _lower_bound(bounded, h) for h in gone} if bounded is not None and len(base) \
+        and base.iloc[0]["n_steady"] else {}
+    parts += [f"{machines(h, degraded[degraded['hosts'] == h])}: {bounds[h]}" for h in gone if bounds.get(h)]
+    gone = [h for h in gone if not bounds.get(h)]
     if gone:
         parts.append(f"{' and '.join(map(str, gone))} node(s): not counted, this machine could not emulate them "
                      "faithfully (see Degraded runs)")

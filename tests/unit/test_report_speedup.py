@@ -167,3 +167,51 @@ def test_the_report_states_one_speedup_per_configuration(tmp_path, monkeypatch, 
     assert "At 1 Gbit/s (ps), one one-core machine (allreduce) would train 1M samples" in answer
     mode = "Every node count trained the same data" if recorded else "N nodes trained N× the samples of one"
     assert mode in answer
+
+
+LEFT_OUT = {
+    "cpu": "degraded: cpu: the quota's slices (1 ms every 2.75 ms) made h1's compute take 1.45 times its CPU time, "
+           "9% of each step (the compute probe); a budget of a whole real core has no slices: dilation x1 or less",
+    "replay": "degraded: replay: h2 used CPU for 34.2% of each steady step, which its unbudgeted communication may "
+              "have run faster than the machine it stands for (bound 5%; fewer nodes per CPU, or compute: real)",
+}
+
+
+def _answer_with_degraded(tmp_path, monkeypatch, reason: str) -> str:
+    """The first answer when the 2- and 4-node all-reduce points (speedups 0.5 and 0.25 at 10 Mbit/s, 1.01 and
+    2.5 at 1 Gbit/s) read degraded with `reason`, the one-node points ok."""
+    folder = make_results(tmp_path / "speedups", True)
+    runs = pd.read_csv(folder / "runs.csv")
+    runs.loc[(runs["strategy"] == "allreduce") & runs["hosts"].isin([2, 4]), "fidelity"] = LEFT_OUT[reason]
+    runs.to_csv(folder / "runs.csv", index=False)
+    monkeypatch.setattr(figures, "FIGURES", {n: figures.FIGURES[n] for n in ("training_time",)})
+    page = report.build_report(folder).read_text()
+    return " ".join(html.unescape(page[page.index("Does distributed training pay off here?"):page.index(" runs: <b>")]).split())
+
+
+def test_a_point_degraded_only_by_too_little_cpu_says_the_speedup_it_still_shows_as_a_lower_bound(tmp_path, monkeypatch):
+    answer = _answer_with_degraded(tmp_path, monkeypatch, "cpu")
+    # 4 nodes at 1 Gbit/s: their slowest repeat (step 0.16 s x 1.02) against one node's fastest (0.1 s x 0.98)
+    bound = (128 / (0.16 * 1.02)) / (32 / (0.1 * 0.98))
+    assert (f"4 one-core machines: at least {bound:.3g}× faster (a lower bound: this machine gave them less than the "
+            "machines they stand for, which could only have slowed them; see Degraded runs)") in answer
+    # a bound under 1 (10 Mbit/s), or a speedup whose slowest repeat is under 1 (2 nodes at 1 Gbit/s), says nothing
+    assert answer.count("2 and 4 node(s): not counted, this machine could not emulate them faithfully") == 1
+    assert "2 node(s): not counted, this machine could not emulate them faithfully" in answer
+    assert answer.count("at least") == 1
+
+
+def test_a_point_degraded_by_what_could_also_have_sped_it_up_gives_no_bound(tmp_path, monkeypatch):
+    answer = _answer_with_degraded(tmp_path, monkeypatch, "replay")
+    assert "at least" not in answer
+    assert answer.count("2 and 4 node(s): not counted, this machine could not emulate them faithfully") == 2
+
+
+def test_a_verdicts_reasons_keep_their_own_advice_and_only_cpu_and_switch_reasons_slow_only():
+    from analysis import faithful
+    assert faithful.reasons("ok") == [] and faithful.reasons(float("nan")) == []
+    both = LEFT_OUT["cpu"] + "; switch: ovs-vswitchd used 0.93 of a core"
+    assert faithful.reasons(both) == [LEFT_OUT["cpu"].removeprefix("degraded: "), "switch: ovs-vswitchd used 0.93 of a core"]
+    assert faithful.slower_only(both) and not faithful.slower_only("ok")
+    assert not faithful.slower_only(both + "; shaping: iperf3 h1-h2 read 1.20 of the rate")
+    assert not faithful.slower_only(LEFT_OUT["replay"])
