@@ -10,7 +10,8 @@ dilation, the point's wall time, and the peak memory of all its nodes together (
 largest resident set, usage.csv). Aim: every verdict ok; the prediction's median error at most 10 %.
 
 Run as root, with nothing else running:
-  .venv/bin/python bench/replay_scale.py [--real 1,2,3,4] [--replay 8,16,32] [--bw 10mbit] [--steps 15] [--out DIR]
+  .venv/bin/python bench/replay_scale.py [--real 1,2,3,4] [--replay 8,16,32] [--bw 10mbit] [--steps 15]
+      [--replay-dilation auto] [--out DIR]
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from machine import machine_state  # noqa: E402
 
 SPEC = """name: {name}
 topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: {bw}}}, host: {{cores: 1}}}}
-emulation: {{dilation: auto, compute: {compute}}}
+emulation: {{dilation: {dilation}, compute: {compute}}}
 workload: {{engine: pytorch, strategy: allreduce, model: cnn, model_params: {{filters: 64, dense: 16}},
            batch_per_worker: 32, epochs: 1, steps_per_epoch: {steps}, fixed: steps, timeout: 30m}}
 checks: {{iperf: {iperf}, ping: true, duration: 1s, pairs: first}}
@@ -47,6 +48,7 @@ def cli(*args) -> subprocess.CompletedProcess:
 def sweep(folder: Path, name: str, compute: str, hosts: str, args) -> Path:
     spec = folder / f"{name}.yaml"
     spec.write_text(SPEC.format(name=name, bw=args.bw, compute=compute, steps=args.steps, hosts=hosts,
+                                dilation="auto" if compute == "real" else args.replay_dilation,
                                 iperf="true" if compute == "real" else "false"))
     t0 = time.monotonic()
     proc = cli("run", spec, "--out", folder / name, "--quiet", "--no-report")
@@ -68,6 +70,7 @@ def main() -> None:
     ap.add_argument("--replay", default="8, 16, 32", help="node counts with replayed compute (predicted)")
     ap.add_argument("--bw", default="10mbit")
     ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--replay-dilation", default="auto", help="the replayed sweep's dilation (real compute: auto)")
     ap.add_argument("--out", help="keep the results here (default: a temporary folder)")
     args = ap.parse_args()
     print(machine_state())

@@ -1,15 +1,17 @@
 """A run's warm-up and steady state (analysis/steady.py), and the steady columns every consumer reads
 (tables.with_steady_columns: results recorded before runs.csv had them get them from steps.csv)."""
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from analysis import speedup, steady, tables
 
 REPO = Path(__file__).resolve().parents[2]
-FIG18 = REPO / "results" / "reference" / "thesis_fig18"       # recorded before the steady columns (read only)
+FIG18 = REPO / "results" / "reference" / "thesis_fig18"       # read only
 
 
 # -- split ----------------------------------------------------------------------------------------
@@ -63,11 +65,31 @@ def test_lead_times_are_the_chief_else_worker_0_in_the_order_they_ran():
 
 
 # -- the steady columns of results recorded before them ---------------------------------------------
-def test_older_results_get_steady_columns_equal_to_an_independent_median_after_the_warm_up():
-    exp = tables.load_experiment(FIG18)
-    raw = pd.read_csv(FIG18 / "runs.csv")
+WORK_COLUMNS = ["fixed", "steps_per_epoch", "samples_per_step", "samples_per_epoch", "samples_trained"]
+
+
+def older_copy(folder: Path, dest: Path) -> Path:
+    """`folder`'s runs.csv and steps.csv as the runner wrote them before the work and steady columns, each run's
+    spec.yaml with the steps per epoch it ran (fixed steps, the only mode then) and no fixed mode."""
+    runs = pd.read_csv(folder / "runs.csv")
+    runs.drop(columns=[c for c in runs if c in WORK_COLUMNS or c.startswith(("steady", "warmup"))]).to_csv(
+        dest / "runs.csv", index=False)
+    shutil.copy2(folder / "steps.csv", dest / "steps.csv")
+    for r in runs.itertuples():
+        spec = yaml.safe_load((folder / "runs" / r.run_id / "spec.yaml").read_text())
+        spec["workload"] = {k: v for k, v in spec["workload"].items() if k not in ("fixed", "samples_per_epoch")}
+        spec["workload"]["steps_per_epoch"] = int(r.steps) // int(spec["workload"]["epochs"])
+        (dest / "runs" / r.run_id).mkdir(parents=True)
+        (dest / "runs" / r.run_id / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return dest
+
+
+def test_older_results_get_steady_columns_equal_to_an_independent_median_after_the_warm_up(tmp_path):
+    older = older_copy(FIG18, tmp_path)
+    exp = tables.load_experiment(older)
+    raw = pd.read_csv(older / "runs.csv")
     assert "steady_step_s" not in raw and "fixed" not in raw       # the columns are derived here
-    steps = pd.read_csv(FIG18 / "steps.csv")
+    steps = pd.read_csv(older / "steps.csv")
     steps = steps[(steps["kind"] == "step") & (steps["role"] == "worker") & (steps["task_index"] == 0)]
     for r in exp.runs.itertuples():
         times = steps[steps["run_id"] == r.run_id].sort_values("t")["time_s"].to_numpy()
@@ -81,8 +103,8 @@ def test_older_results_get_steady_columns_equal_to_an_independent_median_after_t
         assert r.steady_step_s == pytest.approx(np.median(times[warm:]))
         assert r.samples_per_step == r.global_batch            # all-reduce: the global batch per step
         assert r.steady_samples_per_s == pytest.approx(r.global_batch / np.median(times[warm:]))
-        assert r.samples_trained == r.steps * r.global_batch and r.steps_per_epoch == 10 and r.epochs == 2
-        assert r.samples_per_epoch == 10 * r.global_batch
+        assert r.samples_trained == r.steps * r.global_batch and r.epochs == 2
+        assert r.steps_per_epoch == r.steps // 2 and r.samples_per_epoch == r.steps // 2 * r.global_batch
 
 
 def test_ps_samples_per_step_is_one_workers_batch_and_recorded_values_are_kept():
