@@ -99,8 +99,8 @@ def per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     return out[SETTING_COLUMNS].sort_values([*WORK, "bw_bps", "time_to_target_s"]).reset_index(drop=True)
 
 
-def _same_work(table: pd.DataFrame, row) -> pd.Series:
-    return np.logical_and.reduce([[tables.same_value(v, row[k]) for v in table[k]] for k in WORK])
+def _same_work(table: pd.DataFrame, row) -> np.ndarray:
+    return tables.same_values(table, {k: row[k] for k in WORK})
 
 
 def _one_machine(table: pd.DataFrame, row) -> pd.DataFrame:

@@ -110,8 +110,7 @@ def duration(seconds: float) -> str:
 def _point_runs(runs: pd.DataFrame, row) -> pd.DataFrame:
     """The counted ok runs of one summary row."""
     ok = tables.ok_runs(runs)
-    keep = np.logical_and.reduce([[tables.same_value(v, getattr(row, k)) for v in ok[k]] for k in tables.CONFIG_KEYS])
-    return ok[keep]
+    return ok[tables.same_values(ok, {k: getattr(row, k) for k in tables.CONFIG_KEYS})]
 
 
 def machines(n: int, runs: pd.DataFrame) -> str:
@@ -188,9 +187,8 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
 def _bounded_summary(counted: pd.DataFrame, left_out: pd.DataFrame, job) -> pd.DataFrame:
     """The summary with the left-out multi-node runs that could only have run slower (faithful.slower_only) added
     to the counted runs: their speedups over a counted one-node point are lower bounds."""
-    if left_out.empty:
-        return pd.DataFrame(columns=speedup.SUMMARY_COLUMNS)
-    slower = left_out[(left_out["hosts"] > 1) & left_out["fidelity"].map(faithful.slower_only).astype(bool)]
+    slower = left_out[(left_out["hosts"] > 1) & left_out["fidelity"].map(faithful.slower_only).astype(bool)] \
+        if len(left_out) else left_out
     if slower.empty:
         return pd.DataFrame(columns=speedup.SUMMARY_COLUMNS)
     return speedup.summary(pd.concat([counted, slower], ignore_index=True), job)
@@ -198,10 +196,8 @@ def _bounded_summary(counted: pd.DataFrame, left_out: pd.DataFrame, job) -> pd.D
 
 def _same_point(s: pd.DataFrame, group: tuple, strategy, setting, bw) -> pd.DataFrame:
     """The rows of summary `s` of one group (GROUP_KEYS values), strategy, communication setting and bandwidth."""
-    keys = dict(zip(tables.GROUP_KEYS, group), strategy=strategy, communication=setting, bw_bps=bw)
-    hit = np.logical_and.reduce([[tables.same_value(v, want) for v in s[k]] for k, want in keys.items()]) \
-        if len(s) else np.zeros(0, dtype=bool)
-    return s[hit]
+    return s[tables.same_values(s, dict(zip(tables.GROUP_KEYS, group), strategy=strategy, communication=setting,
+                                        bw_bps=bw))]
 
 
 def _lower_bound(bounded: pd.DataFrame, hosts: int) -> str:

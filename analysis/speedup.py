@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis import spread, steady
 from analysis.tables import (CONFIG_KEYS, GROUP_KEYS, Experiment, blank_as_nan, has_steady_columns, ok_runs,
-                             same_value, with_steady_columns)
+                             same_values, with_steady_columns)
 
 
 def summary(runs: pd.DataFrame, job: "Job | None" = None) -> pd.DataFrame:
@@ -80,8 +80,7 @@ def baseline_row(summary: pd.DataFrame, row) -> pd.Series | None:
     mode and bandwidth; the same strategy, else single, else allreduce, else any; the usual all-reduce
     (communication none) before any other setting."""
     keys = GROUP_KEYS + ["bw_bps"]
-    one = summary[(summary["hosts"] == 1)
-                  & np.logical_and.reduce([[same_value(v, row[k]) for v in summary[k]] for k in keys])]
+    one = summary[(summary["hosts"] == 1) & same_values(summary, {k: row[k] for k in keys})]
     if "communication" in one:          # one node with the usual all-reduce first: nothing travels anyway
         one = one.iloc[np.argsort((one["communication"] != "none").to_numpy(), kind="stable")]
     for strat in (row["strategy"], "single", "allreduce"):

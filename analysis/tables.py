@@ -294,6 +294,11 @@ def same_value(a, b) -> bool:
     return (pd.isna(a) and pd.isna(b)) or a == b
 
 
+def same_values(df: pd.DataFrame, values: dict) -> np.ndarray:
+    """Which rows of `df` hold every one of `values` (column -> value; NaN matches NaN)."""
+    return np.logical_and.reduce([[same_value(v, want) for v in df[k]] for k, want in values.items()])
+
+
 def run_specs(exp_dir, run_ids) -> dict:
     """run_id -> its runs/<run_id>/spec.yaml as a dict (absent or unreadable: left out)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
