@@ -28,6 +28,7 @@ SETTING_COLUMNS = [*WORK, "target_loss", "bw_bps", "hosts", "strategy", "communi
                    "time_to_target_s", "time_to_target_min_s", "time_to_target_max_s", "final_loss",
                    "one_machine_s", "vs_one_machine", "vs_one_machine_verdict", "plain_s", "vs_plain",
                    "vs_plain_verdict"]
+LEFT_OUT_COLUMNS = [*WORK, "bw_bps", "hosts", "setting", "runs"]
 ONE = "one machine"
 STRATEGY_NAMES = {"allreduce": "all-reduce", "ps": "parameter server"}
 
@@ -46,12 +47,28 @@ def setting_name(strategy: str, communication: str, hosts) -> str:
     return name if strategy == "ps" else f"{name}, {'plain' if communication == 'none' else communication}"
 
 
+def _comparable(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs a comparison by time to target can read: fixed data, computed (not replayed), a known strategy."""
+    ok = tables.ok_runs(runs)
+    return ok[(ok["compute"] != tables.TIMING_ONLY) & (ok["fixed"] == "data")
+              & ok["strategy"].isin(["single", "allreduce", "ps"])]
+
+
+def left_out(exp: tables.Experiment) -> pd.DataFrame:
+    """Per work, bandwidth and setting: the comparable runs the comparison does not count (degraded)."""
+    runs = _comparable(exp.runs)
+    runs = runs[~runs["run_id"].isin(set(tables.counted_runs(exp)["run_id"]))]
+    if runs.empty:
+        return pd.DataFrame(columns=LEFT_OUT_COLUMNS)
+    runs = runs.assign(setting=[setting_name(r.strategy, r.communication, r.hosts) for r in runs.itertuples()])
+    return (runs.groupby([*WORK, "bw_bps", "hosts", "setting"], dropna=False).size().rename("runs").reset_index()
+            [LEFT_OUT_COLUMNS])
+
+
 def per_run(exp: tables.Experiment) -> pd.DataFrame:
     """One row per ok run under fixed data with per-step losses (not replayed): its work, setting, target,
     whether it reached it and when (time_to_target_s), and its final loss (the mean of its last tenth)."""
-    ok = tables.ok_runs(tables.counted_runs(exp))
-    ok = ok[(ok["compute"] != tables.TIMING_ONLY) & (ok["fixed"] == "data")
-            & ok["strategy"].isin(["single", "allreduce", "ps"])]
+    ok = _comparable(tables.counted_runs(exp))
     lead = stability.lead_steps(exp.steps)
     lead = lead[lead["run_id"].isin(set(ok["run_id"]))]
     if ok.empty or lead.empty:
@@ -176,15 +193,26 @@ def _verdict_words(verdict: str, runs) -> str:
     return trends.VERDICT_WORDS.get(verdict, verdict or "not judged")
 
 
-def payoff_sentences(settings: pd.DataFrame) -> list[str]:
+def _left_out_sentence(head: str, left: pd.DataFrame) -> str:
+    said = "; ".join(f"{r.setting} ({_machines(r.hosts)}, {int(r.runs)} run{'s' * (r.runs != 1)})"
+                     for r in left.itertuples())
+    return (f"{head}, not counted above: {said}, whose timing this machine did not keep faithful (see Degraded "
+            "runs); the ranking is among the rest.")
+
+
+def payoff_sentences(settings: pd.DataFrame, left: pd.DataFrame | None = None) -> list[str]:
     """Per work and bandwidth: the fastest way to the target (every run reached it) and by how much against
-    one machine and against plain all-reduce, stated as far as the repeats allow."""
+    one machine and against plain all-reduce, stated as far as the repeats allow; then the settings whose
+    runs there were left out (degraded)."""
+    left = pd.DataFrame(columns=LEFT_OUT_COLUMNS) if left is None else left
     out = []
     for _, work in settings.groupby(WORK, dropna=False, sort=False):
         label = f" ({work.iloc[0]['engine']})" if settings["engine"].nunique() > 1 else ""
         ones = work[work["setting"] == ONE]
+        gone = left[tables.same_values(left, {k: work.iloc[0][k] for k in WORK})]
         for bw in sorted(work["bw_bps"].dropna().unique()):
             here = work[(work["bw_bps"] == bw) & (work["setting"] != ONE)]
+            gone_here = gone[gone["bw_bps"] == bw]
             one = ones[ones["bw_bps"] == bw] if (ones["bw_bps"] == bw).any() else ones
             fastest_one = one[one["time_to_target_s"].notna()].nsmallest(1, "time_to_target_s")
             done = pd.concat([here[here["time_to_target_s"].notna()], fastest_one])
@@ -198,6 +226,8 @@ def payoff_sentences(settings: pd.DataFrame) -> list[str]:
             if few or (int(best["runs"]) < 3):
                 out.append(f"{head}: with {int(best['runs'])} run(s) of the fastest, ranges apart come about by chance "
                            f"too often to rank it for sure: run more repeats (sweep.repeats) to decide.")
+            if len(gone_here):
+                out.append(_left_out_sentence(head, gone_here))
     return out
 
 
@@ -220,7 +250,7 @@ def _best_sentence(best, here: pd.DataFrame, one: pd.DataFrame) -> str:
     elif len(one):
         parts.append("one machine did not reach the target in every run")
     else:
-        parts.append("no one-machine run of the same work to compare with")
+        parts.append("no counted one-machine run of the same work to compare with")
     if best["communication"] == "none" and best["strategy"] == "allreduce":
         parts.append("no setting beat plain all-reduce")
     elif np.isfinite(best["vs_plain"]):
@@ -277,7 +307,7 @@ def section(exp: tables.Experiment) -> dict:
     if not applies(tables.counted_runs(exp)):
         return {}
     runs = per_run(exp)
-    return {"communication_runs": runs, "communication": per_setting(runs)}
+    return {"communication_runs": runs, "communication": per_setting(runs), "communication_left_out": left_out(exp)}
 
 
 def sentences(t: dict[str, pd.DataFrame]) -> tuple[list[str], list[str], list[str]]:
@@ -287,4 +317,5 @@ def sentences(t: dict[str, pd.DataFrame]) -> tuple[list[str], list[str], list[st
         compare = ["No run trained under fixed data with per-step losses, so no setting is compared by time to "
                    "a target loss."]
         return compare, wire_sentences(t["network"]), []
-    return comparison_sentences(settings), wire_sentences(t["network"]), payoff_sentences(settings)
+    return (comparison_sentences(settings), wire_sentences(t["network"]),
+            payoff_sentences(settings, t.get("communication_left_out")))

@@ -124,3 +124,26 @@ def test_the_report_has_the_sections(tmp_path):
     assert set(summary["communication"]) == {"none", "fp16", "powersgd rank 4"}
     net = pd.read_csv(tmp_path / "tables" / "network.csv")
     assert net["steady_ratio_to_theory"].dropna().round(3).unique().tolist() == [1.05]
+
+
+def test_degraded_runs_are_left_out_of_the_ranking_and_said(tmp_path):
+    exp = _experiment(tmp_path)
+    psgd = exp.runs["run_id"].str.startswith("psgd")
+    exp.runs.loc[psgd, "fidelity"] = "degraded: cpu: the machine was saturated"
+    one = exp.runs["run_id"].str.startswith("one")
+    exp.runs.loc[one, "fidelity"] = "degraded: cpu: runnable tasks waited for a CPU 17% of the time"
+    t = payoff.section(exp)
+    assert "all-reduce, powersgd rank 4" not in set(t["communication"]["setting"])
+    left = t["communication_left_out"].set_index("setting")
+    assert left.loc["all-reduce, powersgd rank 4", "runs"] == 3 and left.loc["one machine", "bw_bps"] == 1e9
+    said = payoff.payoff_sentences(t["communication"], t["communication_left_out"])
+    at10 = [s for s in said if s.startswith("At 10 Mbit/s")]
+    assert "the fastest way to the target was all-reduce, fp16 on 4 nodes" in at10[0]
+    assert "no counted one-machine run of the same work to compare with" in at10[0]
+    assert at10[1] == ("At 10 Mbit/s, not counted above: all-reduce, powersgd rank 4 (4 nodes, 3 runs), whose timing "
+                       "this machine did not keep faithful (see Degraded runs); the ranking is among the rest.")
+    at1g = [s for s in said if s.startswith("At 1 Gbit/s")]
+    assert any("not counted above: one machine (1 node, 3 runs)" in s for s in at1g)
+    # counted when the report counts degraded runs
+    exp.include_degraded = True
+    assert payoff.section(exp)["communication_left_out"].empty
