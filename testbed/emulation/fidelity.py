@@ -19,7 +19,12 @@ Rules and thresholds:
   says 'shared', so this rule and the next apply to budgeted nodes only.
 - cpu, system pressure (only where no per-node wait is known, e.g. cgroup v1): runnable tasks
   waiting over SYSTEM_WAIT_MAX of the time. Ignored once a node was throttled: a throttled task
-  counts as waiting too, so the figure then says nothing about contention.
+  counts as waiting too, so the figure then says nothing about contention. Where every budgeted
+  node is pinned to whole CPUs of its own (a budget of whole cores: no quota), the machine's
+  pressure also counts a node's threads waiting for each other on its cores, which a real machine
+  of those cores would too (a TensorFlow node on one core: 16 % of the time, all but 0.2 s of it
+  the node's own threads); there the rule is instead that anything else ran on a node's CPUs at
+  most SYSTEM_WAIT_MAX of the time, the most it could have taken from the node.
 - cpu, slices: a budget under a core is a quota of the kernel's 1 ms minimum per period
   (budgets.quota), so the node runs 1 ms and then pauses for the rest of the period. Caches and
   branch predictors go cold in each pause, and code run in such slices costs more CPU than the
@@ -78,6 +83,8 @@ class NodeCpu:
     throttled_s: float = 0.0
     machine: str = "local"           # where it runs: this machine, or a cluster server's name
     machine_cpus: float | None = None    # that server's CPUs (None: this machine's)
+    pinned_cpus: int = 0             # the CPUs its cpuset holds it to (0: not pinned)
+    others_on_cpus_s: float | None = None   # CPU seconds those CPUs ran anything but the node
 
     @classmethod
     def from_readings(cls, name: str, cores: float | None, budget: float | None, before: dict, after: dict,
@@ -181,9 +188,24 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     per_node = any(n.wait_s is not None for n in m.nodes)
     throttled = any(n.nr_throttled > 0 for n in m.nodes)
     if m.system_wait_s is not None and m.wall_s > 0 and not per_node and not throttled:
+        budgeted = [n for n in m.nodes if n.machine == "local" and n.budget is not None]
+        if all(n.pinned_cpus and n.budget >= n.pinned_cpus - 1e-9 and n.others_on_cpus_s is not None
+               for n in budgeted):
+            return out + cpu_others(m, budgeted)
         waited = m.system_wait_s / m.wall_s
         if waited > SYSTEM_WAIT_MAX:
             out.append(f"cpu: runnable tasks waited for a CPU {waited:.0%} of the time (/proc/pressure/cpu)")
+    return out
+
+
+def cpu_others(m: RunMeasures, nodes: list[NodeCpu]) -> list[str]:
+    """Nodes pinned to their own CPUs: only what else ran there could have taken their CPU (their threads'
+    wait for each other is the emulated machine's own), so that, not the machine's pressure, is judged."""
+    out = []
+    for n in nodes:
+        share = n.others_on_cpus_s / (m.wall_s * n.pinned_cpus)
+        if share > SYSTEM_WAIT_MAX:
+            out.append(f"cpu: other tasks ran on {n.name}'s CPUs {share:.0%} of the time")
     return out
 
 

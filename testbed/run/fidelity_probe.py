@@ -25,6 +25,13 @@ def _used(nodes) -> dict[str, float]:
     return {name: u.cpu_s for kind, members in by_kind.items() for name, u in kind.usage(members).items()}
 
 
+def others_on_cpus(cpus: tuple[int, ...], before: list[float], after: list[float], used: float) -> float | None:
+    """CPU seconds the node's own CPUs spent busy with anything but the node (None: a CPU not read)."""
+    if any(c >= min(len(before), len(after)) for c in cpus):
+        return None
+    return max(0.0, sum(after[c] - before[c] for c in cpus) - used)
+
+
 class Probe:
     """`with Probe(net, graph) as probe:` around training; then `probe.verdict(...)`."""
 
@@ -39,6 +46,7 @@ class Probe:
         used = _used([node for node, _ in self.nodes.values()])
         stats = {name: node.cpu_counters() for name, (node, _) in self.nodes.items()}
         return dict(t=time.monotonic(), used=used, stats=stats, busy=readers.machine_busy_s(),
+                    cpus=readers.cpus_busy_s(),
                     wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
 
     def __enter__(self) -> "Probe":
@@ -62,9 +70,11 @@ class Probe:
                 used = max(0.0, a["used"].get(name, 0.0) - b["used"].get(name, 0.0))
             wait = None if wait0 is None or wait1 is None else wait1 - wait0
             elsewhere = node.machine != "local"
+            pinned = tuple(host.cpus) if host.cpus is not None and not elsewhere else ()
+            others = others_on_cpus(pinned, b["cpus"], a["cpus"], used) if pinned else None
             nodes.append(fidelity.NodeCpu(name, host.cores, host.budget, used, wait, d.get("nr_periods") or 0,
                                           d.get("nr_throttled") or 0, d.get("throttled_s") or 0.0, node.machine,
-                                          node.machine_cores if elsewhere else None))
+                                          node.machine_cores if elsewhere else None, len(pinned), others))
         diff = lambda key: None if b[key] is None or a[key] is None else a[key] - b[key]  # noqa: E731
         return fidelity.RunMeasures(self.wall_s, machine, dilation, reserve, tuple(nodes), diff("busy"),
                                     diff("wait"), diff("switch"), diff("lost"), timers or None,

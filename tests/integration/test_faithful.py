@@ -4,6 +4,8 @@ machine without dilation are degraded, naming the CPU; `dilation: auto` runs the
 the main job's answer is tests/integration/test_answer.py's."""
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -84,3 +86,31 @@ def test_dilation_auto_runs_the_factor_it_states(tmp_path, root, no_leftovers):
     k = runs["hosts"].map(factors)
     assert (runs["dilation"] == k).all(), runs[["hosts", "dilation"]]
     assert (runs["training_time_wall_s"] / runs["training_time_s"]).round(6).eq(k.round(6)).all()
+
+
+def test_a_one_core_node_is_judged_by_what_else_ran_on_its_core(tmp_path, root, no_leftovers):
+    """TensorFlow on one one-core node at dilation 1, pinned to a CPU of its own with no quota: its threads wait
+    for each other on that core (the machine's CPU pressure reads 16 % here), as they would on a real one-core
+    machine, and the run reads ok. With a busy loop on every CPU, the node's core is shared: degraded, naming
+    what else ran there."""
+    spec = dict(name="onecore", topology=dict(template="star", hosts=1, host=dict(cores=1)),
+                emulation=dict(dilation=1),
+                workload=dict(engine="tensorflow", strategy="single", model="mlp",
+                              model_params=dict(width=512, depth=2), batch_per_worker=128, epochs=2,
+                              fixed="data", samples_per_epoch=15360, timeout="5m"),
+                checks=dict(iperf=False, ping=False))
+    file = tmp_path / "onecore.yaml"
+    file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    _, alone = run(file, tmp_path / "alone")
+    assert alone["fidelity"].iloc[0] == "ok", alone["fidelity"].iloc[0]
+
+    loop = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+    loops = [subprocess.Popen([sys.executable, "-c", loop, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
+    try:
+        _, crowded = run(file, tmp_path / "crowded")
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    said = crowded["fidelity"].iloc[0]
+    assert said.startswith("degraded") and re.search(r"cpu: other tasks ran on h1's CPUs \d+% of the time", said), said

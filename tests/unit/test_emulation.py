@@ -16,6 +16,7 @@ from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
 from testbed.emulation.dilation import SCALED_KEYS, choose, to_emulated, wall_graph, wall_spec
 from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
+from testbed.run.fidelity_probe import others_on_cpus
 from testbed.shaping import TCP_GOODPUT_CEILING
 from testbed.spec import build_graph
 from testbed.spec.models import Experiment
@@ -531,3 +532,36 @@ def test_a_budget_of_whole_cpus_of_its_own_needs_no_quota():
     assert budgets.held_by(1.0, [0]) == budgets.UNLIMITED and budgets.held_by(2.0, [2, 3]) == budgets.UNLIMITED
     assert budgets.held_by(1.0) == quota(1.0) and budgets.held_by(0.5, [0]) == quota(0.5)   # shared CPU: a quota
     assert budgets.UNLIMITED.v2() == "max 1000" and budgets.UNLIMITED.v1()["cpu.cfs_quota_us"] == "-1"
+
+
+def test_nodes_pinned_to_whole_cores_of_their_own_are_judged_by_what_else_ran_there():
+    # a one-core node pinned to CPU 0: its threads waited for each other (the machine's pressure 16 %), but
+    # others ran on its CPU 4 % of the time: its emulated machine's own wait, not contention
+    own = NodeCpu("h1", cores=1, budget=1, used_s=7.0, pinned_cpus=1, others_on_cpus_s=0.43)
+    assert reasons(RunMeasures(wall_s=12, machine_cpus=2, system_wait_s=1.9, nodes=(own,))) == []
+    crowded = NodeCpu("h1", cores=1, budget=1, used_s=6.0, pinned_cpus=1, others_on_cpus_s=3.6)
+    assert reasons(RunMeasures(wall_s=12, machine_cpus=2, system_wait_s=1.9, nodes=(crowded,))) == [
+        "cpu: other tasks ran on h1's CPUs 30% of the time"]
+    two = NodeCpu("h2", cores=2, budget=2, used_s=10, pinned_cpus=2, others_on_cpus_s=2.0)
+    assert reasons(RunMeasures(wall_s=12, machine_cpus=4, system_wait_s=0.1, nodes=(own, two))) == []
+    # a budget under its pinned CPUs shares them by design: the machine's pressure speaks, as unpinned
+    shared = NodeCpu("h1", cores=1, budget=0.5, used_s=3, pinned_cpus=1, others_on_cpus_s=5)
+    assert reasons(RunMeasures(wall_s=12, machine_cpus=2, system_wait_s=1.9, nodes=(shared,))) == [
+        "cpu: runnable tasks waited for a CPU 16% of the time (/proc/pressure/cpu)"]
+    unknown = NodeCpu("h1", cores=1, budget=1, used_s=7.0, pinned_cpus=1, others_on_cpus_s=None)
+    assert reasons(RunMeasures(wall_s=12, machine_cpus=2, system_wait_s=1.9, nodes=(unknown,))) == [
+        "cpu: runnable tasks waited for a CPU 16% of the time (/proc/pressure/cpu)"]
+
+
+def test_each_cpus_busy_time_adds_up_to_the_machines():
+    per_cpu, whole = readers.cpus_busy_s(), readers.machine_busy_s()
+    assert len(per_cpu) == psutil.cpu_count() and all(b >= 0 for b in per_cpu)
+    assert sum(per_cpu) == pytest.approx(whole, rel=0.01, abs=2.0)
+
+
+def test_what_else_ran_on_a_nodes_cpus():
+    before, after = [100.0, 50.0, 10.0], [108.0, 60.0, 20.0]
+    assert others_on_cpus((0,), before, after, used=7.5) == pytest.approx(0.5)
+    assert others_on_cpus((0, 1), before, after, used=12.0) == pytest.approx(6.0)
+    assert others_on_cpus((0,), before, after, used=9.0) == 0.0          # counters read a little apart
+    assert others_on_cpus((3,), before, after, used=1.0) is None         # a CPU this machine did not report

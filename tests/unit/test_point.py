@@ -186,7 +186,7 @@ def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_pa
         (acct / "cpuacct.usage").write_text(str(usage_ns))
         (cpu / "cpu.stat").write_text(f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time 0\n")
     monkeypatch.setattr(fidelity_probe, "_datapath_lost", lambda: None)
-    host = SimpleNamespace(name="h1", kind="netns", real_machine=False, cores=1.0, budget=0.5)
+    host = SimpleNamespace(name="h1", kind="netns", real_machine=False, cores=1.0, budget=0.5, cpus=None)
     net = SimpleNamespace(nodes={"h1": _GoneNode([cpu, acct])})
     counters(1_000_000_000, 10, 1)
     with fidelity_probe.Probe(net, SimpleNamespace(hosts=[host])) as probe:
