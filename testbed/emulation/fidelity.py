@@ -105,7 +105,7 @@ class RunMeasures:
     dilation: float = 1.0
     reserve: float = DEFAULT_RESERVE
     nodes: tuple[NodeCpu, ...] = ()
-    machine_busy_s: float | None = None     # readers.machine_busy_s() delta
+    machine_busy_s: float | None = None     # delta of the sum of readers.cpus_busy_s()
     system_wait_s: float | None = None      # readers.system_wait_s() delta
     switch_cpu_s: float | None = None       # readers.process_cpu_s() delta
     switch_lost: int | None = None          # readers.datapath_lost() delta
@@ -178,7 +178,8 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     """Only where budgets were promised: nodes that share the machine without one (the thesis's
     condition, runs.csv compute 'shared') saturate it by design, and say so in their compute column."""
     out = []
-    if not any(n.budget is not None for n in m.nodes if n.machine == "local"):
+    budgeted = [n for n in m.nodes if n.machine == "local" and n.budget is not None]
+    if not budgeted:
         return out
     if m.machine_busy_s is not None and m.wall_s > 0:
         busy = m.machine_busy_s / m.wall_s
@@ -188,7 +189,6 @@ def cpu_machine(m: RunMeasures) -> list[str]:
     per_node = any(n.wait_s is not None for n in m.nodes)
     throttled = any(n.nr_throttled > 0 for n in m.nodes)
     if m.system_wait_s is not None and m.wall_s > 0 and not per_node and not throttled:
-        budgeted = [n for n in m.nodes if n.machine == "local" and n.budget is not None]
         if all(n.pinned_cpus and n.budget >= n.pinned_cpus - 1e-9 and n.others_on_cpus_s is not None
                for n in budgeted):
             return out + cpu_others(m, budgeted)

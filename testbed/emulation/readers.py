@@ -97,20 +97,11 @@ def system_wait_s(path: Path = SYSTEM_PRESSURE) -> float | None:
         return None
 
 
-def _busy_s(times) -> float:
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0) - getattr(times, "guest", 0.0) \
-        - getattr(times, "guest_nice", 0.0)
-
-
-def machine_busy_s() -> float:
-    """CPU seconds the machine has spent busy since boot, over all CPUs (steal included: a VM host
-    that takes the CPUs away is as bad for the emulation as a busy neighbour)."""
-    return _busy_s(psutil.cpu_times())
-
-
 def cpus_busy_s() -> list[float]:
-    """The same per CPU, indexed by CPU number."""
-    return [_busy_s(t) for t in psutil.cpu_times(percpu=True)]
+    """CPU seconds each CPU has spent busy since boot, indexed by CPU number; their sum is the machine's
+    (steal included: a VM host that takes the CPUs away is as bad for the emulation as a busy neighbour)."""
+    return [sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+            for t in psutil.cpu_times(percpu=True)]
 
 
 def process_cpu_s(name: str = "ovs-vswitchd") -> float | None:

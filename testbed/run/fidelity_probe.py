@@ -45,8 +45,8 @@ class Probe:
     def _read(self) -> dict:
         used = _used([node for node, _ in self.nodes.values()])
         stats = {name: node.cpu_counters() for name, (node, _) in self.nodes.items()}
-        return dict(t=time.monotonic(), used=used, stats=stats, busy=readers.machine_busy_s(),
-                    cpus=readers.cpus_busy_s(),
+        cpus = readers.cpus_busy_s()
+        return dict(t=time.monotonic(), used=used, stats=stats, busy=sum(cpus), cpus=cpus,
                     wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
 
     def __enter__(self) -> "Probe":
