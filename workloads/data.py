@@ -34,6 +34,13 @@ def synthetic_batch(model: str, p: dict, seed: int, batch_id, batch_size: int):
 
     key = tf.stack([tf.cast(seed, tf.int64), tf.cast(batch_id, tf.int64)])
     wkey = tf.constant([seed, -1], tf.int64)  # fixed "teacher" so labels are learnable
+    if "/" in model:            # a keras/ zoo model: images, labelled by a projection of the pooled image
+        s, c = p["image_size"], p["channels"]
+        x = tf.random.stateless_uniform([batch_size, s, s, c], seed=key)
+        g = min(4, s)
+        pooled = tf.reshape(tf.image.resize(x, [g, g], method="area"), [batch_size, -1]) - 0.5
+        w = tf.random.stateless_normal([g * g * c, p["classes"]], seed=wkey)
+        return x, tf.argmax(tf.matmul(pooled, w), axis=1, output_type=tf.int32)
     if model == "mlp":
         x = tf.random.stateless_normal([batch_size, p["input_dim"]], seed=key)
         w = tf.random.stateless_normal([p["input_dim"], p["classes"]], seed=wkey)

@@ -18,7 +18,11 @@ DEFAULTS = {
 
 
 def resolve_params(name: str, params: dict | None = None) -> dict:
-    """Defaults for `name` updated with `params`; unknown keys are an error."""
+    """Defaults for `name` updated with `params`; unknown keys are an error. A zoo model (SOURCE/NAME):
+    its source's (workloads/zoo)."""
+    if "/" in name:
+        from workloads import zoo
+        return zoo.resolve_params(name, params)
     if name not in DEFAULTS:
         raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
     params = dict(params or {})
@@ -42,7 +46,11 @@ def _cnn_shapes(p: dict) -> tuple[int, int]:
 
 
 def param_count(name: str, params: dict | None = None) -> int:
-    """Trainable parameter count by formula (equals model.count_params())."""
+    """Trainable parameter count by formula (equals model.count_params()); a zoo model's, counted on
+    the model built without memory (workloads/zoo)."""
+    if "/" in name:
+        from workloads import zoo
+        return zoo.parameter_count(name, params)
     p = resolve_params(name, params)
     if name == "mlp":
         dims = [p["input_dim"]] + [p["width"]] * p["depth"] + [p["classes"]]
@@ -73,6 +81,9 @@ def build_model(name: str, params: dict | None = None):
     from tf_keras import layers
 
     p = resolve_params(name, params)
+    if "/" in name:
+        from workloads import zoo
+        return zoo.build(name, p)
     if name == "mlp":
         inp = keras.Input(shape=(p["input_dim"],), name="x")
         x = inp

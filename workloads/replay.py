@@ -304,32 +304,94 @@ def calibrate_tensorflow(model: str, params: dict, batch: int, warmup: int, step
     return _calibration(real, tf_layer_times(net, next(data)[0]), lambda waits: timed(waits)[0])
 
 
-def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
-    """The built-in model's local step, its time per parameter layer, and the stand-in's step (_calibration)."""
-    import torch
-    from torch import nn
+def _torch_stepper(module, x, y, optimizer, loss_of=None):
+    """One training step of `module` on (x, y) as a function."""
+    from torch.nn import functional
 
-    from workloads import torch_models
+    loss_of = loss_of or (lambda net, x, y: functional.cross_entropy(net(x), y))
+
+    def step():
+        optimizer.zero_grad()
+        loss_of(module, x, y).backward()
+        optimizer.step()
+    return step
+
+
+def _stand_in_steps(model, batch: int, warmup: int, steps: int):
+    """stand(waits): the wall and CPU seconds per step of the stand-in of `model` waiting `waits`, as a
+    node runs it (a dummy batch, the no-op optimizer of workloads/torch_train.py)."""
+    import torch
+
+    x, y = torch.zeros(batch, 1), torch.zeros(batch, dtype=torch.long)
+
+    def stand(waits):
+        net = stand_in(model, waits, 1)
+        return _timed_steps(_torch_stepper(net, x, y, torch.optim.SGD(net.parameters(), lr=0.0)), warmup, steps)
+    return stand
+
+
+def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
+    """The model's local step (a built-in or zoo model), its time per parameter layer, and the stand-in's
+    step (_calibration)."""
+    import torch
+
+    from workloads import torch_models, zoo
 
     p = torch_models.resolve_params(model, params)
     x, y = torch_models.synthetic_batch(model, p, 0, 0, batch)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def stepper(module):
-        optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
-
-        def step():
-            optimizer.zero_grad()
-            loss_fn(module(x), y).backward()
-            optimizer.step()
-        return step
-
+    loss_of = (lambda net, x, y: zoo.loss(model, net, x, y)) if zoo.is_zoo(model) else None
     torch.manual_seed(0)
     real = torch_models.build(model, p)
-    measured = _timed_steps(stepper(real), warmup, steps)
-    layers = layer_times(real, stepper(real))
-    return _calibration(measured, layers, lambda waits: _timed_steps(
-        stepper(stand_in(torch_models.build(model, p), waits, p["classes"])), warmup, steps))
+    step = _torch_stepper(real, x, y, torch.optim.Adam(real.parameters(), lr=1e-3), loss_of)
+    measured = _timed_steps(step, warmup, steps)
+    layers = layer_times(real, step)
+    return _calibration(measured, layers, _stand_in_steps(real, batch, warmup, steps))
+
+
+def profile_model(shapes):
+    """A torch module with parameters of the profiled shapes and dtypes, one child per profiled layer (the
+    profile's order): what a node replaying a profile all-reduces, with no model code."""
+    import torch
+    from torch import nn
+
+    layers = nn.ModuleList()
+    for params in shapes:
+        layer = nn.Module()
+        for i, (shape, dtype) in enumerate(params):
+            layer.register_parameter(f"p{i}", nn.Parameter(torch.zeros(shape, dtype=getattr(torch, dtype))))
+        layers.append(layer)
+    return layers
+
+
+def calibrate_profile(path: str, warmup: int, steps: int) -> dict:
+    """A profile's figures for replay: its step and its layers' times as measured where it was taken, and
+    the stand-in's own step here (PyTorch: a module of the profiled shapes; TensorFlow: the profiled model,
+    built here), in the layers' backward-ready order."""
+    from workloads.profiling import fileformat
+
+    doc = fileformat.load(path)
+    layers = [(layer["forward_s"], layer["backward_s"]) for layer in fileformat.replay_layers(doc)]
+    real = (doc["step_s"], doc["cpu_s"])
+    if doc["engine"] == "pytorch":
+        model = profile_model(fileformat.param_shapes(doc))
+        return _calibration(real, layers, _stand_in_steps(model, doc["batch"], warmup, steps))
+    import tensorflow as tf
+
+    from workloads import data as wdata
+    from workloads import models
+
+    p = models.resolve_params(doc["model"], doc["model_params"])
+
+    def stand(waits):
+        tf.random.set_seed(0)
+        net = models.compile_model(models.build_model(doc["model"], p))
+        if len(tf_parameter_layers(net)) != len(layers):
+            raise ValueError(f"{path}: {len(layers)} layers profiled, {len(tf_parameter_layers(net))} built here")
+        replay_tensorflow(net, waits)
+        data = iter(wdata.synthetic_dataset(doc["model"], p, 0, doc["batch"]).repeat())
+        run = net.make_train_function()
+        return _timed_steps(lambda: run(data), warmup, steps)
+    return _calibration(real, layers, stand)
 
 
 def spread_wait(total_s: float, times) -> list[tuple[float, float]]:
@@ -358,6 +420,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="calibrate the replayed compute of a built-in model")
     ap.add_argument("--engine", required=True, choices=("tensorflow", "pytorch"))
     ap.add_argument("--model", required=True)
+    ap.add_argument("--profile", default=None, help="a profile: its step, and the stand-in's here")
     ap.add_argument("--params", default="{}", help="model_params as JSON")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--threads", type=int, default=1)
@@ -366,12 +429,15 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     params = json.loads(args.params)
     if args.engine == "tensorflow":
-        os.environ.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
-                          TF_NUM_INTRAOP_THREADS=str(args.threads))
-        result = calibrate_tensorflow(args.model, params, args.batch, args.warmup, args.steps)
+        os.environ.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(args.threads))
     else:
         import torch
         torch.set_num_threads(args.threads)
+    if args.profile:
+        result = calibrate_profile(args.profile, args.warmup, args.steps)
+    elif args.engine == "tensorflow":
+        result = calibrate_tensorflow(args.model, params, args.batch, args.warmup, args.steps)
+    else:
         result = calibrate_pytorch(args.model, params, args.batch, args.warmup, args.steps)
     print(json.dumps(result), flush=True)
 

@@ -18,6 +18,9 @@ def build(name: str, params: dict | None = None):
     from torch import nn
 
     p = resolve_params(name, params)
+    if "/" in name:
+        from workloads import zoo
+        return zoo.build(name, p)
     if name == "mlp":
         dims = [p["input_dim"]] + [p["width"]] * p["depth"]
         layers = [m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
@@ -39,6 +42,9 @@ def synthetic_batch(name: str, p: dict, seed: int, batch_id: int, batch_size: in
     batch ids i, i + n, ...: disjoint shards."""
     import torch
 
+    if "/" in name:
+        from workloads import zoo
+        return zoo.batch(name, p, seed, batch_id, batch_size)
     rng = np.random.default_rng([seed, batch_id])
     teacher = np.random.default_rng([seed, 2**32 - 1])
     if name == "mlp":

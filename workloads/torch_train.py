@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, lowcomm, replay, torch_models  # noqa: E402  (no torch import at module level)
+from workloads import cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -43,19 +43,25 @@ def run_training(job: dict, emit: Emitter) -> None:
     p = resolve_params(name, job.get("model_params"))
     bpw, epochs, per_epoch = int(job.get("batch_per_worker", 32)), int(job.get("epochs", 1)), int(job["steps_per_epoch"])
     torch.manual_seed(seed)                 # the same initial weights on every worker (DDP also broadcasts them)
-    model = torch_models.build(name, p)
-    trainable = torch_models.trainable_count(model)
     replayed = job.get("replay")
+    shapes = (replayed or {}).get("shapes")     # replayed from profiles: no model code, its parameters' shapes
+    model = replay.profile_model(shapes) if shapes else torch_models.build(name, p)
+    trainable = torch_models.trainable_count(model)
+    batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, bpw)  # noqa: E731
+    loss_of = (lambda net, x, y: zoo.loss(name, net, x, y)) if zoo.is_zoo(name) else \
+        (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     if replayed:
         waits = [tuple(x) for x in replayed["hosts"][emit.base["host"]]["layers"]]
-        model = replay.stand_in(model, waits, p["classes"])
+        model = replay.stand_in(model, waits, 1)
+        dummy = (torch.zeros(bpw, 1), torch.zeros(bpw, dtype=torch.long))
+        batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
     after_step = lambda step: None  # noqa: E731
     if distributed:
         model = nn.parallel.DistributedDataParallel(model, **lowcomm.ddp_options(comm, model))
         after_step = lowcomm.torch_setup(model, comm)     # a DDP hook, or local SGD's averaging
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
+    # a replayed step's optimizer is part of the waited time: the stand-in's is a no-op (its gradients are zeros)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0) if replayed else torch.optim.Adam(model.parameters(), lr=1e-3)
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",
@@ -66,10 +72,10 @@ def run_training(job: dict, emit: Emitter) -> None:
     with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
-                x, y = torch_models.synthetic_batch(name, p, seed, batch_id, bpw)
+                x, y = batches(batch_id)
                 batch_id += world
                 optimizer.zero_grad()
-                loss = loss_fn(model(x), y)
+                loss = loss_of(model, x, y)
                 loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
                 optimizer.step()
                 step += 1
@@ -78,22 +84,20 @@ def run_training(job: dict, emit: Emitter) -> None:
             clock.epoch_end()
     clock.done()
     if not replayed:            # a replayed step's compute was calibrated before the run
-        compute_probe(name, p, seed, bpw, emit)
+        compute_probe(name, p, seed, bpw, emit, loss_of)
     for line in held:
         emit.write(line)
 
 
-def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
+def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss_of,
                   warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
     """Local steps of a fresh model with no collective: the compute part of a step (the `compute`
     event, as workloads/train.py emits it: cpuquota.compute_probe)."""
     def setup():
         import torch
-        from torch import nn
 
         model = torch_models.build(name, p)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        loss_fn = nn.CrossEntropyLoss()
         x, y = torch_models.synthetic_batch(name, p, seed, 0, batch)
 
         def timed():
@@ -101,7 +105,7 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter,
                 if i == warmup:
                     t0, c0 = time.perf_counter(), time.process_time()
                 optimizer.zero_grad()
-                loss_fn(model(x), y).backward()
+                loss_of(model, x, y).backward()
                 optimizer.step()
             return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
         return timed

@@ -1,5 +1,6 @@
-"""Command line of the testbed: run, up, exec, validate, report, compare, predict, caption, cleanup, schema, image,
-cluster.
+"""Command line of the testbed.
+
+Verbs: run, up, exec, validate, report, compare, predict, profile, caption, cleanup, schema, image, cluster.
 
 One parser; each verb is a `Command` (name, help, arguments, handler) of its own module here.
 Modules import what a verb runs only when it runs, so `--help` and `validate` stay quick."""
@@ -9,10 +10,11 @@ import argparse
 import logging
 import sys
 
-from testbed.cli import caption, cleanup, cluster, compare, image, predict, report, run, schema, up, validate
+from testbed.cli import (caption, cleanup, cluster, compare, image, predict, profile, report, run, schema, up,
+                         validate)
 
 COMMANDS = [run.COMMAND, up.UP, up.EXEC, validate.COMMAND, report.COMMAND, compare.COMMAND, predict.COMMAND,
-            caption.COMMAND, cleanup.COMMAND, schema.COMMAND, image.COMMAND, cluster.COMMAND]
+            profile.COMMAND, caption.COMMAND, cleanup.COMMAND, schema.COMMAND, image.COMMAND, cluster.COMMAND]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,6 +26,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["profile"] and not {"-h", "--help"} & set(argv[1:2]):
+        return profile.run_raw(argv[1:])
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     return next(c for c in COMMANDS if c.name == args.command).run(args)

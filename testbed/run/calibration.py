@@ -14,13 +14,16 @@ import platform
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from testbed.nodes.base import REPO
 from testbed.nodes.image import CACHE_DIR
 from testbed.run import results
 
 CACHE = CACHE_DIR / "replay"
-CODE = ("workloads/replay.py", "workloads/models.py", "workloads/torch_models.py", "workloads/data.py")
+CODE = ("workloads/replay.py", "workloads/models.py", "workloads/torch_models.py", "workloads/data.py",
+        "workloads/profiling/fileformat.py")
+FIGURES = ("real_step_s", "real_cpu_s", "stand_in_step_s", "stand_in_cpu_s", "layers")
 ENGINE_PACKAGES = {"tensorflow": ("tensorflow", "tf_keras"), "pytorch": ("torch",)}
 TIMEOUT_S = 600
 
@@ -60,20 +63,44 @@ def calibrate(engine: str, model: str, params: dict, batch: int, cores: float, p
     """The calibration of a node of `cores` cores (workloads/replay.py's figures), from the cache or
     measured now; CalibrationError when it cannot be measured here."""
     key = inputs(engine, model, params, batch, cores)
+    return _cached(key, ["--engine", engine, "--model", model, "--params", json.dumps(params), "--batch", str(batch)],
+                   f"{engine} {model}, batch {batch}", progress)
+
+
+def calibrate_profile(engine: str, path: str, progress=lambda msg: None) -> dict:
+    """A profile's replay figures (workloads/replay.py calibrate_profile): its own step and layers, and the
+    stand-in's step measured here on one CPU, cached by the profile's content."""
+    from workloads.profiling import fileformat
+
+    try:
+        doc = fileformat.load(path)
+    except fileformat.ProfileError as err:
+        raise CalibrationError(str(err)) from err
+    key = inputs(engine, doc["model"], doc["model_params"], doc["batch"], 1.0)
+    key["profile"] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return _cached(key, ["--engine", engine, "--model", doc["model"], "--batch", str(doc["batch"]), "--profile",
+                         str(path)], f"the stand-in of {Path(path).name}", progress)
+
+
+def _cached(key: dict, args: list[str], what: str, progress) -> dict:
+    """The calibration `key` names, from the cache (a wrong-shaped cache file is measured again) or
+    measured now by workloads/replay.py with `args`."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     path = CACHE / f"{digest}.json"
     try:
-        return json.loads(path.read_text())["result"]
-    except (OSError, ValueError, KeyError):
+        result = json.loads(path.read_text())["result"]
+        if isinstance(result, dict) and set(FIGURES) <= set(result):
+            return result
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     allowed = sorted(os.sched_getaffinity(0))
     if key["cpus"] > len(allowed):
-        raise CalibrationError(f"a machine of {cores:g} cores needs {key['cpus']} CPUs to calibrate on; this "
+        raise CalibrationError(f"a machine of {key['cpus']} cores is calibrated on {key['cpus']} CPUs; this "
                                f"process may use {len(allowed)}")
     cpus = allowed[-key["cpus"]:]        # the last CPUs: the first takes more of the machine's interrupts
-    progress(f"calibrating replayed compute: {engine} {model}, batch {batch}, on {key['cpus']} CPU(s) ...")
-    cmd = [sys.executable, str(REPO / "workloads/replay.py"), "--engine", engine, "--model", model,
-           "--params", json.dumps(params), "--batch", str(batch), "--threads", str(key["threads"])]
+    progress(f"calibrating replayed compute: {what}, on {key['cpus']} CPU(s) ...")
+    cmd = [sys.executable, str(REPO / "workloads/replay.py"), *args, "--threads", str(key["threads"])]
+    engine, model = key["engine"], key["model"]
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CUDA_VISIBLE_DEVICES")}
     env.update(PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
     try:

@@ -54,7 +54,7 @@ def replay_problems(point) -> list[tuple[str, str]]:
     return [(f"{h.key}.cores", f"{h.name}: replay calibrates a machine of {h.cores:g} cores on {math.ceil(h.cores)} "
              f"CPUs; this machine gives {point.machine_cores}: set cores to at most {point.machine_cores}, or "
              "compute: real with dilation")
-            for h in point.graph.hosts if not h.real_machine and h.name not in point.replay]
+            for h in point.graph.hosts if not h.real_machine and h.name not in point.replay and h.cores is not None]
 
 
 def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True) -> None:

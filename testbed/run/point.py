@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
-from testbed.emulation.replayed_compute import HostReplay, from_calibration
+from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.run import calibration
@@ -31,6 +31,7 @@ from testbed.spec.models import Experiment
 from testbed.spec.sweep import RunPoint
 from testbed.spec.traces import LinkTrace, first_params, link_traces
 from workloads.models import gradient_bytes
+from workloads.profiling import fileformat
 
 
 def machine_cores() -> int:
@@ -93,7 +94,17 @@ class ResolvedPoint:
         """The job document's `replay` section: each node's waits on the wall clock (None: real compute)."""
         if self.replay is None:
             return None
-        return {"hosts": {name: host.job(self.k) for name, host in self.replay.items()}}
+        job = {"hosts": {name: host.job(self.k) for name, host in self.replay.items()}}
+        for name, host in self.replay.items():
+            if host.profile is not None:     # every node replays a profile of one shape (validate)
+                job["shapes"] = fileformat.param_shapes(fileformat.load(self.spec.profile_path(name)[1]))
+                break
+        return job
+
+    @property
+    def replays_profiles(self) -> bool:
+        """Whether its nodes replay compute profiles (no model or script code runs on them)."""
+        return any(host.profile is not None for host in (self.replay or {}).values())
 
     def wall_traces(self) -> list[LinkTrace]:
         """The traced links on this machine's clock (times x K, rates / K)."""
@@ -108,13 +119,17 @@ class ResolvedPoint:
         emulated node has one, shared when they share this machine, real without emulated nodes), cores,
         node_cores, machine_cores."""
         emulated = [h for h in self.graph.hosts if not h.real_machine]
-        held = [h for h in emulated if h.budget is not None or self.replay is not None and h.cores is not None]
-        sizes = {h.cores for h in held}
+        replay = self.replay or {}
+        held = [h for h in emulated if h.budget is not None or h.name in replay]
+        size = {h.name: replay[h.name].cores if h.name in replay else h.cores for h in held}
+        sizes = set(size.values())
         compute = "real" if not emulated else "replay" if self.replay is not None else \
             "budgets" if len(held) == len(emulated) else "shared"
+        profiles = {name: host.profile for name, host in replay.items() if host.profile is not None}
         return dict(dilation=self.k, compute=compute,
                     cores=sizes.pop() if len(sizes) == 1 and compute in ("budgets", "replay") else math.nan,
-                    node_cores=";".join(f"{h.name}={h.cores:g}" for h in held), machine_cores=self.machine_cores)
+                    node_cores=";".join(f"{h.name}={size[h.name]:g}" for h in held), machine_cores=self.machine_cores,
+                    profile=";".join(f"{name}={p}" for name, p in profiles.items()) if profiles else "")
 
     def to_emulated(self, row: dict, observed) -> dict:
         """The row and the observed tables in emulated time: durations / K, rates x K, CPU % of an
@@ -144,7 +159,7 @@ def _scale(rows: list[dict], k: float, times, rates) -> None:
 
 
 def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
-            progress=lambda msg: None) -> ResolvedPoint:
+            progress=lambda msg: None, calibrate_profile=calibration.calibrate_profile) -> ResolvedPoint:
     """A point resolved: its wall spec and its graph, built once, on both clocks, budgeted hosts pinned
     to CPUs of their own where this machine's CPUs allow. Its dilation is a number, or `auto` under
     compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/calibration.py)."""
@@ -154,12 +169,12 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
     hosts = None
     if spec.emulation.compute == "replay":
         graph = _unbudgeted(graph)
-        hosts = replay_hosts(spec, graph, machine, calibrate, progress)
+        hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
         if spec.emulation.dilation == "auto":
             w = spec.workload
             strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
-            k = replay_factor(list(hosts.values()), w.engine, strategy, gradient_bytes(w.model, w.model_params),
-                                   link_bandwidth(graph), machine, spec.emulation.reserve)
+            k = replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec),
+                              link_bandwidth(graph), machine, spec.emulation.reserve)
             spec = with_dilation(spec, k)
     wall = dil.wall_spec(spec, k)
     traces = tuple(link_traces(spec, graph=graph))
@@ -177,11 +192,19 @@ def _unbudgeted(graph: Graph) -> Graph:
                                              else h for h in graph.hosts])
 
 
-def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress) -> dict[str, HostReplay]:
+def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
+                 calibrate_profile=calibration.calibrate_profile) -> dict[str, HostReplay]:
     """What each emulated node replays, from one calibration per size; a node larger than this machine
     has none (preflight says so)."""
     w, by_cores, out = spec.workload, {}, {}
     for h in graph.hosts:
+        found = spec.profile_path(h.name)
+        if found is not None and not h.real_machine:
+            if found[1] not in by_cores:
+                by_cores[found[1]] = calibrate_profile(w.engine, found[1], progress)
+            cal = by_cores[found[1]]
+            out[h.name] = from_profile(cal, fileformat.load(found[1])["cores"], spec.topology.host_conf(h.name).profile)
+            continue
         if h.real_machine or h.cores is None or math.ceil(h.cores - 1e-9) > machine:
             continue
         if h.cores not in by_cores:
@@ -189,6 +212,15 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress) -> dict[
                                           progress)
         out[h.name] = from_calibration(by_cores[h.cores], h.cores)
     return out
+
+
+def replayed_gradient_bytes(spec) -> int:
+    """Gradient bytes per step of a replayed run: its profiles' (all of one shape), else the model's."""
+    for name in spec.topology.host_names():
+        found = spec.profile_path(name)
+        if found is not None:
+            return fileformat.gradient_bytes(fileformat.load(found[1]))
+    return gradient_bytes(spec.workload.model, spec.workload.model_params)
 
 
 def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None,

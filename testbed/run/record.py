@@ -99,7 +99,7 @@ def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
     try:
         plan = communication.plan(workload.model, workload.model_params, workload.strategy, _whole(row.get("workers")),
                                   c.compression, c.rank, c.start_step, c.sync_every, row.get("gradient_bytes"))
-    except ValueError:
+    except (ValueError, ImportError):       # (a zoo model replayed from a profile, its package not here)
         return out
     out["theory_bytes_per_worker_step"] = plan.mean(1, steps)
     if warm and workload.strategy != "ps" and row.get("steady") == steady.OK:

@@ -83,8 +83,9 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
         followed = list(point.traces)         # in emulated time: the tracer puts them on the wall clock
         tracer = traces.Tracer(followed, net, per_epoch, point.k, spec.name,
                                point.run_id, progress) if followed else None
-        training = Training(net, workload, tasks, folder, progress, spec.script_path(), applier, switcher,
-                            spec.script_files(), tracer, point.replay_job())
+        own_code = not point.replays_profiles        # a script replayed from its profile needs no user code
+        training = Training(net, workload, tasks, folder, progress, spec.script_path() if own_code else None,
+                            applier, switcher, spec.script_files() if own_code else [], tracer, point.replay_job())
         outcome = training.run()
     observed.link_changes = tracer.rows if tracer is not None else []
     row["tf_threads"] = min(training.threads.values())

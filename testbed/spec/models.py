@@ -8,6 +8,7 @@ input again. Cross-field rules live in `rules.py`; loading in `load.py`.
 from __future__ import annotations
 
 import os
+import pathlib
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 
@@ -101,6 +102,10 @@ class LinkParams(Strict):
         return LinkParams.model_construct(**values)
 
 
+BUILTIN_PROFILE = "builtin/"
+PROFILES_DIR = pathlib.Path(__file__).resolve().parents[2] / "profiles"
+
+
 class SwitchConf(Strict):
     """Switch implementation. datapath auto = kernel if available, else user space."""
 
@@ -119,6 +124,10 @@ class _HostLimits(Strict):
         None, description="older form of a budget: a fraction of THIS machine's cores (cpu 0.5 on 2 cores "
         "is cores 1); prefer cores")
     memory: Size | None = None
+    profile: Annotated[str, Field(min_length=1, max_length=4096)] | None = Field(
+        None, description="emulation.compute replay: the compute profile this node replays (a file written by "
+        "`run_experiment.py profile`, relative to this file, or builtin/NAME for one under profiles/): the node "
+        "stands for the machine profiled, a GPU server say; null: the step calibrated on this machine")
 
     def merged(self, override: "HostConf | None") -> "HostConf":
         """These settings with the non-null fields of `override` replacing them (null = inherit); a
@@ -449,6 +458,20 @@ class Experiment(Strict):
         file = self.location(("workload", "script"))[0]
         base = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else os.getcwd()
         return os.path.normpath(os.path.join(base, self.workload.script))
+
+    def profile_path(self, host: str) -> tuple[str, str] | None:
+        """(key path, absolute path) of the compute profile a host replays, None without one: builtin/NAME
+        is profiles/NAME.json of the testbed, any other path is relative to the file that named it."""
+        own_key, own = self.topology.host_own(host)
+        key = f"{own_key}.profile" if own is not None and own.profile is not None else "topology.host.profile"
+        value = self.topology.host_conf(host).profile
+        if value is None:
+            return None
+        if value.startswith(BUILTIN_PROFILE):
+            return key, str(PROFILES_DIR / (value[len(BUILTIN_PROFILE):] + ".json"))
+        file = self.location(key)[0]
+        base = os.path.dirname(os.path.abspath(file)) if os.path.isfile(file) else os.getcwd()
+        return key, os.path.normpath(os.path.join(base, os.path.expanduser(value)))
 
     def script_files(self) -> list[str]:
         """The files a script run stages on a node: the script, then every file under `workload.files`

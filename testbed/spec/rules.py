@@ -14,7 +14,8 @@ from testbed.roles import PlacementError, assign_tasks
 from testbed.spec import limits
 from testbed.spec.graph import build_graph
 from testbed.spec.keypaths import parse_path, suggest
-from testbed.spec.models import MODEL_PARAMS, AllreduceConf, Experiment
+from testbed.spec.models import AllreduceConf, Experiment
+from testbed.spec.model_rules import model_problems, profile_problems, profiles
 from testbed.spec.problems import Problem, host_kinds, real_machines
 from testbed.spec.settings import example_address
 from testbed.spec.topology_rules import shape_problems, topology_problems
@@ -78,9 +79,14 @@ def _replay_problems(exp: Experiment) -> list[Problem]:
     """compute: replay replays a built-in model's step on emulated nodes of a known size, for timing."""
     topo, w, key = exp.topology, exp.workload, ("emulation", "compute")
     out, say = [], "; or compute: real"
-    if w.script is not None:
-        out.append(Problem(key, "replay times the built-in models' steps; a workload.script computes its own" + say,
-                           ("workload.script",)))
+    profiled = profiles(exp)
+    if w.script is not None and len(profiled) < len(topo.host_names()):
+        out.append(Problem(key, "a workload.script is replayed from its profile: set topology.host.profile to one "
+                           "taken with `run_experiment.py profile SCRIPT` (docs/profiles.md)" + say,
+                           ("workload.script", "topology.host.profile")))
+    if w.script is not None and w.engine != "pytorch":
+        out.append(Problem(key, "a TensorFlow script cannot be replayed (its model is its own); profile and replay "
+                           "a built-in or keras/ model" + say, ("workload.script",)))
     if w.data.kind != "synthetic" or w.eval:
         out.append(Problem(key, "replayed steps train nothing, so they give no BLEU: use data.kind synthetic and "
                            "eval: false" + say, ("workload.data.kind", "workload.eval")))
@@ -89,7 +95,8 @@ def _replay_problems(exp: Experiment) -> list[Problem]:
         where = f"{', '.join(real)} are real machines" if real else "the cluster's hosts run on other servers"
         out.append(Problem(key, f"replay calibrates each node's step on this machine's CPUs; {where}" + say,
                            ("topology", "cluster")))
-    sizeless = [name for name in topo.host_names() if name not in real and topo.host_conf(name).cores is None]
+    sizeless = [name for name in topo.host_names() if name not in real and name not in profiled
+                and topo.host_conf(name).cores is None]
     fraction = [name for name in topo.host_names() if topo.host_conf(name).cpu is not None]
     if sizeless or fraction:
         who = sizeless or fraction
@@ -101,7 +108,9 @@ def _replay_problems(exp: Experiment) -> list[Problem]:
 
 def workload_problems(exp: Experiment) -> list[Problem]:
     w, hosts = exp.workload, exp.topology.host_names()
-    out = _model_param_problems(w.model, w.model_params) + communication_problems(exp)
+    found = profiles(exp)
+    every = bool(found) and len(found) == len(hosts)
+    out = model_problems(exp, every) + profile_problems(exp, found) + communication_problems(exp)
     if w.engine == "pytorch":
         out += _pytorch_problems(exp)
     if w.strategy == "ps":
@@ -160,9 +169,9 @@ def _pytorch_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(("workload", "strategy"), f"engine pytorch runs strategies single and allreduce "
                            f"(DistributedDataParallel over gloo), not {w.strategy}: the parameter-server "
                            "strategy is TensorFlow's here (set engine: tensorflow)", related))
-    if w.script is None and w.model not in ("mlp", "cnn"):
-        out.append(Problem(("workload", "model"), f"engine pytorch trains the built-in mlp and cnn, not {w.model} "
-                           "(the caption model is TensorFlow's)", related))
+    if w.script is None and w.model == "caption":
+        out.append(Problem(("workload", "model"), "engine pytorch trains the built-in mlp and cnn and PyTorch zoo "
+                           "models, not caption (TensorFlow's)", related))
     if w.recovery != "none":
         out.append(Problem(("workload", "recovery"), "recovery is not built for engine pytorch yet: a killed "
                            "worker fails the run, naming the fault (set recovery: none)", related))
@@ -245,18 +254,6 @@ def _switch_problems(exp: Experiment, hosts: list[str]) -> list[Problem]:
     if w.epochs < 2:
         out.append(Problem(("workload", "epochs"), "strategy switch decides at the end of an epoch before the "
                            f"last: set epochs to 2 or more (it is {w.epochs})", related))
-    return out
-
-
-def _model_param_problems(model: str, params: dict) -> list[Problem]:
-    allowed, out = MODEL_PARAMS[model], []
-    for key, value in params.items():
-        path, rel = ("workload", "model_params", key), ("workload.model",)
-        if key not in allowed:
-            out.append(Problem(path, f"unknown model_params key {key!r} for model {model}"
-                               f"{suggest(key, allowed)} (allowed: {', '.join(allowed)})", rel))
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            out.append(Problem(path, f"{key} must be a positive integer (got {value!r})", rel))
     return out
 
 

@@ -10,12 +10,21 @@ from testbed.spec import limits
 from testbed.spec.keypaths import KnownKeys
 from testbed.spec.settings import Strict
 from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole
+from workloads import zoo
 
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),
     "cnn": ("filters", "dense", "classes"),
     "caption": ("vocab_size", "max_len", "feature_dim", "embed_dim", "units"),
 }
+BUILTIN_MODELS = tuple(MODEL_PARAMS)
+ZOO_PARAMS = {prefix: tuple(source.PARAMS) for prefix, source in zoo.SOURCES.items() if prefix != "builtin"}
+MODEL_NAME = r"^(mlp|cnn|caption|[a-z][a-z0-9_]*/[A-Za-z0-9][A-Za-z0-9_.\-]*)$"
+
+
+def model_params_allowed(model: str) -> tuple[str, ...]:
+    """The model_params keys a model takes (a zoo model: its source's)."""
+    return MODEL_PARAMS.get(model) or ZOO_PARAMS.get(model.partition("/")[0], ())
 
 
 class PsConf(Strict):
@@ -104,11 +113,16 @@ class Workload(Strict):
         "allreduce", description="single runs on the first host; auto: ps or allreduce, chosen after the "
         "checks by the cost model (workload.advisor); switch: starts with workload.switch.start and "
         "changes strategy at an epoch's end when the cost model predicts the other faster")
-    model: Literal["mlp", "cnn", "caption"] = "mlp"
-    model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in MODEL_PARAMS.values()
+    model: Annotated[str, Field(pattern=MODEL_NAME, max_length=200)] = Field(
+        "mlp", description="a built-in model (mlp, cnn, caption) or one of a model zoo by name, built with random "
+        "weights: torchvision/resnet50, timm/vit_small_patch16_224, transformers/gpt2 (PyTorch), keras/ResNet50 "
+        "(TensorFlow); docs/profiles.md")
+    model_params: Annotated[dict[str, Any], KnownKeys(tuple(sorted({k for ks in [*MODEL_PARAMS.values(),
+                                                                                 *ZOO_PARAMS.values()]
                                                                       for k in ks})))] = Field(
         default_factory=dict, description="mlp: width, depth, input_dim, classes; cnn: filters, "
-        "dense, classes; caption: vocab_size, max_len, feature_dim, embed_dim, units")
+        "dense, classes; caption: vocab_size, max_len, feature_dim, embed_dim, units; torchvision/, timm/, keras/: "
+        "image_size, channels, classes; transformers/: seq_len, layers, width, heads, vocab_size")
     batch_per_worker: Count = 32
     epochs: Count = 1
     fixed: Literal["data", "steps"] = Field(

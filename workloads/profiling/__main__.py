@@ -21,7 +21,14 @@ SCALED = ("step_s", "cycle_s", "input_s", "forward_s", "backward_s", "optimizer_
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="profile", description="measure a model's training step and write a profile")
+    ap = argparse.ArgumentParser(prog="profile", description="measure a model's training step and write a profile",
+                                 epilog="after --: the script's own arguments")
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap) -> None:
+    """The profiler's options (also `run_experiment.py profile`'s)."""
     ap.add_argument("target", metavar="MODEL|SCRIPT", help="a model (cnn, torchvision/resnet50, transformers/gpt2, "
                     "keras/ResNet50) or your torchrun-style training script (.py)")
     ap.add_argument("--engine", required=True, choices=("pytorch", "tensorflow"))
@@ -36,7 +43,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--steps", type=int, default=STEPS, help="steps measured (PyTorch: of each kind, plain and "
                     "per layer)")
     ap.add_argument("--out", required=True, help="the profile file to write (JSON)")
-    return ap
 
 
 def pin(cores: float | None) -> int:

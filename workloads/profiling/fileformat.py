@@ -108,9 +108,16 @@ def write(path, doc: dict) -> None:
         raise
 
 
+def replay_layers(doc: dict) -> list[dict]:
+    """The layers in the order a replay chains them: the last gradient ready first, so that replayed
+    gradients become ready in the profiled order (forward order where grad_ready_s was not measured)."""
+    layers = doc["layers"]
+    return [layers[i] for i in sorted(range(len(layers)), key=lambda i: -layers[i]["grad_ready_s"])]
+
+
 def param_shapes(doc: dict) -> list[list[tuple[list[int], str]]]:
-    """Each layer's parameters as (shape, dtype), in the profile's layer order."""
-    return [[(p["shape"], p["dtype"]) for p in layer["params"]] for layer in doc["layers"]]
+    """Each layer's parameters as (shape, dtype), in replay order (replay_layers)."""
+    return [[(p["shape"], p["dtype"]) for p in layer["params"]] for layer in replay_layers(doc)]
 
 
 def parameter_count(doc: dict) -> int:

@@ -12,7 +12,9 @@ built, so `python -m workloads.profiler` runs where only the engine is installed
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import json
 import pkgutil
 from types import ModuleType
 
@@ -105,3 +107,23 @@ def loss(model: str, net, inputs, targets):
     """The training loss of `net` on one batch (a torch scalar)."""
     source, name = split(model)
     return source.loss(net, inputs, targets)
+
+
+def parameter_count(model: str, params: dict | None = None) -> int:
+    """Trainable parameters of a zoo model, before any run: PyTorch models built on the meta device (no
+    memory), Keras models built (once per process)."""
+    return _count(model, json.dumps(resolve_params(model, params), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _count(model: str, params_json: str) -> int:
+    source, name = split(model)
+    params = json.loads(params_json)
+    if source.ENGINE == "tensorflow":
+        net = source.build(name, params)
+        return int(sum(int(w.shape.num_elements()) for w in net.trainable_weights))
+    import torch
+
+    with torch.device("meta"):
+        net = source.build(name, params)
+    return sum(p.numel() for p in net.parameters() if p.requires_grad)

@@ -5,6 +5,7 @@ from __future__ import annotations
 PREFIX = "builtin"
 ENGINE = None               # both engines (caption: TensorFlow only)
 PACKAGES: tuple[str, ...] = ()
+PARAMS: dict = {}               # per model: workloads.models.DEFAULTS
 
 
 def names() -> list[str]:

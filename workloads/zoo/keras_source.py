@@ -10,14 +10,20 @@ PACKAGES: tuple[str, ...] = ()       # tf_keras comes with the TensorFlow engine
 
 
 def names() -> list[str]:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tf_keras
 
     apps = tf_keras.applications
     return sorted(n for n in dir(apps) if n[:1].isupper() and callable(getattr(apps, n)))
 
 
+PARAMS = tasks.IMAGE_PARAMS
+
+
 def defaults(name: str) -> dict:
-    return {"image_size": 224, "channels": 3, "classes": 1000}
+    return dict(PARAMS)
 
 
 def build(name: str, p: dict):

@@ -12,6 +12,7 @@ ids i, i + n, ...: disjoint shards. numpy and torch are imported when a batch is
 from __future__ import annotations
 
 TEACHER_GRID = 4
+IMAGE_PARAMS = {"image_size": 224, "channels": 3, "classes": 1000}
 
 
 def image_batch(p: dict, seed: int, batch_id: int, batch_size: int, channels_last: bool = False):

@@ -15,8 +15,11 @@ def names() -> list[str]:
     return sorted(timm.list_models())
 
 
+PARAMS = tasks.IMAGE_PARAMS
+
+
 def defaults(name: str) -> dict:
-    return {"image_size": 224, "channels": 3, "classes": 1000}
+    return dict(PARAMS)
 
 
 def build(name: str, p: dict):

@@ -33,8 +33,11 @@ def config(name: str, p: dict):
     return cfg
 
 
+PARAMS = {"seq_len": 128, **{k: None for k in SIZES}}
+
+
 def defaults(name: str) -> dict:
-    return {"seq_len": 128, **{k: None for k in SIZES}}
+    return dict(PARAMS)
 
 
 def build(name: str, p: dict):
