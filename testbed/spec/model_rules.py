@@ -11,8 +11,8 @@ from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import Experiment
 from testbed.spec.problems import Problem
 from testbed.spec.workload import model_params_allowed
-from workloads import zoo
-from workloads.profiling import fileformat
+import workloads.zoo as zoo
+import workloads.profiling.fileformat as fileformat
 
 MODEL = ("workload", "model")
 

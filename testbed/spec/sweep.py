@@ -43,16 +43,32 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
     a stable hash of the whole resolved point (`resolved`: its spec as JSON), so a file changed
     outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
     out: it judges the results, it does not change the run (a changed bound judges the same runs again).
-    workload.communication at its defaults is left out too, so that files written before it keep their ids."""
+    Settings added later are left out at their defaults too (workload.communication plain, a host's profile
+    null), so that files written before them keep their ids."""
     point = {key: value for key, value in resolved.items() if key != "expect"}
     workload = point.get("workload")
     if isinstance(workload, dict) and workload.get("communication") == _PLAIN:
         point["workload"] = {k: v for k, v in workload.items() if k != "communication"}
+    if isinstance(point.get("topology"), dict):
+        point["topology"] = _without_null_profiles(point["topology"])
     blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,
                       separators=(",", ":"), default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
     labels = [_label(path, params[path]) for path in sorted(params)]
     return "-".join(labels + [f"r{repeat}", digest])
+
+
+def _without_null_profiles(topology: dict) -> dict:
+    """The topology with every host setting's `profile: null` left out (topology.host, host_overrides, hosts)."""
+    def plain(conf):
+        return {k: v for k, v in conf.items() if not (k == "profile" and v is None)} if isinstance(conf, dict) else conf
+    out = dict(topology)
+    out["host"] = plain(out.get("host"))
+    if isinstance(out.get("host_overrides"), dict):
+        out["host_overrides"] = {name: plain(conf) for name, conf in out["host_overrides"].items()}
+    if isinstance(out.get("hosts"), list):
+        out["hosts"] = [plain(conf) for conf in out["hosts"]]
+    return out
 
 
 def _label(path: str, value: Any) -> str:

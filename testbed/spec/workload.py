@@ -10,7 +10,7 @@ from testbed.spec import limits
 from testbed.spec.keypaths import KnownKeys
 from testbed.spec.settings import Strict
 from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole
-from workloads import zoo
+import workloads.zoo as zoo
 
 MODEL_PARAMS = {
     "mlp": ("width", "depth", "input_dim", "classes"),

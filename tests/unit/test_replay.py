@@ -81,7 +81,7 @@ workload: {model: cnn, batch_per_worker: 32}
 
 
 @pytest.mark.parametrize("change, words", [
-    ("workload: {model: cnn, script: train.py}", "a workload.script computes its own"),
+    ("workload: {model: cnn, script: train.py}", "a workload.script is replayed from its profile"),
     ("workload: {model: caption, data: {kind: flickr8k, path: d}}", "give no BLEU"),
     ("topology: {hosts: 4, link: {bw: 10mbit}}", "set topology.host.cores"),
 ])
