@@ -167,3 +167,17 @@ def test_the_profiler_runs_with_the_engine_alone(tmp_path):
     assert doc["step_s"] > 0 and doc["versions"]["torch"] and doc["machine"]["cpu_model"]
     assert [p["shape"] for p in doc["layers"][0]["params"]] == [[16, 1, 3, 3], [16]]
     assert sorted(i for bucket in doc["buckets"] for i in bucket) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed(tmp_path):
+    """--cores 0.5 runs the step on one CPU and doubles every time it measured: the machine it stands for."""
+    out = tmp_path / "half.json"
+    done = subprocess.run([sys.executable, "-m", "workloads.profiling", "mlp", "--engine", "pytorch", "--batch", "16",
+                           "--cores", "0.5", "--warmup", "1", "--steps", "4", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = fileformat.load(out)
+    assert doc["cores"] == 0.5 and doc["machine"]["cpus_used"] == 1 and doc["machine"]["time_scale"] == 2
+    # the step's parts were scaled with it: they still add up to the step (as medians, within a few per cent)
+    parts = doc["forward_s"] + doc["backward_s"] + doc["optimizer_s"]
+    assert parts == pytest.approx(doc["step_s"], rel=0.25)

@@ -1,0 +1,65 @@
+"""Compute profiles replayed on real Mininet, OVS, tc and PyTorch's gloo: the built-in CNN profiled here with
+`run_experiment.py profile` replays 2 and 4 one-core nodes at the steady step of real compute, and an
+unmodified torchrun script, profiled, replays 4 nodes with no code of its own on them."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cli import REPO, cli
+
+pytestmark = pytest.mark.integration
+
+SPEC = """name: {name}
+topology: {{template: star, hosts: {hosts}, link: {{bw: 10mbit}}, host: {{cores: {cores}{profile}}}}}
+emulation: {{dilation: auto, compute: {compute}}}
+workload: {{engine: pytorch, strategy: allreduce, model: cnn, batch_per_worker: 32, epochs: 1, steps_per_epoch: 25,
+           fixed: steps, timeout: 15m{script}}}
+checks: {{iperf: false, ping: true}}
+monitor: {{interval: 2s}}
+"""
+
+
+def run(tmp_path: Path, name: str, hosts: int, compute: str, profile: Path | None = None, script: Path | None = None,
+        cores: float = 1):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(SPEC.format(name=name, hosts=hosts, compute=compute, cores=cores,
+                                profile=f", profile: {profile}" if profile else "",
+                                script=f", script: {script}" if script else ""))
+    proc = cli("run", spec, "--out", tmp_path / name, "--quiet", "--no-report", timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = [r for _, r in pd.read_csv(tmp_path / name / "runs.csv").iterrows()]
+    assert row["status"] == "ok", row["reason"]
+    return row
+
+
+def profile(tmp_path: Path, target, *extra, cores: float = 1) -> Path:
+    out = tmp_path / f"{Path(str(target)).stem}.json"
+    proc = cli("profile", target, "--engine", "pytorch", "--batch", "32", "--cores", cores, "--out", out, *extra,
+               timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("hosts", [2, 4])
+def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, root, no_leftovers, hosts):
+    taken = profile(tmp_path, "cnn")
+    real = run(tmp_path, "real", hosts, "real")
+    replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken)
+    assert replayed["compute"] == "replay" and replayed["profile"] == ";".join(f"h{i}={taken}"
+                                                                               for i in range(1, hosts + 1))
+    ratio = replayed["steady_step_s"] / real["steady_step_s"]
+    print(f"{hosts} nodes of {cores:g} core at 10 Mbit/s: real {real['steady_step_s'] * 1000:.1f} ms (x{real['dilation']:g}, "
+          f"{real['fidelity']}), replayed from the profile {replayed['steady_step_s'] * 1000:.1f} ms "
+          f"(x{replayed['dilation']:g}, {replayed['fidelity']}): {ratio:.3f}")
+    assert ratio == pytest.approx(1, abs=0.05)
+
+
+def test_an_unmodified_script_is_profiled_and_replayed_on_four_nodes(tmp_path, root, no_leftovers):
+    script = REPO / "tests/fixtures/scripts/ddp_tutorial.py"
+    taken = profile(tmp_path, script, "--warmup", "3", "--steps", "8", "--", "--epochs", "5")
+    row = run(tmp_path, "script", 4, "replay", profile=taken, script=script)
+    assert row["compute"] == "replay" and row["model"] == f"script:{script}" and row["workers"] == 4
+    assert row["profile"] == ";".join(f"h{i}={taken}" for i in range(1, 5))
+    assert row["gradient_bytes"] == 4 * (64 * 256 + 256 + 256 * 4 + 4)     # the script's own model, replayed
+    assert row["steady"] == "ok" and row["steady_step_s"] > 0
