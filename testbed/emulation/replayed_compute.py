@@ -114,9 +114,11 @@ def _at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, flo
 
 
 def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], start: float, end: float,
-                 k: float) -> list[NodeReplay]:
+                 k: float, cores: dict[str, float] | None = None) -> list[NodeReplay]:
     """Each node's figures over the steady window [start, end] (wall-clock times): `samples` maps a node
-    to its tasks' usage samples (t, CPU seconds, run delay seconds)."""
+    to its tasks' usage samples (t, CPU seconds, run delay seconds). A node that stands for a machine of
+    more than one core (`cores`, a GPU server's profile say) had that many cores for its communication
+    there: its CPU bound is its CPU per steady step over the step x those cores."""
     wall = end - start
     if wall <= 0:
         return []
@@ -128,7 +130,7 @@ def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], sta
                 continue
             (c0, d0), (c1, d1) = _at(series, start), _at(series, end)
             cpu, delay = cpu + c1 - c0, delay + d1 - d0
-        out.append(NodeReplay(name, cpu * k / wall, delay / wall))
+        out.append(NodeReplay(name, cpu * k / wall / max(1.0, (cores or {}).get(name, 1.0)), delay / wall))
     return out
 
 

@@ -115,7 +115,7 @@ def _whole(value) -> int:
         else 0
 
 
-def replay_nodes(events: dict, tasks, row: dict, k: float) -> list[replay.NodeReplay]:
+def replay_nodes(events: dict, tasks, row: dict, k: float, cores: dict[str, float] | None = None) -> list[replay.NodeReplay]:
     """Replayed compute: each node's CPU and CPU wait over the run's steady steps, from its tasks' `usage`
     events; the window runs from the end of the warm-up to the last step of the lead task."""
     ends = [e["t"] for e in events.get(final_tasks(tasks)[0], []) if e.get("event") == "step"
@@ -129,7 +129,7 @@ def replay_nodes(events: dict, tasks, row: dict, k: float) -> list[replay.NodeRe
         series = [(e["t"], e["cpu_s"], e["run_delay_s"]) for e in evs if e.get("event") == "usage"
                   and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
         samples.setdefault(task.host, []).append(series)
-    return replay.node_figures(samples, ends[warm - 1], ends[-1], k)
+    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, cores)
 
 
 def replay_columns(nodes: list[replay.NodeReplay]) -> dict:

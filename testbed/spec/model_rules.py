@@ -71,8 +71,8 @@ def model_problems(exp: Experiment, every_host_profiled: bool) -> list[Problem]:
 
 
 def profile_problems(exp: Experiment, found: dict[str, tuple[str, str]]) -> list[Problem]:
-    """Every profile readable and of this format, of the run's engine and model, all of one gradient shape
-    (the nodes all-reduce the same parameters), and only under compute: replay."""
+    """Every profile readable and of this format, of the run's engine, model and batch, all of one gradient
+    shape (the nodes all-reduce the same parameters), and only under compute: replay."""
     if not found:
         return []
     out, shapes = [], {}
@@ -99,6 +99,10 @@ def profile_problems(exp: Experiment, found: dict[str, tuple[str, str]]) -> list
             out.append(Problem(parse_path(key), f"{host}: {path} profiles model {doc['model']}, this run trains "
                                f"{want}: set workload.model to it, or profile {want}",
                                ("workload.model", "workload.script")))
+        elif doc["batch"] != exp.workload.batch_per_worker:
+            out.append(Problem(parse_path(key), f"{host}: {path} profiles a batch of {doc['batch']}, this run trains "
+                               f"{exp.workload.batch_per_worker} a worker: set workload.batch_per_worker: {doc['batch']}, "
+                               "or profile that batch", ("workload.batch_per_worker",)))
         else:
             shapes.setdefault(repr(fileformat.param_shapes(doc)), []).extend(names)
     if len(shapes) > 1:

@@ -52,6 +52,9 @@ def test_node_figures_read_the_steady_window_between_samples():
     nodes = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2)}
     assert nodes["h1"].cpu_share == pytest.approx(0.4)        # 0.2 core x K 2
     assert nodes["h2"].cpu_share == pytest.approx(0.2) and nodes["h2"].wait_share == pytest.approx(0.02)
+    # h1 standing for a 16-core server: its communication had 16 cores there, its bound is a sixteenth
+    served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2, cores={"h1": 16, "h2": 1})}
+    assert served["h1"].cpu_share == pytest.approx(0.4 / 16) and served["h2"].cpu_share == pytest.approx(0.2)
 
 
 def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():

@@ -20,12 +20,12 @@ SPEC = """
 name: zoo
 topology: {{hosts: 2, link: {{bw: 1gbit}}, host: {{cores: 1, profile: {profile}}}}}
 emulation: {{compute: {compute}}}
-workload: {{engine: {engine}, model: {model}}}
+workload: {{engine: {engine}, model: {model}, batch_per_worker: {batch}}}
 """
 
 
-def spec(tmp_path, profile="builtin/cpu/cnn-b32-c1-pytorch", compute="replay", engine="pytorch", model="cnn"):
-    return textwrap.dedent(SPEC.format(profile=profile, compute=compute, engine=engine, model=model))
+def spec(tmp_path, profile="builtin/cpu/cnn-b32-c1-pytorch", compute="replay", engine="pytorch", model="cnn", batch=32):
+    return textwrap.dedent(SPEC.format(profile=profile, compute=compute, engine=engine, model=model, batch=batch))
 
 
 def test_every_shipped_profile_reads_back_and_names_its_device():
@@ -114,6 +114,8 @@ def test_validate_refuses_a_profile_of_another_engine_or_model_or_without_replay
     assert "profiles engine pytorch, this run trains with tensorflow" in problem.message
     problem = issues(tmp_path, spec(tmp_path, model="mlp"))[0]
     assert "profiles model cnn, this run trains mlp" in problem.message and problem.line == 2
+    problem = issues(tmp_path, spec(tmp_path, batch=64))[0]
+    assert "profiles a batch of 32, this run trains 64 a worker" in problem.message
     problem = issues(tmp_path, spec(tmp_path, compute="real"))[0]
     assert "set emulation.compute: replay" in problem.message
     problem = issues(tmp_path, spec(tmp_path, profile="nowhere.json"))[0]
@@ -122,7 +124,7 @@ def test_validate_refuses_a_profile_of_another_engine_or_model_or_without_replay
 
 
 def test_a_script_replays_only_from_its_profile(tmp_path):
-    text = spec(tmp_path, profile="null").replace("model: cnn}", "model: cnn, script: train.py}")
+    text = spec(tmp_path, profile="null").replace("model: cnn,", "model: cnn, script: train.py,")
     (tmp_path / "train.py").write_text("print('hi')\n")
     problem = next(p for p in issues(tmp_path, text) if p.key == "emulation.compute")
     assert "replayed from its profile" in problem.message
