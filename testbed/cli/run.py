@@ -47,10 +47,31 @@ def apply_preset(args) -> bool:
     return not args.no_report and (preset.report or args.report)
 
 
+def install_zoo_packages(args) -> bool:
+    """The zoo packages the file (or --set) names a model of, installed on first use; False after saying why
+    they could not be."""
+    from testbed import zoo_packages
+    if args.dry_run:
+        return True                 # (validate says what is missing)
+    try:
+        text = Path(args.file).read_text(errors="replace")[:10_000_000]
+    except OSError:
+        return True                 # load() names the file
+    try:
+        zoo_packages.install(zoo_packages.wanted(text + "\n" + "\n".join(args.overrides)),
+                             lambda msg: console.print(msg, highlight=False, markup=False))
+    except zoo_packages.InstallError as err:
+        console.print(f"{args.file}: {err}", highlight=False, markup=False)
+        return False
+    return True
+
+
 def run(args) -> int:
     from testbed.owner import LockHeld
     from testbed.spec import SpecError
     draw_report = apply_preset(args)
+    if not install_zoo_packages(args):
+        return 2
     loaded = load(args)
     if loaded is None:
         return 2

@@ -9,7 +9,7 @@ import os
 
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import Experiment
-from testbed.spec.problems import Problem
+from testbed.spec.problems import Problem, real_machines
 from testbed.spec.workload import model_params_allowed
 import workloads.zoo as zoo
 import workloads.profiling.fileformat as fileformat
@@ -80,6 +80,11 @@ def profile_problems(exp: Experiment, found: dict[str, tuple[str, str]]) -> list
         key = next(iter(found.values()))[0]
         return [Problem(parse_path(key), "a profile is replayed: set emulation.compute: replay (or remove "
                         "the profile to compute for real)", ("emulation.compute",))]
+    bare = [h for h in exp.topology.host_names() if h not in found and h not in real_machines(exp.topology)]
+    if bare:
+        out.append(Problem(("topology", "host", "profile"), f"{', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}: "
+                           "no profile, beside nodes that replay one; every node all-reduces the profiled "
+                           "parameters, so give each a profile (topology.host.profile, or host_overrides)"))
     want = profiled_model(exp)
     named: dict[tuple[str, str], list[str]] = {}
     for name, where in found.items():

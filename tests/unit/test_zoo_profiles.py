@@ -114,6 +114,9 @@ def test_validate_refuses_a_profile_of_another_engine_or_model_or_without_replay
     assert "profiles engine pytorch, this run trains with tensorflow" in problem.message
     problem = issues(tmp_path, spec(tmp_path, model="mlp"))[0]
     assert "profiles model cnn, this run trains mlp" in problem.message and problem.line == 2
+    mixed = spec(tmp_path, profile="null").replace("}}\nemulation", "}, host_overrides: {h1: {profile: builtin/cpu/"
+                                                                    "cnn-b32-c1-pytorch}}}\nemulation")
+    assert "h2: no profile, beside nodes that replay one" in issues(tmp_path, mixed)[0].message
     problem = issues(tmp_path, spec(tmp_path, batch=64))[0]
     assert "profiles a batch of 32, this run trains 64 a worker" in problem.message
     problem = issues(tmp_path, spec(tmp_path, compute="real"))[0]
@@ -183,3 +186,11 @@ def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed
     # the step's parts were scaled with it: they still add up to the step (as medians, within a few per cent)
     parts = doc["forward_s"] + doc["backward_s"] + doc["optimizer_s"]
     assert parts == pytest.approx(doc["step_s"], rel=0.25)
+
+
+def test_a_file_naming_a_zoo_model_asks_for_its_pinned_package_only(monkeypatch):
+    from testbed import zoo_packages
+    monkeypatch.setattr(zoo_packages.importlib.util, "find_spec", lambda name: None)     # nothing installed
+    assert zoo_packages.wanted("workload: {model: transformers/gpt2}") == [zoo_packages.pins()["transformers"]]
+    assert zoo_packages.wanted("model: keras/ResNet50\nprofile: builtin/h200/resnet50-b32\npath: a/b") == []
+    assert zoo_packages.wanted("model: timm/vit_small_patch16_224") == [zoo_packages.pins()["timm"]]

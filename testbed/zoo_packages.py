@@ -1,0 +1,55 @@
+"""The model zoo's packages (torchvision, timm, transformers), installed into this venv with pip when an
+experiment file first names a model of theirs (`run`), at the versions workloads/zoo/requirements.txt pins.
+A package that installs but does not import here (torchvision beside PyTorch's CPU build) is left to
+validate, which says so and how to replay a profile instead."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from workloads import zoo
+
+PINS = Path(zoo.__file__).with_name("requirements.txt")
+TIMEOUT_S = 900
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def pins() -> dict[str, str]:
+    """package -> requirement line."""
+    out = {}
+    for line in PINS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out[re.split(r"[=<>!~ ]", line, 1)[0].lower()] = line
+    return out
+
+
+def wanted(text: str) -> list[str]:
+    """The pinned requirements of the zoo sources a file's text names (SOURCE/NAME), whose package is not
+    installed; the packages a source needs come first in the order of the pins."""
+    named = {m.group(1) for m in re.finditer(r"(?<![\w/.-])([a-z][a-z0-9_]*)/[A-Za-z0-9]", text)}
+    packages = {p for prefix in named & set(zoo.SOURCES) for p in zoo.SOURCES[prefix].PACKAGES}
+    return [line for name, line in pins().items() if name in packages and importlib.util.find_spec(name) is None]
+
+
+def install(requirements: list[str], progress=print) -> None:
+    """pip install the requirements into this interpreter's environment; InstallError with pip's last words."""
+    if not requirements:
+        return
+    progress(f"installing the model zoo's {', '.join(requirements)} (the file names a model of theirs) ...")
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as err:
+        raise InstallError(f"pip install {' '.join(requirements)} took over {TIMEOUT_S} s") from err
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InstallError(f"pip install {' '.join(requirements)} failed: {tail[:300]}")
+    importlib.invalidate_caches()
