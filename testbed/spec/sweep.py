@@ -63,7 +63,8 @@ def _without_null_profiles(topology: dict) -> dict:
     def plain(conf):
         return {k: v for k, v in conf.items() if not (k == "profile" and v is None)} if isinstance(conf, dict) else conf
     out = dict(topology)
-    out["host"] = plain(out.get("host"))
+    if "host" in out:
+        out["host"] = plain(out["host"])
     if isinstance(out.get("host_overrides"), dict):
         out["host_overrides"] = {name: plain(conf) for name, conf in out["host_overrides"].items()}
     if isinstance(out.get("hosts"), list):
