@@ -44,3 +44,22 @@ def counting_degraded(out: Path, runs) -> list[str]:
     redrawn = cli("report", "--include-degraded", out, timeout=300)
     assert redrawn.returncode == 0, redrawn.stderr[-3000:]
     return ["--include-degraded"]
+
+
+def run_one(spec: Path, out: Path, timeout: float = 1500):
+    """`run SPEC --out OUT` of a file of one run point, which must succeed: its runs.csv row."""
+    import pandas as pd
+
+    proc = cli("run", spec, "--out", out, "--quiet", "--no-report", timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = [r for _, r in pd.read_csv(out / "runs.csv").iterrows()]
+    assert row["status"] == "ok", row["reason"]
+    return row
+
+
+def steady_ratio(what: str, real, replayed) -> float:
+    """The replayed run's steady step over the real one's, printed with both and their dilation and verdict."""
+    ratio = replayed["steady_step_s"] / real["steady_step_s"]
+    print(f"{what}: real {real['steady_step_s'] * 1000:.1f} ms (x{real['dilation']:g}, {real['fidelity']}), replayed "
+          f"{replayed['steady_step_s'] * 1000:.1f} ms (x{replayed['dilation']:g}, {replayed['fidelity']}): {ratio:.3f}")
+    return ratio

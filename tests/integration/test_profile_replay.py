@@ -3,10 +3,9 @@
 unmodified torchrun script, profiled, replays 4 nodes with no code of its own on them."""
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from cli import REPO, cli
+from cli import REPO, cli, run_one, steady_ratio
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +25,7 @@ def run(tmp_path: Path, name: str, hosts: int, compute: str, profile: Path | Non
     spec.write_text(SPEC.format(name=name, hosts=hosts, compute=compute, cores=cores,
                                 profile=f", profile: {profile}" if profile else "",
                                 script=f", script: {script}" if script else ""))
-    proc = cli("run", spec, "--out", tmp_path / name, "--quiet", "--no-report", timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (row,) = [r for _, r in pd.read_csv(tmp_path / name / "runs.csv").iterrows()]
-    assert row["status"] == "ok", row["reason"]
-    return row
+    return run_one(spec, tmp_path / name, timeout=1200)
 
 
 def profile(tmp_path: Path, target, *extra, cores: float = 1) -> Path:
@@ -48,10 +43,7 @@ def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, 
     replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken)
     assert replayed["compute"] == "replay" and replayed["profile"] == ";".join(f"h{i}={taken}"
                                                                                for i in range(1, hosts + 1))
-    ratio = replayed["steady_step_s"] / real["steady_step_s"]
-    print(f"{hosts} nodes of {cores:g} core at 10 Mbit/s: real {real['steady_step_s'] * 1000:.1f} ms (x{real['dilation']:g}, "
-          f"{real['fidelity']}), replayed from the profile {replayed['steady_step_s'] * 1000:.1f} ms "
-          f"(x{replayed['dilation']:g}, {replayed['fidelity']}): {ratio:.3f}")
+    ratio = steady_ratio(f"{hosts} one-core nodes at 10 Mbit/s, replayed from the profile", real, replayed)
     assert ratio == pytest.approx(1, abs=0.05)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cli import cli
+from cli import run_one, steady_ratio
 
 pytestmark = pytest.mark.integration
 
@@ -24,11 +24,7 @@ monitor: {{interval: 2s}}
 def run(tmp_path: Path, name: str, **fields) -> pd.Series:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(SPEC.format(name=name, **fields))
-    proc = cli("run", spec, "--out", tmp_path / name, "--quiet", "--no-report", timeout=1500)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (row,) = [r for _, r in pd.read_csv(tmp_path / name / "runs.csv").iterrows()]
-    assert row["status"] == "ok", row["reason"]
-    return row
+    return run_one(spec, tmp_path / name)
 
 
 def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root, no_leftovers):
@@ -38,10 +34,7 @@ def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root
     assert real["compute"] == "budgets" and replayed["compute"] == "replay"
     assert pd.isna(replayed["final_loss"]) and replayed["compute_per_step_s"] > 0      # timing only
     assert 0 <= replayed["replay_cpu_bound"] < 1 and 0 <= replayed["replay_cpu_wait"] < 1
-    ratio = replayed["steady_step_s"] / real["steady_step_s"]
-    print(f"steady step: real {real['steady_step_s'] * 1000:.1f} ms (x{real['dilation']:g}, {real['fidelity']}), "
-          f"replayed {replayed['steady_step_s'] * 1000:.1f} ms (x{replayed['dilation']:g}, {replayed['fidelity']}): "
-          f"{ratio:.3f}")
+    ratio = steady_ratio("two nodes at 10 Mbit/s", real, replayed)
     assert ratio == pytest.approx(1, abs=0.10)
 
 

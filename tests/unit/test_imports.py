@@ -176,3 +176,10 @@ def test_the_spec_is_the_bottom(graph):
 
 def test_analysis_is_a_leaf(graph):
     assert _offending(graph, "analysis", ("testbed", "run_experiment")) == []
+
+
+def test_every_test_module_name_is_unique():
+    """tests/unit and tests/integration are not packages: pytest over the whole tree (`./testbed.sh test -k NAME`)
+    stops at two test modules of one name."""
+    names = [p.name for p in (REPO / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

@@ -28,6 +28,14 @@ def spec(tmp_path, profile="builtin/cpu/cnn-b32-c1-pytorch", compute="replay", e
     return textwrap.dedent(SPEC.format(profile=profile, compute=compute, engine=engine, model=model, batch=batch))
 
 
+def take(out, *args, env=None, cwd=REPO) -> dict:
+    """`python -m workloads.profiling ARGS --out OUT` in a process of its own; the profile it wrote."""
+    done = subprocess.run([sys.executable, "-m", "workloads.profiling", *args, "--out", str(out)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return fileformat.load(out)
+
+
 def test_every_shipped_profile_reads_back_and_names_its_device():
     shipped = [os.path.join(top, f) for top, _, files in os.walk(os.path.join(REPO, "profiles")) for f in files]
     assert len(shipped) >= 14
@@ -163,11 +171,8 @@ def test_the_profiler_runs_with_the_engine_alone(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"}
     hidden = subprocess.run([sys.executable, "-c", "import mininet"], env=env, capture_output=True, text=True)
     assert "hidden" in hidden.stderr
-    done = subprocess.run([sys.executable, "-m", "workloads.profiling", "cnn", "--engine", "pytorch", "--batch", "8",
-                           "--cores", "1", "--warmup", "1", "--steps", "3", "--out", str(out)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    doc = fileformat.load(out)
+    doc = take(out, "cnn", "--engine", "pytorch", "--batch", "8", "--cores", "1", "--warmup", "1", "--steps", "3",
+               env=env, cwd=tmp_path)
     assert doc["model"] == "cnn" and doc["batch"] == 8 and len(doc["layers"]) == 4 and doc["cores"] == 1
     assert doc["step_s"] > 0 and doc["versions"]["torch"] and doc["machine"]["cpu_model"]
     assert [p["shape"] for p in doc["layers"][0]["params"]] == [[16, 1, 3, 3], [16]]
@@ -176,12 +181,8 @@ def test_the_profiler_runs_with_the_engine_alone(tmp_path):
 
 def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed(tmp_path):
     """--cores 0.5 runs the step on one CPU and doubles every time it measured: the machine it stands for."""
-    out = tmp_path / "half.json"
-    done = subprocess.run([sys.executable, "-m", "workloads.profiling", "mlp", "--engine", "pytorch", "--batch", "16",
-                           "--cores", "0.5", "--warmup", "1", "--steps", "4", "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    doc = fileformat.load(out)
+    doc = take(tmp_path / "half.json", "mlp", "--engine", "pytorch", "--batch", "16", "--cores", "0.5", "--warmup", "1",
+               "--steps", "4")
     assert doc["cores"] == 0.5 and doc["machine"]["cpus_used"] == 1 and doc["machine"]["time_scale"] == 2
     # the step's parts were scaled with it: they still add up to the step (as medians, within a few per cent)
     parts = doc["forward_s"] + doc["backward_s"] + doc["optimizer_s"]
@@ -194,3 +195,11 @@ def test_a_file_naming_a_zoo_model_asks_for_its_pinned_package_only(monkeypatch)
     assert zoo_packages.wanted("workload: {model: transformers/gpt2}") == [zoo_packages.pins()["transformers"]]
     assert zoo_packages.wanted("model: keras/ResNet50\nprofile: builtin/h200/resnet50-b32\npath: a/b") == []
     assert zoo_packages.wanted("model: timm/vit_small_patch16_224") == [zoo_packages.pins()["timm"]]
+
+
+def test_a_tensorflow_profile_times_keras_fit_step_and_each_layer(tmp_path):
+    doc = take(tmp_path / "mlp-tf.json", "mlp", "--engine", "tensorflow", "--batch", "16", "--cores", "1", "--warmup",
+               "2", "--steps", "4")
+    assert doc["engine"] == "tensorflow" and [layer["name"] for layer in doc["layers"]] == ["dense0", "dense1", "out"]
+    assert [p["shape"] for p in doc["layers"][0]["params"]] == [[784, 256], [256]]
+    assert doc["gradient_bytes"] == 4 * 269_322 and doc["step_s"] > 0

@@ -36,6 +36,7 @@ class Recorder:
         self.plain: list[dict] = []
         self.detailed: list[dict] = []
         self.cpu: list[float] = []
+        self.qualified: dict[int, str] = {}     # layer index -> its name in the model (name_layers)
         self._handles: list = []
         self._backward = None
 
@@ -177,7 +178,7 @@ class Recorder:
         return out
 
     def _name(self, index: int) -> str:
-        return getattr(self, "qualified", {}).get(index) or self.names[id(self.layers[index])][0]
+        return self.qualified.get(index) or self.names[id(self.layers[index])][0]
 
     def _shapes(self) -> dict[int, list]:
         out: dict[int, list] = {i: [] for i in range(len(self.layers))}
