@@ -39,17 +39,38 @@ def wanted(text: str) -> list[str]:
     return [line for name, line in pins().items() if name in packages and importlib.util.find_spec(name) is None]
 
 
-def install(requirements: list[str], progress=print) -> None:
-    """pip install the requirements into this interpreter's environment; InstallError with pip's last words."""
-    if not requirements:
-        return
-    progress(f"installing the model zoo's {', '.join(requirements)} (the file names a model of theirs) ...")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+def _pip(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pip", *args, "-q", "--disable-pip-version-check"]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as err:
-        raise InstallError(f"pip install {' '.join(requirements)} took over {TIMEOUT_S} s") from err
+        raise InstallError(f"pip {' '.join(args)} took over {TIMEOUT_S} s") from err
+
+
+def _loads(package: str) -> bool:
+    """Whether the package imports in a fresh interpreter of this environment."""
+    done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, timeout=TIMEOUT_S)
+    return done.returncode == 0
+
+
+def install(requirements: list[str], progress=print) -> list[str]:
+    """pip install the requirements into this interpreter's environment (InstallError with pip's last words),
+    then remove again every zoo package it brought that does not import here, so that it breaks nothing
+    that looks for it; the packages removed (validate then says what to do instead)."""
+    if not requirements:
+        return []
+    before = {name for name in pins() if importlib.util.find_spec(name) is not None}
+    progress(f"installing the model zoo's {', '.join(requirements)} (the file names a model of theirs) ...")
+    done = _pip("install", *requirements)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise InstallError(f"pip install {' '.join(requirements)} failed: {tail[:300]}")
     importlib.invalidate_caches()
+    broken = [name for name in pins() if name not in before and importlib.util.find_spec(name) is not None
+              and not _loads(name)]
+    if broken:
+        _pip("uninstall", "-y", *broken)
+        importlib.invalidate_caches()
+        progress(f"{', '.join(broken)} installed but did not load beside this venv's torch: removed again "
+                 "(a profile of the model, taken where it loads, replays it here: docs/profiles.md)")
+    return broken

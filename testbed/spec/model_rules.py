@@ -64,9 +64,11 @@ def model_problems(exp: Experiment, every_host_profiled: bool) -> list[Problem]:
             zoo.check_name(w.model)
         except zoo.UnknownModel as err:
             out.append(Problem(MODEL, str(err)))
-        except Exception as err:  # noqa: BLE001 - a broken package install is the user's to fix: say what it said
-            out.append(Problem(MODEL, f"{w.model}: its package could not list its models ({type(err).__name__}: "
-                               f"{str(err)[:200]})"))
+        except Exception as err:  # noqa: BLE001 - a package that does not load: say what it said
+            if not every_host_profiled:         # (a profile needs no model code)
+                out.append(Problem(MODEL, f"{w.model}: its package does not load here ({type(err).__name__}: "
+                                   f"{str(err)[:200]}); replay a profile of it taken where it loads "
+                                   "(topology.host.profile, docs/profiles.md)"))
     return out
 
 

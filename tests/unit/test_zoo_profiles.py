@@ -203,3 +203,21 @@ def test_a_tensorflow_profile_times_keras_fit_step_and_each_layer(tmp_path):
     assert doc["engine"] == "tensorflow" and [layer["name"] for layer in doc["layers"]] == ["dense0", "dense1", "out"]
     assert [p["shape"] for p in doc["layers"][0]["params"]] == [[784, 256], [256]]
     assert doc["gradient_bytes"] == 4 * 269_322 and doc["step_s"] > 0
+
+
+def test_a_zoo_package_that_installs_but_does_not_load_is_removed_again(monkeypatch):
+    from testbed import zoo_packages
+    calls, present = [], set()
+    monkeypatch.setattr(zoo_packages.importlib.util, "find_spec", lambda name: name in present or None)
+
+    def pip(*args):
+        calls.append(args)
+        if args[0] == "install":
+            present.update({"timm", "torchvision"})      # timm brings torchvision
+        return subprocess.CompletedProcess(args, 0, "", "")
+    monkeypatch.setattr(zoo_packages, "_pip", pip)
+    monkeypatch.setattr(zoo_packages, "_loads", lambda name: False)
+    said = []
+    assert zoo_packages.install(["timm==1.0.31"], said.append) == ["torchvision", "timm"]
+    assert calls == [("install", "timm==1.0.31"), ("uninstall", "-y", "torchvision", "timm")]
+    assert "did not load beside this venv's torch: removed again" in said[-1]
