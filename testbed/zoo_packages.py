@@ -6,15 +6,37 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from workloads import zoo
 
 PINS = Path(zoo.__file__).with_name("requirements.txt")
 TIMEOUT_S = 900
+# the pinned packages that installed but did not load beside this venv's torch, so that later runs do not
+# install them again (keyed by the pins and torch's version)
+UNLOADABLE = Path(os.environ.get("DLTB_CACHE", "/var/cache/dltestbed")) / "zoo-unloadable.json"
+
+
+def _torch() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def unloadable() -> set[str]:
+    """The pinned requirement lines known not to load beside this venv's torch."""
+    try:
+        doc = json.loads(UNLOADABLE.read_text())
+        return set(doc["requirements"]) if doc.get("torch") == _torch() else set()
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
 
 
 class InstallError(RuntimeError):
@@ -36,7 +58,9 @@ def wanted(text: str) -> list[str]:
     installed; the packages a source needs come first in the order of the pins."""
     named = {m.group(1) for m in re.finditer(r"(?<![\w/.-])([a-z][a-z0-9_]*)/[A-Za-z0-9]", text)}
     packages = {p for prefix in named & set(zoo.SOURCES) for p in zoo.SOURCES[prefix].PACKAGES}
-    return [line for name, line in pins().items() if name in packages and importlib.util.find_spec(name) is None]
+    skip = unloadable()
+    return [line for name, line in pins().items() if name in packages and importlib.util.find_spec(name) is None
+            and line not in skip]
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess:
@@ -71,6 +95,12 @@ def install(requirements: list[str], progress=print) -> list[str]:
     if broken:
         _pip("uninstall", "-y", *broken)
         importlib.invalidate_caches()
+        try:
+            UNLOADABLE.parent.mkdir(parents=True, exist_ok=True)
+            UNLOADABLE.write_text(json.dumps({"torch": _torch(), "requirements": sorted(
+                unloadable() | {pins()[name] for name in broken} | set(requirements))}) + "\n")
+        except OSError:
+            pass                    # (then the next run tries again)
         progress(f"{', '.join(broken)} installed but did not load beside this venv's torch: removed again "
                  "(a profile of the model, taken where it loads, replays it here: docs/profiles.md)")
     return broken

@@ -189,8 +189,9 @@ def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed
     assert parts == pytest.approx(doc["step_s"], rel=0.25)
 
 
-def test_a_file_naming_a_zoo_model_asks_for_its_pinned_package_only(monkeypatch):
+def test_a_file_naming_a_zoo_model_asks_for_its_pinned_package_only(monkeypatch, tmp_path):
     from testbed import zoo_packages
+    monkeypatch.setattr(zoo_packages, "UNLOADABLE", tmp_path / "none.json")
     monkeypatch.setattr(zoo_packages.importlib.util, "find_spec", lambda name: None)     # nothing installed
     assert zoo_packages.wanted("workload: {model: transformers/gpt2}") == [zoo_packages.pins()["transformers"]]
     assert zoo_packages.wanted("model: keras/ResNet50\nprofile: builtin/h200/resnet50-b32\npath: a/b") == []
@@ -205,8 +206,9 @@ def test_a_tensorflow_profile_times_keras_fit_step_and_each_layer(tmp_path):
     assert doc["gradient_bytes"] == 4 * 269_322 and doc["step_s"] > 0
 
 
-def test_a_zoo_package_that_installs_but_does_not_load_is_removed_again(monkeypatch):
+def test_a_zoo_package_that_installs_but_does_not_load_is_removed_again(monkeypatch, tmp_path):
     from testbed import zoo_packages
+    monkeypatch.setattr(zoo_packages, "UNLOADABLE", tmp_path / "zoo-unloadable.json")
     calls, present = [], set()
     monkeypatch.setattr(zoo_packages.importlib.util, "find_spec", lambda name: name in present or None)
 
@@ -214,6 +216,8 @@ def test_a_zoo_package_that_installs_but_does_not_load_is_removed_again(monkeypa
         calls.append(args)
         if args[0] == "install":
             present.update({"timm", "torchvision"})      # timm brings torchvision
+        else:
+            present.difference_update(args[2:])
         return subprocess.CompletedProcess(args, 0, "", "")
     monkeypatch.setattr(zoo_packages, "_pip", pip)
     monkeypatch.setattr(zoo_packages, "_loads", lambda name: False)
@@ -221,3 +225,4 @@ def test_a_zoo_package_that_installs_but_does_not_load_is_removed_again(monkeypa
     assert zoo_packages.install(["timm==1.0.31"], said.append) == ["torchvision", "timm"]
     assert calls == [("install", "timm==1.0.31"), ("uninstall", "-y", "torchvision", "timm")]
     assert "did not load beside this venv's torch: removed again" in said[-1]
+    assert zoo_packages.wanted("model: timm/resnet18") == []           # not tried again beside this torch

@@ -45,6 +45,22 @@ def add_arguments(ap) -> None:
     ap.add_argument("--out", required=True, help="the profile file to write (JSON)")
 
 
+def check_model(model: str, engine: str) -> None:
+    """SystemExit with the reason unless the name is a model of the engine whose package loads here."""
+    from workloads import zoo
+
+    try:
+        zoo.check_name(model)
+        source = zoo.split(model)[0]
+    except zoo.UnknownModel as err:
+        raise SystemExit(f"profile: {err}") from None
+    except ImportError as err:
+        raise SystemExit(f"profile: {model} needs the Python package {err.name or 'of its source'}, which does not "
+                         f"load here ({err}): install it beside the engine") from None
+    if source.ENGINE not in (None, engine):
+        raise SystemExit(f"profile: {model} is a {source.ENGINE} model: --engine {source.ENGINE}")
+
+
 def pin(cores: float | None) -> int:
     """Run on ceil(cores) CPUs (the last ones this process may use); the CPUs used."""
     allowed = sorted(os.sched_getaffinity(0))
@@ -72,6 +88,8 @@ def main(argv=None) -> int:
         raise SystemExit("profile: --params must be a JSON object") from None
     if args.target.endswith(".py") and not os.path.isfile(args.target):
         raise SystemExit(f"profile: {args.target}: no such script")
+    if not args.target.endswith(".py"):
+        check_model(args.target, args.engine)
     gpu = args.device.startswith("cuda")
     cpus = pin(None if gpu else args.cores)
     threads = str(cpus)

@@ -72,7 +72,11 @@ def check_name(model: str) -> None:
     if name in known:
         return
     close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
-    prefix = "" if source.PREFIX == "builtin" else source.PREFIX + "/"
+    if source.PREFIX == "builtin":
+        zoos = ", ".join(sorted(p + "/" for p in SOURCES if p != "builtin"))
+        raise UnknownModel(f"no built-in model {name!r} ({', '.join(known)}){'; closest: ' + close[0] if close else ''}"
+                           f"; a zoo model is SOURCE/NAME ({zoos})")
+    prefix = source.PREFIX + "/"
     hint = f"closest: {', '.join(prefix + c for c in close)}" if close else f"{len(known)} names, e.g. " + \
         ", ".join(prefix + k for k in known[:5])
     raise UnknownModel(f"{source.PREFIX} has no model {name!r}; {hint}")
