@@ -114,7 +114,7 @@ def profile_problems(exp: Experiment, found: dict[str, tuple[str, str]]) -> list
             shapes.setdefault(repr(fileformat.param_shapes(doc)), []).extend(names)
     if len(shapes) > 1:
         groups = "; ".join(", ".join(hosts) for hosts in shapes.values())
-        out.append(Problem(("topology", "host", "profile"), f"the profiles' gradients differ in shape ({groups}): "
-                           "every node all-reduces the same parameters, so profile one model at the same "
-                           "model_params on every machine"))
+        out.append(Problem(("topology", "host", "profile"), f"the profiles' gradients differ in shape or in the "
+                           f"order they become ready ({groups}): every node all-reduces the same parameters in "
+                           "one order, so profile one model at the same model_params on every machine"))
     return out
