@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import faithful, speedup, tables, trends
+from analysis import faithful, outputs, speedup, tables, trends
 from analysis.plotstyle import mbit
 
 COLUMNS = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "bw", "nodes",
@@ -150,7 +150,7 @@ def write_pair_report(a, b, out_dir, include_degraded: bool = False) -> Path:
     table = compare(shared, faithful_twin, include_degraded)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "compare.csv").write_text(tables.csv_text(table), encoding="utf-8")
+    outputs.write_text(out_dir / "compare.csv", tables.csv_text(table))
     e = html.escape
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(shared.name)} vs "
             f"{e(faithful_twin.name)}</title></head><body>",
@@ -158,5 +158,5 @@ def write_pair_report(a, b, out_dir, include_degraded: bool = False) -> Path:
             *(f"<li>{e(x)}</li>" for x in sentences(table, shared, faithful_twin)), "</ul>",
             table.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep=""), "</body></html>"]
     path = out_dir / "compare.html"
-    path.write_text("\n".join(page), encoding="utf-8")
+    outputs.write_text(path, "\n".join(page))
     return path

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import tables  # noqa: E402
+from analysis import outputs, tables  # noqa: E402
 
 HTB_TCP_CEILING = 1448 / 1514   # TCP payload per full Ethernet frame with timestamps
 THESIS_FIG17 = (10e6, 9.75e6)   # thesis iperf check: 10 Mbit/s configured, 9.75 measured
@@ -121,6 +121,7 @@ def readable_log_ticks(fig) -> None:
 
 
 def save(fig, path: Path) -> Path:
+    outputs.check_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     readable_log_ticks(fig)
     fig.savefig(path, bbox_inches="tight")

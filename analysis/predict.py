@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import communication, costmodel, tables
+from analysis import communication, costmodel, outputs, tables
 from analysis.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
 
 COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "workers", "servers", "samples_per_step",
@@ -463,7 +463,7 @@ def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strat
                         rtt_s=rtt_s, samples=samples, setting=setting, **ref)
     out = out or Path(results[0]) / "predict"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "predict.csv").write_text(tables.csv_text(pred), encoding="utf-8")
+    outputs.write_text(out / "predict.csv", tables.csv_text(pred))
     measured = measured_points(dict(in_sample=costmodel.comparison(feats, model), features=feats))
     where = ("one machine per node" if machine == "separate"
              else f"all nodes on one {model.cores:g}-core machine")

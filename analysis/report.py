@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import (advisor, costmodel, faithful, figures, payoff, reference, speedup, stability, tables, thesis,
-                      trends)
+from analysis import (advisor, costmodel, faithful, figures, outputs, payoff, reference, speedup, stability, tables,
+                      thesis, trends)
 from analysis.health import HEALTHY_MAX_MS
 from analysis.plotstyle import THESIS_FIG14, THESIS_FIG17
 
@@ -513,7 +513,7 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
     if reference_dir is not None:
         against_parts, t["against_reference"] = _against_reference(Path(reference_dir), exp, figdir, html.escape)
     for name, df in t.items():
-        (tabdir / f"{name}.csv").write_text(tables.csv_text(df), encoding="utf-8")
+        outputs.write_text(tabdir / f"{name}.csv", tables.csv_text(df))
     made, skipped = {}, {}
     for name, (func, caption) in figures.FIGURES.items():
         try:
@@ -577,5 +577,5 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
         parts.append(_table_html(name, df))
     parts.append("</body></html>")
     out = exp_dir / "report.html"
-    out.write_text("\n".join(parts), encoding="utf-8")
+    outputs.write_text(out, "\n".join(parts))
     return out

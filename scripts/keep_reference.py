@@ -13,6 +13,7 @@ results/reference/<NAME> YOURS` compares a run of the same file with it.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from analysis.outputs import OutputError, check_folder  # noqa: E402
 from analysis.report import build_report  # noqa: E402
 
 RUN_FILES = ("spec.yaml", "topology.json", "result.json", "faults.json", "switch.json")
@@ -31,6 +33,10 @@ def keep(source: Path, dest: Path) -> Path:
     """Copy the tables and each run's small records of `source` into `dest` (emptied first)."""
     if not (source / "runs.csv").is_file():
         raise SystemExit(f"error: {source} has no runs.csv: run the experiment first")
+    try:
+        check_folder(dest)
+    except OutputError as err:
+        raise SystemExit(f"error: {err}") from None
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -58,6 +64,8 @@ def main(argv=None) -> int:
     p.add_argument("results", type=Path, help="the experiment's results folder")
     p.add_argument("name", help="the set-up file's name without .yaml, e.g. thesis_fig15")
     args = p.parse_args(argv)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name) or ".." in args.name:
+        raise SystemExit(f"error: {args.name!r} is not a set-up's name (letters, digits, _ . -)")
     dest = keep(args.results, REPO / "results" / "reference" / args.name)
     runs = pd.read_csv(dest / "runs.csv")
     report = build_report(dest)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis import outputs
+
 
 TCP_CEILING = 1448 / 1514        # TCP goodput over an HTB-shaped link, of the configured rate
 STRATEGIES = ("allreduce", "ps", "ddp")     # ddp: PyTorch's DistributedDataParallel (engine pytorch)
@@ -234,7 +236,7 @@ class CostModel:
 
     def save(self, path) -> Path:
         path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        outputs.write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
         return path
 
     @classmethod

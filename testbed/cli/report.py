@@ -25,10 +25,14 @@ def add_arguments(p) -> None:
 
 def draw(folder: Path, include_degraded: bool = False, reference: Path | None = None) -> Path | None:
     """build_report of `folder` (against `reference`); None after saying, in one sentence, why there is none."""
+    from analysis.outputs import OutputError
     from analysis.report import build_report
     from analysis.tables import ResultsError
     try:
         return build_report(folder, include_degraded=include_degraded, reference_dir=reference)
+    except OutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
     except (FileNotFoundError, ResultsError) as err:
         print(f"error: {err}; move it away, or run the experiment again into a new folder (`run FILE --out "
               "NEW`)" if isinstance(err, ResultsError) else f"error: {err}", file=sys.stderr)

@@ -77,6 +77,14 @@ def run(args) -> int:
         return 2
     exp, points = loaded
     out = Path(args.out or Path("results") / exp.name)
+    from analysis.outputs import OutputError, check_file, check_folder
+    try:                            # before anything starts: where the results and the JUnit file go
+        check_folder(out)
+        if args.junit:
+            check_file(args.junit)
+    except OutputError as err:
+        console.print(f"error: {err}", highlight=False, markup=False)
+        return 2
     if args.dry_run:
         for p in points:
             print(p.run_id, json.dumps(p.params, default=str))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import outputs
 from analysis.tables import csv_text
 
 from testbed.owner import ProcessLock
@@ -42,18 +43,9 @@ TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write via a temporary file and rename, so readers see the old or the new file, never half; an existing
+    target that is not a regular file is refused (analysis.outputs)."""
+    outputs.write_text(path, text)
 
 
 def folder_lock(exp_dir: Path) -> ProcessLock:
