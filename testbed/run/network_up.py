@@ -20,11 +20,9 @@ from testbed.spec import SpecError, SpecIssue
 
 
 def key_file_problems(spec, graph) -> list[tuple[str, str]]:
-    """(key, message) per private key file named in the file (remote hosts, cluster servers) that is
-    not there. Asked at `run` and `up` only: a cluster's key may not exist before `cluster up`."""
-    remotes = [(h, h.setting("remote")) for h in graph.hosts]
-    out = [(f"{h.key}.remote.key_file", f"{h.name}: {missing_key_file(r.key_file)}")
-           for h, r in remotes if r is not None and missing_key_file(r.key_file)]
+    """(key, message) per cluster server's private key file that is not there. Asked at `run` and `up` only: a
+    cluster's key may not exist before `cluster up` (a remote host's is the spec's: validate refuses it)."""
+    out = []
     for i, server in enumerate(spec.cluster.servers if spec.cluster else []):
         if missing_key_file(server.key_file):
             out.append((f"cluster.servers[{i}].key_file", f"{server.name}: {missing_key_file(server.key_file)}"))
