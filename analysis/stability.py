@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from analysis import spread, tables
 
@@ -64,11 +63,9 @@ def samples_per_step(runs: pd.DataFrame) -> pd.Series:
 
 def stated_target(exp: tables.Experiment) -> float | None:
     """report.target_loss of the experiment file, as its runs' spec.yaml keep it (None: not stated)."""
-    for run_id in exp.runs["run_id"]:
-        spec = exp.path / "runs" / str(run_id) / "spec.yaml"
-        if spec.is_file():
-            value = ((yaml.safe_load(spec.read_text()) or {}).get("report") or {}).get("target_loss")
-            return float(value) if value is not None else None
+    for spec in exp.specs.values():         # (checked as read: tables.run_specs)
+        value = (spec.get("report") or {}).get("target_loss")
+        return float(value) if value is not None else None
     return None
 
 

@@ -23,6 +23,7 @@ Conventions used by the derived tables:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,10 +148,20 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
     naming the file, for a file that is no CSV of UTF-8 text."""
     if path.is_file() and path.stat().st_size > 0:
         try:
+            with open(path, "rb") as fh:
+                if b"\0" in fh.read(65536):         # (a table the testbed writes holds no NUL byte)
+                    raise ResultsError(f"{path}: holds no table the testbed writes (NUL bytes: a binary file)")
+        except OSError as err:
+            raise ResultsError(f"{path}: cannot be read ({err.strerror})") from None
+        try:
             df = pd.read_csv(path, encoding="utf-8", dtype={c: str for c in TEXT_COLUMNS}, low_memory=False)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as err:
             why = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err).strip().splitlines()[0][:200]
             raise ResultsError(f"{path}: not a table the testbed writes ({why})") from None
+        if columns and not set(df.columns) & set(columns):
+            header = ", ".join(repr(str(c)[:20]) for c in list(df.columns)[:3])
+            raise ResultsError(f"{path}: holds no table the testbed writes (none of its columns; its first line "
+                               f"reads {header or 'nothing'})")
     else:
         df = pd.DataFrame(columns=columns)
     for col in columns:
@@ -299,17 +310,44 @@ def same_values(df: pd.DataFrame, values: dict) -> np.ndarray:
     return np.logical_and.reduce([[same_value(v, want) for v in df[k]] for k, want in values.items()])
 
 
+# the stored spec's figures the analysis reads: each, where set, a number (> 0 but target_loss)
+SPEC_NUMBERS = (("report", "job", "samples"), ("report", "job", "epochs"), ("report", "job", "samples_per_epoch"),
+                ("report", "target_loss"), ("workload", "epochs"), ("workload", "steps_per_epoch"),
+                ("workload", "samples_per_epoch"), ("workload", "batch_per_worker"))
+
+
+def _spec_problem(spec: dict) -> str | None:
+    """What makes a stored spec unusable here: a figure the analysis reads that is not a number."""
+    for path in SPEC_NUMBERS:
+        value = spec
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+                (value <= 0 and path[-1] != "target_loss"):
+            return f"{'.'.join(path)}: {str(value)[:40]!r} is not a positive number"
+    params = (spec.get("workload") or {}).get("model_params") if isinstance(spec.get("workload"), dict) else None
+    if params is not None and not isinstance(params, dict):
+        return "workload.model_params: not a mapping"
+    return None
+
+
 def run_specs(exp_dir, run_ids) -> dict:
-    """run_id -> its runs/<run_id>/spec.yaml as a dict (absent or unreadable: left out)."""
+    """run_id -> its runs/<run_id>/spec.yaml as a dict (absent or unreadable: left out); ResultsError, naming
+    the file, for one whose figures the analysis reads are not numbers (_spec_problem)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     out = {}
     for run_id in dict.fromkeys(str(r) for r in run_ids if pd.notna(r)):
         path = Path(exp_dir) / "runs" / run_id / "spec.yaml"
         try:
             spec = yaml.load(path.read_text(), Loader=loader) if path.is_file() else None
-        except (OSError, yaml.YAMLError):
+        except (OSError, yaml.YAMLError, ValueError):
             spec = None
         if isinstance(spec, dict):
+            problem = _spec_problem(spec)
+            if problem:
+                raise ResultsError(f"{path}: {problem} (the run's resolved experiment file, which the report reads)")
             out[run_id] = spec
     return out
 

@@ -38,6 +38,25 @@ def test_a_runs_csv_that_is_not_utf8_is_named_by_report_and_predict(folder):
     refused(cli("report", FIXTURE, "--compare", folder), str(folder / "runs.csv"))
 
 
+def test_a_runs_csv_of_nul_bytes_is_said_to_hold_no_table(folder):
+    with open(folder / "runs.csv", "wb") as fh:
+        fh.truncate(64 * 2**20)                  # 64 MiB of NUL bytes, sparse
+    t0 = time.monotonic()
+    refused(cli("report", folder), str(folder / "runs.csv"), "holds no table the testbed writes")
+    assert time.monotonic() - t0 < 60
+    (folder / "checks.csv").write_text("nothing,like,it\n1,2,3\n")
+    (folder / "runs.csv").write_bytes((FIXTURE / "runs.csv").read_bytes())
+    refused(cli("report", folder), str(folder / "checks.csv"), "holds no table the testbed writes")
+
+
+def test_a_stored_spec_whose_figures_are_not_numbers_is_named(folder):
+    spec = sorted((folder / "runs").iterdir())[0] / "spec.yaml"
+    spec.write_text("name: small\nworkload: {epochs: 1}\nreport: {job: {samples: 'a million'}}\n")
+    before = [p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()]
+    refused(cli("report", folder), str(spec), "report.job.samples: 'a million' is not a positive number")
+    assert [p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()] == before     # nothing written
+
+
 def test_a_run_id_column_of_numbers_is_read_as_text(folder):
     runs = (folder / "runs.csv").read_text().splitlines()
     head, rows = runs[0], runs[1:]

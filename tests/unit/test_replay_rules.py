@@ -133,6 +133,13 @@ def test_a_calibration_is_measured_once_and_read_back_from_its_cache(tmp_path, m
     assert calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append) == first and len(said) == 1
     assert calibration.inputs("pytorch", "cnn", {"filters": 8}, 32, 1) != calibration.inputs(
         "pytorch", "cnn", {"filters": 8}, 16, 1)
+    # a cache file of valid JSON but the wrong shape, or truncated, is measured again, not read
+    for planted in ('{"inputs": {}, "result": {"stand_in_step_s": 1}}', '{"inputs": {}, "result": [1, 2]}', '{"inp'):
+        cached.write_text(planted)
+        again = calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append)
+        assert set(again) >= {"real_step_s", "stand_in_step_s", "layers"} and "real_step_s" in json.loads(
+            cached.read_text())["result"]
+    assert len(said) == 4
 
 
 def test_the_tensorflow_stand_in_waits_and_sends_zero_gradients_of_every_variable():
