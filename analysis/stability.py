@@ -63,7 +63,7 @@ def samples_per_step(runs: pd.DataFrame) -> pd.Series:
 
 def stated_target(exp: tables.Experiment) -> float | None:
     """report.target_loss of the experiment file, as its runs' spec.yaml keep it (None: not stated)."""
-    for spec in exp.specs.values():         # (checked as read: tables.run_specs)
+    for spec in tables.run_specs(exp.path, exp.runs["run_id"]).values():     # (read now, and checked)
         value = (spec.get("report") or {}).get("target_loss")
         return float(value) if value is not None else None
     return None

@@ -19,11 +19,13 @@ from testbed.spec.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue
 
 
-def key_file_problems(spec, graph) -> list[tuple[str, str]]:
-    """(key, message) per cluster server's private key file that is not there. Asked at `run` and `up` only: a
-    cluster's key may not exist before `cluster up` (a remote host's is the spec's: validate refuses it)."""
-    out = []
-    for i, server in enumerate(spec.cluster.servers if spec.cluster else []):
+def key_file_problems(spec, graph, servers: bool = True) -> list[tuple[str, str]]:
+    """(key, message) per private key file named in the file (remote hosts; with `servers`, cluster servers)
+    that is not there. validate asks for remote hosts' only: a cluster's key may not exist before `cluster up`."""
+    remotes = [(h, h.setting("remote")) for h in graph.hosts]
+    out = [(f"{h.key}.remote.key_file", f"{h.name}: {missing_key_file(r.key_file)}")
+           for h, r in remotes if r is not None and missing_key_file(r.key_file)]
+    for i, server in enumerate(spec.cluster.servers if spec.cluster and servers else []):
         if missing_key_file(server.key_file):
             out.append((f"cluster.servers[{i}].key_file", f"{server.name}: {missing_key_file(server.key_file)}"))
     return out
@@ -66,7 +68,8 @@ def preflight(exp, points, progress=lambda msg: None, contact_nodes: bool = True
                     + faults.capability_problems(spec)
                     + traces.capability_problems(spec, point.wall_traces())
                     + port_problems(spec.topology, graph) + engine_problems(spec, graph)
-                    + (key_file_problems(spec, graph) + node_problems(graph, progress) if contact_nodes else []))
+                    + key_file_problems(spec, graph, servers=contact_nodes)
+                    + (node_problems(graph, progress) if contact_nodes else []))
         try:
             assign_tasks(advisor.provisional(spec.workload), [h.name for h in graph.hosts])
         except PlacementError as err:

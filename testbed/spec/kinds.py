@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from testbed.spec.image_reference import reference_problem
 from testbed.spec.settings import (Address, Interface, KindSettings, RemotePath, Strict, User, example_address,
-                                   merge_fields, missing_key_file)
+                                   merge_fields)
 
 
 # ---- docker: the image ------------------------------------------------------------------------------
@@ -78,9 +78,6 @@ def settings_problems(hosts, others: list[str]):
             out.append((key + ("remote", "address"), f"{name} and {seen[machine]} are the same machine "
                         f"({settings.address}); one host per machine", ()))
         seen.setdefault(machine, name)
-        missing = missing_key_file(settings.key_file)
-        if missing:                 # (a cluster server's key may come with `cluster up`: checked at run)
-            out.append((key + ("remote", "key_file"), f"{name}: {missing}", ()))
         if settings.address is not None and example_address(settings.address):
             out.append((key + ("remote", "address"), f"{settings.address} is an example address (RFC 5737 "
                         f"documentation range, nobody's machine): put {name}'s real address here", ()))

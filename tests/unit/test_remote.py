@@ -60,12 +60,10 @@ def test_tf_config_is_built_from_the_machines_addresses(tmp_path, monkeypatch):
     assert json.loads(os.environ["TF_CONFIG"]) == {"cluster": cluster, "task": {"type": "worker", "index": 1}}
 
 
-def test_the_thesis_physical_file_is_one_pc_then_two(tmp_path):
+def test_the_thesis_physical_file_is_one_pc_then_two():
     from testbed.spec import expand_points
-    (tmp_path / "id_ed25519").write_text("a key\n")
     exp = load_spec("topologies/thesis_physical_remote.yaml", ["topology.host.remote.address=10.1.1.11",
-                                                               "topology.host_overrides.h1.remote.address=10.1.1.10",
-                                                               f"topology.host.remote.key_file={tmp_path}/id_ed25519"])
+                                                               "topology.host_overrides.h1.remote.address=10.1.1.10"])
     graphs = [build_graph(p.spec.topology, p.spec.ssh) for p in expand_points(exp)]
     assert {tuple(h.ip for h in g.hosts) for g in graphs} == {("10.1.1.10",), ("10.1.1.10", "10.1.1.11")}
 
@@ -191,17 +189,20 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
         ("topology.host_overrides.h2.remote.address", "h2: dl@pc2.lan:2222 did not answer within 10 s: timed out")]
 
 
-def test_validate_refuses_a_remote_key_file_that_is_not_there_and_run_a_cluster_one(tmp_path):
-    """A remote host's key file is refused as the file is read (validate included); a cluster server's at `run`
-    and `up` only, since `cluster up` may make it."""
+def test_validate_refuses_a_remote_key_file_that_is_not_there_and_run_a_cluster_one(tmp_path, monkeypatch):
+    """A remote host's key file is refused by `validate` (its preflight without contacting nodes) and `run`; a
+    cluster server's at `run` and `up` only, since `cluster up` may make it."""
     from testbed.run import network_up
     from testbed.spec import SpecError, expand_points
     text = TWO_PCS.replace("h1: {remote: {address: 192.168.1.10}}",
                            "h1: {remote: {address: 192.168.1.10, key_file: ~/no-such-key}}")
-    with pytest.raises(SpecError) as err:
-        load(tmp_path, text)
-    assert [(i.key, i.line) for i in err.value.errors] == [("topology.host_overrides.h1.remote.key_file", 9)]
-    assert "h1: no such key file: ~/no-such-key" in str(err.value)
+    exp = load(tmp_path, text)
+    monkeypatch.setattr(network_up, "node_problems", lambda graph, progress: [])       # no machine is asked
+    for contact in (False, True):
+        with pytest.raises(SpecError) as err:
+            network_up.preflight(exp, resolve_all(expand_points(exp), 2), contact_nodes=contact)
+        assert [(i.key, i.line) for i in err.value.errors] == [("topology.host_overrides.h1.remote.key_file", 9)]
+        assert "h1: no such key file: ~/no-such-key" in str(err.value)
     cluster = load(tmp_path, "name: c\ncluster:\n  servers:\n    - {name: a, address: local}\n"
                              "    - {name: b, address: 10.1.1.2, key_file: /etc}\n")
     network_up.preflight(cluster, resolve_all(expand_points(cluster), 2), contact_nodes=False)     # validate: not asked
