@@ -339,7 +339,7 @@ def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: 
 
     p = torch_models.resolve_params(model, params)
     x, y = torch_models.synthetic_batch(model, p, 0, 0, batch)
-    loss_of = (lambda net, x, y: zoo.loss(model, net, x, y)) if zoo.is_zoo(model) else None
+    loss_of = lambda net, x, y: zoo.loss(model, net, x, y)  # noqa: E731
     torch.manual_seed(0)
     real = torch_models.build(model, p)
     step = _torch_stepper(real, x, y, torch.optim.Adam(real.parameters(), lr=1e-3), loss_of)

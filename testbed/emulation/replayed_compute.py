@@ -41,6 +41,7 @@ class HostReplay:
     layers: tuple[tuple[float, float], ...]     # the real step's (forward, backward) per parameter layer
     overshoot_s: float = 0.0       # what the stand-in's waits take beyond what they ask (wake-up latency)
     profile: str | None = None     # the compute profile it replays, as the file named it (None: calibrated here)
+    shapes: tuple = ()             # a profile's parameters per layer, (shape, dtype) in replay order
 
     def wall_wait(self, k: float) -> float:
         """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
@@ -61,10 +62,12 @@ def from_calibration(cal: dict, cores: float) -> HostReplay:
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
 
 
-def from_profile(cal: dict, cores: float, name: str) -> HostReplay:
-    """A node's replay from a profile's calibration: the machine profiled, its step as measured there."""
+def from_profile(cal: dict, cores: float, name: str, shapes=()) -> HostReplay:
+    """A node's replay from a profile's calibration: the machine profiled (`cores`), its step as measured there,
+    the parameters' `shapes` it all-reduces."""
     return HostReplay(cores, cal["real_step_s"], cal["stand_in_step_s"], cal["stand_in_cpu_s"],
-                      tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name)
+                      tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name,
+                      tuple(tuple(layer) for layer in shapes))
 
 
 def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:

@@ -95,10 +95,9 @@ class ResolvedPoint:
         if self.replay is None:
             return None
         job = {"hosts": {name: host.job(self.k) for name, host in self.replay.items()}}
-        for name, host in self.replay.items():
-            if host.profile is not None:     # every node replays a profile of one shape (validate)
-                job["shapes"] = fileformat.param_shapes(fileformat.load(self.spec.profile_path(name)[1]))
-                break
+        shapes = next((host.shapes for host in self.replay.values() if host.profile is not None), None)
+        if shapes is not None:          # every node replays a profile of one shape (validate)
+            job["shapes"] = [[list(param) for param in layer] for layer in shapes]
         return job
 
     @property
@@ -173,7 +172,7 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
         if spec.emulation.dilation == "auto":
             w = spec.workload
             strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
-            k = replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec),
+            k = replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec, hosts),
                               link_bandwidth(graph), machine, spec.emulation.reserve)
             spec = with_dilation(spec, k)
     wall = dil.wall_spec(spec, k)
@@ -200,10 +199,12 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
     for h in graph.hosts:
         found = spec.profile_path(h.name)
         if found is not None and not h.real_machine:
-            if found[1] not in by_cores:
-                by_cores[found[1]] = calibrate_profile(w.engine, found[1], progress)
-            cal = by_cores[found[1]]
-            out[h.name] = from_profile(cal, fileformat.load(found[1])["cores"], spec.topology.host_conf(h.name).profile)
+            if found[1] not in by_cores:        # each profile read and calibrated once
+                doc = fileformat.load(found[1])
+                by_cores[found[1]] = (calibrate_profile(w.engine, found[1], progress), doc["cores"],
+                                      fileformat.param_shapes(doc))
+            cal, cores, shapes = by_cores[found[1]]
+            out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes)
             continue
         if h.real_machine or h.cores is None or math.ceil(h.cores - 1e-9) > machine:
             continue
@@ -214,12 +215,11 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
     return out
 
 
-def replayed_gradient_bytes(spec) -> int:
+def replayed_gradient_bytes(spec, hosts: dict[str, HostReplay]) -> int:
     """Gradient bytes per step of a replayed run: its profiles' (all of one shape), else the model's."""
-    for name in spec.topology.host_names():
-        found = spec.profile_path(name)
-        if found is not None:
-            return fileformat.gradient_bytes(fileformat.load(found[1]))
+    shapes = next((h.shapes for h in hosts.values() if h.profile is not None), None)
+    if shapes is not None:
+        return fileformat.shapes_bytes(shapes)
     return gradient_bytes(spec.workload.model, spec.workload.model_params)
 
 

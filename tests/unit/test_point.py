@@ -9,13 +9,8 @@ import pytest
 from testbed.nodes import cgroups
 from testbed.run import point as rp
 from testbed.run.record import Observed
-from testbed.spec import SpecError, build_graph, expand_points, load_spec
-
-
-def load(tmp_path, text):
-    path = tmp_path / "e.yaml"
-    path.write_text(text)
-    return load_spec(str(path))
+from spec_helpers import load
+from testbed.spec import SpecError, build_graph, expand_points
 
 
 FAITHFUL = """

@@ -10,7 +10,8 @@ from testbed.emulation import fidelity
 from testbed.emulation import replayed_compute as replay
 from testbed.run import calibration
 from testbed.run import point as rp
-from testbed.spec import SpecError, expand_points, load_spec
+from spec_helpers import load
+from testbed.spec import SpecError, expand_points
 from workloads import replay as standins
 
 CAL = {"real_step_s": 0.020, "real_cpu_s": 0.021, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
@@ -67,12 +68,6 @@ def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=busy))
     assert "h15 used CPU for 8.0% of each steady step" in said and "waited for a CPU 7.0%" in said
     assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
-
-
-def load(tmp_path, text):
-    path = tmp_path / "e.yaml"
-    path.write_text(text)
-    return load_spec(str(path))
 
 
 REPLAY = """

@@ -124,5 +124,10 @@ def parameter_count(doc: dict) -> int:
     return sum(math.prod(p["shape"]) for layer in doc["layers"] for p in layer["params"])
 
 
+def shapes_bytes(shapes) -> int:
+    """Bytes of a gradient of these parameters: (shape, dtype) per parameter, per layer (param_shapes)."""
+    return sum(math.prod(shape) * DTYPE_BYTES[dtype] for layer in shapes for shape, dtype in layer)
+
+
 def gradient_bytes(doc: dict) -> int:
-    return sum(math.prod(p["shape"]) * DTYPE_BYTES[p["dtype"]] for layer in doc["layers"] for p in layer["params"])
+    return shapes_bytes(param_shapes(doc))
