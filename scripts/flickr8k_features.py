@@ -6,7 +6,7 @@
 
 Each image (jpg/jpeg/png, resized to 224x224) goes through VGG16 and its penultimate layer (fc2,
 4096 values) is stored under the image's id (file name without extension), as in the thesis
-(workloads/image_features.py). Nothing is downloaded: the Keras VGG16 weights file *with* the top
+(workloads/caption/image_features.py). Nothing is downloaded: the Keras VGG16 weights file *with* the top
 layers must be on disk. `--random-weights` uses an untrained VGG16 instead (meaningless features;
 for tests only).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from workloads.image_features import (SUFFIXES, WEIGHTS_FILE, extract, feature_model,  # noqa: E402
+from workloads.caption.image_features import (SUFFIXES, WEIGHTS_FILE, extract, feature_model,  # noqa: E402
                                       image_files, missing_weights, save)
 
 

@@ -261,7 +261,7 @@ def run_training(job, task_type, task_index, emit) -> None:
             model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
                       callbacks=backup_callbacks(job) + lowcomm_callbacks + [timing], verbose=0)
         if chief and name == "caption" and job.get("save_model") and not replayed:
-            from workloads import caption_model
+            from workloads.caption import model as caption_model
             tokenizer = (caption or wdata.synthetic_caption_data(p, seed)).tokenizer
             emit("saved", path=str(caption_model.save(job["save_model"], model, tokenizer, p)))
         if not replayed:        # a replayed step's compute was calibrated before the run
@@ -318,7 +318,7 @@ def backup_callbacks(job) -> list:
 
 def make_eval(model, p, caption, seed, job):
     """Per-epoch BLEU on the held-out images (synthetic held-out set without data)."""
-    from workloads import bleu
+    from workloads.caption import bleu
     from workloads import data as wdata
 
     held = caption or wdata.synthetic_caption_data(p, seed, images=8)

@@ -1,8 +1,8 @@
 """`caption RUN_DIR --features FILE.npz [--image ID ...]` or `caption RUN_DIR --photo IMAGE ...
 [--weights VGG16.h5]`: captions for images from the model a caption run saved (the thesis's figure
-20), by greedy decoding (workloads/caption_model.py). No root, no network: it reads the run
+20), by greedy decoding (workloads/caption/model.py). No root, no network: it reads the run
 folder's model/ and the features file, or makes the photos' features with the user's VGG16 weights
-file (workloads/image_features.py)."""
+file (workloads/caption/image_features.py)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from testbed.cli.common import Command, main_of
-from workloads.image_features import SUFFIXES, WEIGHTS_FILE, missing_weights, photo_problem
+from workloads.caption.image_features import SUFFIXES, WEIGHTS_FILE, missing_weights, photo_problem
 
 
 def add_arguments(p) -> None:
@@ -57,13 +57,13 @@ def run(args) -> int:
         print(f"error: {refusal}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from workloads import caption_model
+    from workloads.caption import model as caption_model
     folder = args.run_dir / "model"
     try:
         if args.features is not None:
             captions = caption_model.caption_images(folder, args.features, args.image)
         else:
-            from workloads import image_features
+            from workloads.caption import image_features
             model = image_features.feature_model(None if args.random_weights else str(args.weights))
             feats = image_features.extract(model, args.photo, key=str)     # by path: two photos may share a name
             captions = caption_model.caption_features(folder, feats, [str(p) for p in args.photo],

@@ -10,8 +10,9 @@ pytest.importorskip("tf_keras")
 from PIL import Image  # noqa: E402
 
 from testbed.cli import caption  # noqa: E402
-from workloads import caption_model, models  # noqa: E402
-from workloads.bleu import greedy_decode  # noqa: E402
+from workloads import models  # noqa: E402
+from workloads.caption import model as caption_model  # noqa: E402
+from workloads.caption.bleu import greedy_decode  # noqa: E402
 from workloads.data import END, START, Tokenizer  # noqa: E402
 
 PARAMS = {"vocab_size": 8, "embed_dim": 8, "units": 8, "feature_dim": 6, "max_len": 5}

@@ -10,7 +10,8 @@ import pytest
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
 from PIL import Image  # noqa: E402
 
-from workloads import data, image_features  # noqa: E402
+from workloads import data  # noqa: E402
+from workloads.caption import image_features  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "flickr8k_features.py"
 spec = importlib.util.spec_from_file_location("flickr8k_features", SCRIPT)

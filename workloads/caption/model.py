@@ -50,7 +50,7 @@ def caption_features(folder: str | Path, feats: dict[str, np.ndarray], images: l
                      source: str = "the features") -> dict[str, str]:
     """Image id -> greedy caption, for the feature vectors `feats` (all of them, or the ids named);
     `source` names where they came from in an error."""
-    from workloads.bleu import greedy_decode
+    from workloads.caption.bleu import greedy_decode
 
     model, tokenizer = load(folder)
     wanted = images or sorted(feats)
