@@ -1,4 +1,4 @@
-"""A pair of experiments: the thesis's condition and its faithful twin (issue 19).
+"""A pair of experiments: the thesis's condition and its faithful twin.
 
 The thesis ran every virtual node on one 2-core laptop, so its time-vs-nodes curves carry CPU
 sharing as well as the network. Its faithful twin runs the same file with compute "budgets"

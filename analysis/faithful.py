@@ -1,4 +1,4 @@
-"""Faithful compute (issue 19) in the report: what was emulated, where the time went, degraded runs.
+"""Faithful compute in the report: what was emulated, where the time went, degraded runs.
 
 runs.csv columns read (absent in older results: dilation 1, compute "shared", no verdict):
 ``dilation`` K (times are emulated: wall / K), ``compute`` ("budgets": every node held to its

@@ -40,7 +40,7 @@ RUNS_COLUMNS = [
     "samples_per_s", "final_loss", "steps", "cpu_mean_pct", "mem_peak_bytes",
     "net_bytes_total", "net_throughput_mean_bps",
 ]
-# Faithful compute (issue 19): absent in older results, read as dilation 1, compute "shared" (the
+# Faithful compute: absent in older results, read as dilation 1, compute "shared" (the
 # nodes shared the machine without budgets) and no fidelity verdict (not degraded).
 FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
                     "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]

@@ -44,7 +44,7 @@ from testbed.emulation.memory import tree_memory  # noqa: E402
 from machine import machine_state  # noqa: E402
 
 GIB, MIB = 1 << 30, 1 << 20
-FIRST_GUESS = 350 * MIB      # PSS per TensorFlow worker before any run measured it (issue 19: 324 MB)
+FIRST_GUESS = 350 * MIB      # PSS per TensorFlow worker before any run measured it (first measured: 324 MB)
 
 SPEC = """name: scale
 topology: {{template: tree, hosts: {n}, fanout: {fanout}, switch: {{kind: ovs}}, link: {{bw: {bw}}}, host: {{cores: {cores}}}}}

@@ -11,7 +11,7 @@ fraction of the whole machine). On one machine the P cores are shared max-min fa
 workers (water-filling), so worker i gets a_i cores and computes ``s_i = u / a_i`` times slower
 than a lone worker (s_i >= 1). A synchronous step waits for the slowest worker: s = max_i s_i.
 On separate machines (``shared=False``, predictions) a_i = min(u, cpu_i * P). Runs with compute
-"budgets" (runs.csv ``compute``: every node held to its ``cores`` by cgroups, issue 19) are separate
+"budgets" (runs.csv ``compute``: every node held to its ``cores`` by cgroups) are separate
 machines too: a_i = min(u, cores_i), so their compute term is constant per node and does not grow
 with the number of nodes.
 

@@ -1,3 +1,3 @@
-"""Faithful compute (issue 19), the pure core: per-node CPU budgets (`budgets`), time dilation
+"""Faithful compute, the pure core: per-node CPU budgets (`budgets`), time dilation
 (`dilation`), the fidelity verdict (`fidelity`), readers of cgroup and pressure counters
 (`readers`) and memory per process as PSS/USS (`memory`)."""

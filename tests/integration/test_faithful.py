@@ -1,4 +1,4 @@
-"""Faithful compute on real Mininet, OVS, tc and TensorFlow (issue 19): a dilated run reports emulated
+"""Faithful compute on real Mininet, OVS, tc and TensorFlow: a dilated run reports emulated
 time with its wall clock K times longer and its faults at their step; 4 one-core nodes on a 2-core
 machine without dilation are degraded, naming the CPU; `dilation: auto` runs the factor it states;
 the main job's answer is tests/integration/test_answer.py's."""

@@ -1,4 +1,4 @@
-"""No dead ends (issue 14 part 4): Open vSwitch stopped in the middle of a run, and the test suite
+"""No dead ends: Open vSwitch stopped in the middle of a run, and the test suite
 started as a background job (SIGINT ignored)."""
 import re
 import subprocess

@@ -1,4 +1,4 @@
-"""1000 hosts on one machine (issue 14): a tree of OVS userspace bridges (fanout 32: 33 bridges, none
+"""1000 hosts on one machine: a tree of OVS userspace bridges (fanout 32: 33 bridges, none
 past the 57 ports one forwards for) and a star on one Linux bridge, every host reachable from the first,
 addresses beyond one /24, and nothing left behind. Each takes about 1-3 minutes here; the times print."""
 import time

@@ -412,7 +412,7 @@ def test_repeat_floor_is_the_spread_of_one_configuration_measured_twice():
     assert costmodel.repeat_floor(feats.iloc[1:]).empty
 
 
-# -- compute budgets (issue 19) --------------------------------------------------------------
+# -- compute budgets --------------------------------------------------------------
 BUDGETS = FIXTURE.parent / "faithful_budgets"
 SHARED = FIXTURE.parent / "faithful_shared"
 

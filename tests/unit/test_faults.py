@@ -224,7 +224,7 @@ def test_set_bw_with_ovs_shaping_sets_the_switch_port_qos():
     assert len(apply) == 2 and apply[0].where is None and apply[0].arg[0] == "ovs-vsctl"
     assert "other-config:max-rate=2000000" in apply[0].arg
     assert "other-config:max-rate=10000000" in undo[0].arg
-    # then, as at bring-up, the QoS root class gets the queue's burst (issue 18: the fault path lacked it)
+    # then, as at bring-up, the QoS root class gets the queue's burst (the fault path once lacked it)
     assert apply[1] == Op("cmd", None, ("tc", *ovs_root_class_command("s1-eth2", 2_000_000)))
     assert undo[1] == Op("cmd", None, ("tc", *ovs_root_class_command("s1-eth2", 10_000_000)))
     unshaped = plan(F("set_bw", link=["h2", "s1"], bw=2_000_000), ctx(shaping="ovs", params=LinkParams()))[1]
