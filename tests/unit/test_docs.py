@@ -120,3 +120,9 @@ def test_the_checker_finds_a_broken_link_and_a_missing_heading(tmp_path):
     assert anchors(tmp_path / "other.md") == {"other-page", "a-code-heading-with-punctuation"}
     assert offending("Measured on 2026-11-22, load average 3", DATED) == [
         "an ISO date ('2026-11-22')", "a load average ('load average')"]
+
+
+def test_the_benchmarks_page_keeps_to_todays_figures():
+    """Today's figure per benchmark, read at a glance: the history lives on its own page and in git."""
+    lines = (REPO / "docs" / "benchmarks.md").read_text().splitlines()
+    assert len(lines) <= 500, f"docs/benchmarks.md has {len(lines)} lines; move older figures to benchmarks-history.md"
