@@ -161,8 +161,16 @@ def _run(cmd: list[str], log: Path, timeout: float = BUILD_TIMEOUT_S) -> None:
     with open(log, "ab") as out:
         out.write(("$ " + " ".join(cmd) + "\n").encode())
         out.flush()
-        code = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                              timeout=timeout).returncode
+        # a group of its own: on Ctrl-C or a timeout the whole of debootstrap stops (its dpkg too),
+        # before the build folder is removed, so that nothing writes into it afterwards
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise RuntimeError(f"{cmd[0]} failed (exit {code}); the end of {log}:\n{tail}")
