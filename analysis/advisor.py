@@ -11,7 +11,7 @@ Under ``fixed: data`` both train the same samples (ps then runs more, smaller st
 one the warm-up counts. ps needs a coordinator and ``ps.servers`` servers besides its workers (or
 ``ps.placement``); when the hosts cannot hold them, all-reduce is chosen.
 
-``strategy: switch`` asks again at every epoch's end (testbed/run/strategy_switch.py): ``switch_verdict``
+``strategy: switch`` asks again at every epoch's end (testbed/run/training/strategy_switch.py): ``switch_verdict``
 compares the epoch's measured samples/s with the other strategy's predicted samples/s over the
 work left (its warm-up and the measured start-up of new processes included). Pure: no network,
 no root.

@@ -10,7 +10,7 @@ Conventions used by the derived tables:
 * "nodes" is the ``hosts`` column (every host of the run, ps/chief included).
 * ``net_bytes_total`` is read as the bytes *sent* by all hosts of the run during training
   (sum of tx). Bytes on the wire per step per worker = net_bytes_total / steps / workers.
-* ``usage.csv`` byte counters are cumulative per node (as testbed/run/monitor.py samples them):
+* ``usage.csv`` byte counters are cumulative per node (as testbed/run/training/monitor.py samples them):
   a node sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span,
   the same as ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
 * Every run has the work and steady columns (``STEADY_COLUMNS``): the runner records them; results
@@ -44,7 +44,7 @@ RUNS_COLUMNS = [
 # nodes shared the machine without budgets) and no fidelity verdict (not degraded).
 FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
                     "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]
-# What a point trained and its warm-up and steady state (testbed/run/record.py: work_columns and
+# What a point trained and its warm-up and steady state (testbed/run/point/record.py: work_columns and
 # analysis.steady); older results get them from steps.csv (with_steady_columns).
 WORK_COLUMNS = ["fixed", "steps_per_epoch", "samples_per_step", "samples_per_epoch", "samples_trained"]
 STEADY_COLUMNS = WORK_COLUMNS + ["warmup_steps", "warmup_s", "steady_steps", "steady_step_s", "steady_step_q1_s",

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import machine_state  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
-from testbed.run.checks import iperf3_json  # noqa: E402
+from testbed.run.bringup.checks import iperf3_json  # noqa: E402
 from testbed.shaping import gso_max_size, htb_burst  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 from testbed.units import parse_bandwidth  # noqa: E402

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
-from testbed.run.checks import run_iperf  # noqa: E402
+from testbed.run.bringup.checks import run_iperf  # noqa: E402
 from testbed.cluster import cluster_site, servers  # noqa: E402
-from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from testbed.run.bringup.hosthealth import timer_overshoot  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import machine_state  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
-from testbed.run.checks import IPERF_PORT, iperf3_json, wait_listening  # noqa: E402
+from testbed.run.bringup.checks import IPERF_PORT, iperf3_json, wait_listening  # noqa: E402
 from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402
 from testbed.units import parse_bandwidth  # noqa: E402

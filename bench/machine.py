@@ -5,7 +5,7 @@ import os
 
 import psutil
 
-from testbed.run.hosthealth import timer_overshoot
+from testbed.run.bringup.hosthealth import timer_overshoot
 
 
 def machine_state() -> str:

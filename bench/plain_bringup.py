@@ -49,7 +49,7 @@ class Tree(Topo):
 
 
 def reachable_from_first(net: Mininet) -> int:
-    """Hosts answering a ping from h1, 128 pings at once (as testbed.run.checks.unreachable does)."""
+    """Hosts answering a ping from h1, 128 pings at once (as testbed.run.bringup.checks.unreachable does)."""
     first, others = net.hosts[0], net.hosts[1:]
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as addresses:   # a node's command line is short
         addresses.write("".join(f"{h.IP()}\n" for h in others))

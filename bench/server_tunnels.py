@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.run import hosthealth  # noqa: E402
+from testbed.run.bringup import hosthealth  # noqa: E402
 from testbed.cluster import servers  # noqa: E402
 from testbed.nodes import docker_engine  # noqa: E402
 

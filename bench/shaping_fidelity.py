@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed.run.checks import iperf3_json  # noqa: E402
-from testbed.run.hosthealth import timer_overshoot  # noqa: E402
+from testbed.run.bringup.checks import iperf3_json  # noqa: E402
+from testbed.run.bringup.hosthealth import timer_overshoot  # noqa: E402
 from testbed.net.network import Network  # noqa: E402
 from testbed.shaping import TCP_GOODPUT_CEILING  # noqa: E402
 from testbed.spec import build_graph, load_spec  # noqa: E402

@@ -66,7 +66,7 @@ class Outcome:
     interrupted) and the report it wrote (None when no point finished)."""
 
     folder: Path
-    summary: Any  # testbed.run.sweep.SweepSummary
+    summary: Any  # testbed.run.sweep.sweep.SweepSummary
     report: Path | None
 
     @property
@@ -86,7 +86,7 @@ def run(spec_or_path, out: str | os.PathLike | None = None, progress: bool = Fal
     from rich.console import Console
 
     from analysis.report import build_report
-    from testbed.run.sweep import run_sweep
+    from testbed.run.sweep.sweep import run_sweep
 
     folder = Path(out or Path("results") / exp.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -102,18 +102,18 @@ def network(spec, overrides: Sequence[str] = (), checks: bool | None = None,
     """`with network(spec) as net:` the first run point of a spec (path, dict or Experiment) up as
     `run_experiment.py up` brings it up (the same resolution, preflight and bring-up, under the
     one-network lock; `exec` reaches it from another shell), torn down when the block ends, whatever
-    ends it (an exception, Ctrl-C, SIGTERM). `net` is a testbed.run.live_network.LiveNetwork: exec,
+    ends it (an exception, Ctrl-C, SIGTERM). `net` is a testbed.run.live.live_network.LiveNetwork: exec,
     popen, ip, hosts, links, set_link, link_down, link_up, fault.
 
     checks: run the spec's checks first (None: when the spec has a `checks:` section); a failed check
-    raises testbed.run.live_network.ChecksFailed unless checks.fail_run is false. progress: True
+    raises testbed.run.live.live_network.ChecksFailed unless checks.fail_run is false. progress: True
     prints the bring-up's messages on stderr; a function gets each one. Raises SpecError for a bad spec
     or a refused preflight, PermissionError without root, testbed.owner.LockHeld when another run holds
     the network."""
     exp = load(spec, overrides)
     if os.geteuid() != 0:
         raise PermissionError(f"a live network {NEEDS_ROOT}: run Python as root")
-    from testbed.run.live_network import open_network
+    from testbed.run.live.live_network import open_network
 
     with open_network(exp, checks=checks, progress=_progress(progress)) as net:
         yield net

@@ -120,7 +120,7 @@ def requested(request) -> NetworkRequest:
 
 @pytest.fixture
 def testbed_network(request):
-    """A live network (testbed.run.live_network.LiveNetwork) for this test: exec, popen, ip, hosts,
+    """A live network (testbed.run.live.live_network.LiveNetwork) for this test: exec, popen, ip, hosts,
     links, set_link, link_down, link_up, fault. Torn down after the test, whatever happened."""
     from testbed import api
     from testbed.spec import SpecError

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from testbed import shaping
 from testbed.net.network import batch_lines
 from testbed.net.probes import parse_iperf3, parse_ping
-from testbed.run.faults import ACTIONS, Context, link_key, settle
+from testbed.run.faults.faults import ACTIONS, Context, link_key, settle
 from testbed.spec.models import Fault, LinkParams
 
 HOSTS = ("h1", "h2")
@@ -149,7 +149,7 @@ checks: {iperf: true, ping: true, duration: 3s}
 BRINGUP_PY = r"""import json, subprocess, sys, time
 sys.path.insert(0, "/repo")
 from testbed.net.network import Network
-from testbed.run.checks import run_checks
+from testbed.run.bringup.checks import run_checks
 from testbed.spec import build_graph, load_spec
 
 PING = ["ping", "-n", "-c", "100", "-i", "0.02", "-W", "2"]

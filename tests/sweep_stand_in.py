@@ -3,7 +3,7 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 
 from testbed.cli import run as run_command
-from testbed.run import sweep
+from testbed.run.sweep import sweep
 
 
 def stand_in_sweep(monkeypatch, run_point) -> None:

@@ -14,7 +14,7 @@ engine's real communication path.
   the earlier layers' backward still waits: the real overlap.
 
 The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run by the
-testbed in a process of its own before the network exists, on idle CPUs: testbed/run/calibration.py)
+testbed in a process of its own before the network exists, on idle CPUs: testbed/run/point/calibration.py)
 measures the real step, its layers' times and the stand-in's own step on a machine of the node's size;
 testbed/emulation/replayed_compute.py makes the waits of them. `UsageSampler` reports a task's CPU time and its
 threads' wait for a CPU, for the verdict.

@@ -91,7 +91,7 @@ def run(args) -> int:
         print(f"{len(points)} run point(s) -> {out}")
         return 0
     need_root("run")
-    from testbed.run.sweep import run_sweep
+    from testbed.run.sweep.sweep import run_sweep
     interrupt_on_signals()
     out.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now()
@@ -116,7 +116,7 @@ def run(args) -> int:
             report = None
         if report is not None:
             console.print(f"report: {report}")
-    from testbed.run import expect_run
+    from testbed.run.sweep import expect_run
     expect_run.show(summary.expectations, out, console)
     console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
                   f"tables in {out}/ (runs.csv, checks.csv, steps.csv, usage.csv)")

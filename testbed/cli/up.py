@@ -21,9 +21,9 @@ def up(args) -> int:
         return 2
     exp, points = loaded
     need_root("up")
-    from testbed.run.live import up as keep_up
-    from testbed.run.network_up import preflight
-    from testbed.run.point import machine_cores, resolve_all
+    from testbed.run.live.live import up as keep_up
+    from testbed.run.bringup.network_up import preflight
+    from testbed.run.point.point import machine_cores, resolve_all
     if len(points) > 1:
         console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
     interrupt_on_signals()
@@ -56,7 +56,7 @@ def add_exec_arguments(p) -> None:
 
 def exec_(args) -> int:
     need_root("exec")
-    from testbed.run.live import LiveError, exec_in
+    from testbed.run.live.live import LiveError, exec_in
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     try:
         return exec_in(args.host, argv)

@@ -28,8 +28,8 @@ def _probe_kernel(path, overrides, text: str) -> tuple[bool, str]:
     (real machines, the Docker engine) are checked by `run`, not here."""
     if os.geteuid() != 0:
         return True, text + "\n  (kernel capability probe skipped: it needs root; run checks it before starting)"
-    from testbed.run.network_up import preflight
-    from testbed.run.point import machine_cores, resolve_all
+    from testbed.run.bringup.network_up import preflight
+    from testbed.run.point.point import machine_cores, resolve_all
     from testbed.spec import SpecError, expand_points, load_spec
     exp = load_spec(path, overrides)
     try:

@@ -1,7 +1,7 @@
 """Replayed compute (`emulation.compute: replay`), pure rules: the wait each node replays, the dilation
 `auto` picks, and the figures of the verdict.
 
-- The wait. A calibration (testbed/run/calibration.py) times the model's local step on this machine,
+- The wait. A calibration (testbed/run/point/calibration.py) times the model's local step on this machine,
   on as many CPUs as the node has cores, and the stand-in's own step (workloads/replay.py) with no wait.
   The node's compute is the real step (a node of fractional cores: the step on whole CPUs x their
   ratio). On the wall clock it is x K, of which the stand-in does its own part at full speed, and its

@@ -4,7 +4,7 @@
 
 and `run` the report's time (`phases: report 12.3 s`), so that a benchmark can record them. Each stage
 marks its own phase into the recorder of the point being run: BringUp the bring-up, the checks and the
-teardown (network_up.py); Training the engine's start (from launching the tasks to the lead task's
+teardown (bringup/network_up.py); Training the engine's start (from launching the tasks to the lead task's
 `start` or `script_start` event: imports, model, cluster) and the training (from that event until every
 task has ended, the compute probe included). `rest` is what the point's wall time has besides them
 (records, the monitor, the fidelity probe). Outside a sweep (`up`, testbed.api.network) nothing is

@@ -34,7 +34,7 @@ EVALS_COLUMNS = ["experiment", "run_id", "epoch", "metric", "value"]
 FAULTS_COLUMNS = ["experiment", "run_id", "fault", "action", "target", "at", "duration_s", "applied_step",
                   "applied_t", "undone_step", "undone_t", "outcome", "extra_s", "steps_replayed"]
 LINK_CHANGES_COLUMNS = ["experiment", "run_id", "link", "row", "loop", "trace_t", "step", "t", "late_s", "bw_bps",
-                        "delay_ms", "loss_pct", "outcome"]    # links that follow a trace (run/traces.py)
+                        "delay_ms", "loss_pct", "outcome"]    # links that follow a trace (run/faults/traces.py)
 TUNNELS_COLUMNS = ["experiment", "run_id", "tunnel", "server_a", "server_b", "address_a", "address_b", "links",
                    "capacity_bps", "rtt_ms", "loss_pct"]   # cluster runs: the fidelity guard's measurements
 TABLES = {"runs": RUNS_COLUMNS, "checks": CHECKS_COLUMNS, "steps": STEPS_COLUMNS, "usage": USAGE_COLUMNS,

@@ -19,7 +19,7 @@ from testbed.spec import limits
 from testbed.spec.keypaths import suggest
 from testbed.spec.settings import Strict
 
-# Numeric columns of runs.csv (testbed/run/record.py), judged per run point.
+# Numeric columns of runs.csv (testbed/run/point/record.py), judged per run point.
 RUN_METRICS = (
     "wall_time_s", "training_time_s", "time_per_step_s", "samples_per_s", "final_loss", "steps",
     "tf_import_s", "torch_import_s", "tf_threads", "hosts", "bw_bps", "params", "gradient_bytes", "global_batch",

@@ -2,7 +2,7 @@
 with runs.csv; each `where`'s keys key paths of the file (not under sweep or expect), its values ones their keys
 take, and some run point of the file has them. The where comes back as canonical key path -> the value in the
 spec's JSON form ('10Mbit' -> '10mbit', `hosts` -> `topology.hosts`), as a point's spec gives it back, which is how
-the run compares them (testbed/run/expect_run.py).
+the run compares them (testbed/run/sweep/expect_run.py).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 with what each targets, the key that carries its new value and whether it takes a duration.
 
 What each action does to a running network (its operations and their undo) is the applier's
-business: testbed/run/faults.py, keyed by the same names."""
+business: testbed/run/faults/faults.py, keyed by the same names."""
 from __future__ import annotations
 
 import re

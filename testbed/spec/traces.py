@@ -1,6 +1,6 @@
 """Time-varying links: the trace files a link follows while training runs (`trace:` on topology.link,
 topology.bottleneck or a custom link), read and checked here, and where in a trace a link is at
-a given time (pure). Applying the changes to a running network is testbed/run/traces.py's.
+a given time (pure). Applying the changes to a running network is testbed/run/faults/traces.py's.
 
 Two formats (`trace_format`):
 

@@ -12,11 +12,11 @@ import pytest
 
 from cli import cli
 from leftovers import containers
-from testbed.run.checks import run_checks
-from testbed.run.hosthealth import healthy, timer_overshoot
+from testbed.run.bringup.checks import run_checks
+from testbed.run.bringup.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network, node_problems
-from testbed.run.network_up import BringUp
-from testbed.run.point import resolve_all
+from testbed.run.bringup.network_up import BringUp
+from testbed.run.point.point import resolve_all
 from testbed.spec import build_graph, expand_points, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

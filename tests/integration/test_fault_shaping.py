@@ -8,7 +8,7 @@ import pytest
 
 from testbed.net.network import Network
 from testbed.shaping import htb_burst
-from testbed.run.faults import Applier
+from testbed.run.faults.faults import Applier
 from testbed.spec import build_graph, load_spec
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 
 from cli import cli
 from testbed.net.network import Network
-from testbed.run.checks import run_checks
+from testbed.run.bringup.checks import run_checks
 from testbed.shaping import kernel_has_qdisc
 from testbed.spec import build_graph, load_spec
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from testbed.net.network import Network
-from testbed.run.network_up import BringUp
-from testbed.run.point import resolve_all
+from testbed.run.bringup.network_up import BringUp
+from testbed.run.point.point import resolve_all
 from testbed.spec import build_graph, expand_points, load_spec
 
 pytestmark = pytest.mark.integration

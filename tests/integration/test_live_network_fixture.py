@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from testbed.run.hosthealth import healthy, timer_overshoot
+from testbed.run.bringup.hosthealth import healthy, timer_overshoot
 
 pytestmark = pytest.mark.integration
 

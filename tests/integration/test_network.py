@@ -3,8 +3,8 @@ import subprocess
 
 import pytest
 
-from testbed.run.checks import run_checks
-from testbed.run.hosthealth import healthy, timer_overshoot
+from testbed.run.bringup.checks import run_checks
+from testbed.run.bringup.hosthealth import healthy, timer_overshoot
 from testbed.net.network import Network
 from testbed.shaping import kernel_has_qdisc
 from testbed.spec import build_graph, load_spec
@@ -138,8 +138,8 @@ def test_exception_inside_network_still_tears_down(tmp_path, root, no_leftovers)
 
 @pytest.mark.skipif(kernel_has_qdisc("netem"), reason="kernel has netem (CONFIG_NET_SCH_NETEM): delay is allowed here")
 def test_delay_without_netem_is_refused_before_anything_starts(tmp_path, root, no_leftovers):
-    from testbed.run.network_up import preflight
-    from testbed.run.point import machine_cores, resolve_all
+    from testbed.run.bringup.network_up import preflight
+    from testbed.run.point.point import machine_cores, resolve_all
     from testbed.spec import SpecError, expand_points
     spec = _spec(tmp_path, STAR.format(bw="10mbit", shaping="tc", kind="ovs").replace("{bw: 10mbit}", "{bw: 10mbit, delay: 5ms}"))
     with pytest.raises(SpecError) as err:

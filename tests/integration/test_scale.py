@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from testbed.run.checks import unreachable
+from testbed.run.bringup.checks import unreachable
 from testbed.net.network import Network
 from testbed.spec import build_graph, load_spec
 

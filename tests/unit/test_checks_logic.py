@@ -5,7 +5,7 @@ import math
 import pytest
 
 from testbed.net.probes import parse_iperf3, parse_ping
-from testbed.run.checks import check_pairs, failure_reason, judge, path_bandwidth
+from testbed.run.bringup.checks import check_pairs, failure_reason, judge, path_bandwidth
 from testbed.spec.models import LinkParams
 from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode
 
@@ -62,7 +62,7 @@ def test_failure_reason_names_pair_and_figures():
 
 
 def test_timer_health_thresholds_and_description():
-    from testbed.run.hosthealth import describe, healthy, timer_overshoot
+    from testbed.run.bringup.hosthealth import describe, healthy, timer_overshoot
     assert healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 5.0})
     assert not healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 40.0, "timer_max_ms": 5.0})
     assert not healthy({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 700.0})

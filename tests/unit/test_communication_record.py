@@ -1,10 +1,10 @@
-"""runs.csv's communication columns from a run's settings and its lead events (testbed/run/record.py)."""
+"""runs.csv's communication columns from a run's settings and its lead events (testbed/run/point/record.py)."""
 import math
 
 import pytest
 
 from spec_helpers import load
-from testbed.run.record import communication_columns, communication_settings
+from testbed.run.point.record import communication_columns, communication_settings
 
 FILE = """
 name: rec

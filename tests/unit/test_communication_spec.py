@@ -4,7 +4,7 @@ import pytest
 
 from spec_helpers import issues, load, one
 from testbed.spec import expand_points
-from testbed.run.training import job_document
+from testbed.run.training.training import job_document
 
 BASE = """
 name: comm

@@ -79,7 +79,7 @@ def _topology(tmp_path, text, hosts):
     """A run's topology.json as the runner writes it, for an all-reduce over every host."""
     from spec_helpers import load
     from testbed.roles import assign_tasks
-    from testbed.run.record import topology_document
+    from testbed.run.point.record import topology_document
     from testbed.spec import build_graph
     spec = load(tmp_path, f"name: t\ntopology: {text}\n")
     graph = build_graph(spec.topology)

@@ -16,7 +16,7 @@ from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
 from testbed.emulation.dilation import SCALED_KEYS, choose, to_emulated, wall_graph, wall_spec
 from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
-from testbed.run.fidelity_probe import others_on_cpus
+from testbed.run.training.fidelity_probe import others_on_cpus
 from testbed.shaping import TCP_GOODPUT_CEILING
 from testbed.spec import build_graph
 from testbed.spec.models import Experiment
@@ -326,7 +326,7 @@ def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
 
 
 def test_slicing_is_the_cpu_under_the_budget_over_the_cpu_without_it():
-    from testbed.run.record import slicing
+    from testbed.run.point.record import slicing
     assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": 0.002}) == 2.0
     assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": None}) is None
     assert slicing({}) is None

@@ -49,7 +49,7 @@ TRIANGLE = f"""<?xml version="1.0" encoding="utf-8"?>
 
 def resolved(exp, machine: int = 2):
     """The experiment's first point resolved as a run resolves it."""
-    from testbed.run.point import resolve_all
+    from testbed.run.point.point import resolve_all
     from testbed.spec import expand_points
     return resolve_all(expand_points(exp), machine)[0]
 
@@ -252,7 +252,7 @@ def test_parallel_and_directed_edges_are_one_link_and_self_loops_ignored(tmp_pat
 
 
 def test_topology_document_keeps_labels_delays_and_dropped_links(tmp_path):
-    from testbed.run.record import topology_document
+    from testbed.run.point.record import topology_document
     _graph_file(tmp_path, TRIANGLE)
     graph = build_graph(load(tmp_path, WAN.format(graph="g.graphml", hosts=2)).topology)
     doc = topology_document(graph, [])
@@ -271,7 +271,7 @@ def test_reads_are_cached_per_version_of_the_file(tmp_path):
 
 def test_dilation_keeps_the_dropped_links_in_the_wall_graph(tmp_path):
     """The wall graph (topology.json under dilation) lists the links the file drops, dilated as the others."""
-    from testbed.run.record import topology_document
+    from testbed.run.point.record import topology_document
     _graph_file(tmp_path, TRIANGLE)
     exp = load(tmp_path, WAN.format(graph="g.graphml", hosts=2) + "emulation: {dilation: 2}\n")
     wall = resolved(exp).wall_graph

@@ -10,7 +10,7 @@ import pytest
 
 from analysis import junit
 from analysis.expectations import FAIL, NOT_JUDGED, PASS, Outcome
-from testbed.run import expect_run
+from testbed.run.sweep import expect_run
 
 REPO = Path(__file__).resolve().parents[2]
 XSD = REPO / "tests" / "fixtures" / "junit.xsd"

@@ -1,4 +1,4 @@
-"""A live network from Python (testbed/run/live_network.py) on a made-up running network: commands and
+"""A live network from Python (testbed/run/live/live_network.py) on a made-up running network: commands and
 processes through the node interface, links changed by the faults' own operations, refusals, and the
 block's teardown on every path. No network is brought up: the nodes run their commands on this machine
 (or only record them), and bring-up is a stand-in."""
@@ -15,9 +15,10 @@ import pytest
 
 from testbed import api
 from testbed.nodes.base import GroupPopen
-from testbed.run import faults, live_network
-from testbed.run.live_network import ChecksFailed, LiveNetwork, open_network, terminate_interrupts
-from testbed.run.network_up import Checked
+from testbed.run.faults import faults
+from testbed.run.live import live_network
+from testbed.run.live.live_network import ChecksFailed, LiveNetwork, open_network, terminate_interrupts
+from testbed.run.bringup.network_up import Checked
 from testbed.spec import LinkParams
 
 STAR = {"name": "live", "topology": {"template": "star", "hosts": 2, "link": {"bw": "10mbit"}}}

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from testbed import cleanup, owner
-from testbed.run import live
+from testbed.run.live import live
 
 HOLD = """
 import sys, time

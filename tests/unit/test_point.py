@@ -1,4 +1,4 @@
-"""A run point resolved once (testbed/run/point.py), without a network: the spec's cores and emulation
+"""A run point resolved once (testbed/run/point/point.py), without a network: the spec's cores and emulation
 keys, budgets in the graph, one auto factor per sweep, the wall spec and graph, pinning, and results back
 in emulated time."""
 import math
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.nodes import cgroups
-from testbed.run import point as rp
-from testbed.run.record import Observed
+from testbed.run.point import point as rp
+from testbed.run.point.record import Observed
 from spec_helpers import load
 from testbed.spec import SpecError, build_graph, expand_points
 
@@ -171,7 +171,7 @@ class _GoneNode:
 
 
 def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_path, monkeypatch):
-    from testbed.run import fidelity_probe
+    from testbed.run.training import fidelity_probe
     cpu, acct = tmp_path / "cpu/dltestbed/h1", tmp_path / "cpuacct/dltestbed/h1"
     for d in (cpu, acct):
         d.mkdir(parents=True)
@@ -192,7 +192,8 @@ def test_the_probe_reads_cpu_from_the_cgroup_which_outlives_the_processes(tmp_pa
 
 def test_a_point_builds_its_graph_once_from_resolution_to_its_runs_row(tmp_path, monkeypatch):
     """Resolution builds each point's graph; preflight, bring-up and the runs.csv row take it from there."""
-    from testbed.run import network_up, record
+    from testbed.run.bringup import network_up
+    from testbed.run.point import record
     from testbed.roles import assign_tasks
     from testbed.spec import graph as spec_graph
     built = []

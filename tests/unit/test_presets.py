@@ -11,7 +11,7 @@ import pytest
 from testbed.cli import common, presets, report as report_command, run as run_command
 from testbed.run import phases, results
 from sweep_stand_in import stand_in_sweep
-from testbed.run.training import Training
+from testbed.run.training.training import Training
 from testbed.spec import Checks, Monitor, SpecError, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ from testbed.nodes.remote import machine_problems
 from testbed.nodes.ssh_connection import RemotePopen, command_line, exit_code
 from testbed.roles import assign_tasks, cluster_spec
 from testbed.spec import load_spec
-from testbed.run.point import resolve_all
-from testbed.run.training import job_document
+from testbed.run.point.point import resolve_all
+from testbed.run.training.training import job_document
 from workloads import train
 
 TWO_PCS = """
@@ -192,7 +192,7 @@ def test_preflight_reports_each_host_at_its_own_key(tmp_path, monkeypatch):
 def test_validate_refuses_a_remote_key_file_that_is_not_there_and_run_a_cluster_one(tmp_path, monkeypatch):
     """A remote host's key file is refused by `validate` (its preflight without contacting nodes) and `run`; a
     cluster server's at `run` and `up` only, since `cluster up` may make it."""
-    from testbed.run import network_up
+    from testbed.run.bringup import network_up
     from testbed.spec import SpecError, expand_points
     text = TWO_PCS.replace("h1: {remote: {address: 192.168.1.10}}",
                            "h1: {remote: {address: 192.168.1.10, key_file: ~/no-such-key}}")

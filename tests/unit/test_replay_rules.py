@@ -8,8 +8,8 @@ import pytest
 
 from testbed.emulation import fidelity
 from testbed.emulation import replayed_compute as replay
-from testbed.run import calibration
-from testbed.run import point as rp
+from testbed.run.point import calibration
+from testbed.run.point import point as rp
 from spec_helpers import load
 from testbed.spec import SpecError, expand_points
 from workloads import replay as standins
@@ -110,7 +110,7 @@ def test_a_replayed_point_has_no_budgets_and_its_own_dilation(tmp_path):
 
 
 def test_a_node_larger_than_this_machine_is_refused_before_anything_starts(tmp_path):
-    from testbed.run.network_up import preflight
+    from testbed.run.bringup.network_up import preflight
     exp = load(tmp_path, REPLAY.replace("cores: 1", "cores: 4"))
     points = rp.resolve_all(expand_points(exp), 2, calibrate=lambda *a: CAL)
     with pytest.raises(SpecError, match="replay calibrates a machine of 4 cores on 4 CPUs"):

@@ -385,7 +385,7 @@ def test_run_interrupted_while_drawing_the_report_exits_130_and_says_how_to_draw
     from types import SimpleNamespace
 
     from testbed.cli import common, run as run_command
-    from testbed.run import sweep
+    from testbed.run.sweep import sweep
 
     spec = tmp_path / "x.yaml"
     spec.write_text("name: x\ntopology: {template: star, hosts: 2}\n")

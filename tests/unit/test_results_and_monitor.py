@@ -2,8 +2,8 @@
 import pandas as pd
 
 from testbed.run import results
-from testbed.run.monitor import summarize
-from testbed.run.sweep import completed_ids, eta_text
+from testbed.run.training.monitor import summarize
+from testbed.run.sweep.sweep import completed_ids, eta_text
 
 
 def test_replace_run_rows_replaces_only_that_run_and_keeps_param_columns(tmp_path):

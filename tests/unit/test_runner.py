@@ -1,5 +1,5 @@
 """The runner's own logic, without a network: which step the compute probe is weighed against."""
-from testbed.run.runner import _compute_probe
+from testbed.run.sweep.runner import _compute_probe
 
 
 def test_the_probe_is_weighed_against_the_steady_step_else_the_mean_step():

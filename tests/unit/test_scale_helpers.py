@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.run.checks import unreachable
+from testbed.run.bringup.checks import unreachable
 from testbed.net.network import MAX_LINE, NetworkError, batch_lines, run_on_nodes
 
 

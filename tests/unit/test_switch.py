@@ -8,12 +8,12 @@ import pytest
 
 from analysis import advisor
 from spec_helpers import issues, load
-from testbed.run import strategy_switch
-from testbed.run.faults import Record
+from testbed.run.training import strategy_switch
+from testbed.run.faults.faults import Record
 from testbed.spec.graph import build_graph
 from testbed.roles import Task, assign_tasks
-from testbed.run.record import step_rows_from
-from testbed.run.training import Outcome, Training
+from testbed.run.point.record import step_rows_from
+from testbed.run.training.training import Outcome, Training
 
 BASE = """
 name: sw

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.run import traces as run_traces
+from testbed.run.faults import traces as run_traces
 from testbed.spec import SpecError, load_spec
 from testbed.spec import traces
-from testbed.run.point import resolve_all
+from testbed.run.point.point import resolve_all
 from testbed.spec import expand_points
 from testbed.spec.graph import build_graph
 from testbed.spec.traces import Row, TraceError, parse_csv, parse_mahimahi

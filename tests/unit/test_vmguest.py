@@ -12,7 +12,7 @@ import vmguest
 from leftovers import snapshot
 from testbed import shaping
 from testbed.net.network import batch_lines
-from testbed.run import faults
+from testbed.run.faults import faults
 from testbed.spec.models import LinkParams
 
 PING = """PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.

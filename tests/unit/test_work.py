@@ -4,8 +4,8 @@ import pytest
 
 from spec_helpers import issues, load
 from testbed.roles import Task, assign_tasks
-from testbed.run.record import work_columns
-from testbed.run.training import job_document
+from testbed.run.point.record import work_columns
+from testbed.run.training.training import job_document
 from testbed.spec import expand_points
 
 BASE = """

@@ -22,8 +22,8 @@ from testbed.emulation import dilation as dil
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.budgets import cpuset_text, cpusets
-from testbed.run import calibration
-from testbed.run.record import link_bandwidth
+from testbed.run.point import calibration
+from testbed.run.point.record import link_bandwidth
 from testbed.spec import build_graph
 from testbed.spec.kinds import real_machine
 from testbed.spec.graph import Graph, budget_of
@@ -161,7 +161,7 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
             progress=lambda msg: None, calibrate_profile=calibration.calibrate_profile) -> ResolvedPoint:
     """A point resolved: its wall spec and its graph, built once, on both clocks, budgeted hosts pinned
     to CPUs of their own where this machine's CPUs allow. Its dilation is a number, or `auto` under
-    compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/calibration.py)."""
+    compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/point/calibration.py)."""
     spec = point.spec
     k = spec.emulation.factor
     graph = build_graph(spec.topology, spec.ssh, k, machine, engine=spec.workload.engine)

@@ -7,14 +7,14 @@ Each change is a link_changes.csv row, with the lead's step at which it landed. 
 training ends (the Tracer is ticked only while it runs); teardown removes the links.
 
 Trace times are emulated time: under emulation.dilation K a row lands K x its time after the trace
-started, at its rate / K (and delay x K), as every link of the wall graph (run/point.py)."""
+started, at its rate / K (and delay x K), as every link of the wall graph (run/point/point.py)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
 from testbed import shaping
-from testbed.run import faults
+from testbed.run.faults import faults
 from testbed.spec.capabilities import NO_NETEM, SHAPERS, rate_problem
 from testbed.spec.faults import Trigger, parse_start
 from testbed.spec.traces import LinkTrace, Trace, changed

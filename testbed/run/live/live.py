@@ -1,6 +1,6 @@
 """A network you can step into: `up` keeps a topology running until Ctrl-C; `exec` runs a command
 in one of its hosts from another shell (like containerlab's deploy/exec or Mininet's CLI). A network
-held from Python (testbed.api.network, testbed/run/live_network.py) is kept the same way.
+held from Python (testbed.api.network, testbed/run/live/live_network.py) is kept the same way.
 
 `up` writes /run/dltestbed/live.json (root only): its identity, and per host its kind, address, the
 command prefix that enters it and the environment the testbed sets there (what the node inherits
@@ -16,7 +16,7 @@ from typing import Iterator
 
 from testbed.cleanup import STATE_DIR, run_lock, write_private
 from testbed.owner import alive, identity
-from testbed.run.network_up import BringUp, Checked
+from testbed.run.bringup.network_up import BringUp, Checked
 
 LIVE = STATE_DIR / "live.json"
 

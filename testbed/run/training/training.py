@@ -84,7 +84,7 @@ class Training:
         self.script = script            # the user's own script (absolute path), or None for the built-in
         self.script_files = list(script_files) or ([script] if script else [])   # what it stages on a node
         self.faults = faults            # faults.Applier (ticked while training, closed before the end) or None
-        self.switcher = switcher        # strategy switch: testbed.run.strategy_switch.Switcher (checked at epoch ends) or None
+        self.switcher = switcher        # strategy switch: testbed.run.training.strategy_switch.Switcher (checked at epoch ends) or None
         self.tracer = tracer            # links that follow a trace: traces.Tracer (ticked while training) or None
         self.procs: dict[Task, subprocess.Popen] = {}
         self.restarts: list[dict] = []

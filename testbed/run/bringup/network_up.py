@@ -1,4 +1,4 @@
-"""Bringing a point's network up, the one path of `run` (runner.py) and `up` (live.py): what is
+"""Bringing a point's network up, the one path of `run` (sweep/runner.py) and `up` (live/live.py): what is
 refused before anything starts (preflight), the graph with the file's `ssh:` section, the Network
 with its notes, and the checks with this machine's timer health."""
 from __future__ import annotations
@@ -10,9 +10,10 @@ from analysis import advisor
 from testbed import shaping
 from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks
-from testbed.run import faults, phases, traces
-from testbed.run.checks import failure_reason, run_checks
-from testbed.run.hosthealth import describe, healthy, timer_overshoot
+from testbed.run.faults import faults, traces
+from testbed.run import phases
+from testbed.run.bringup.checks import failure_reason, run_checks
+from testbed.run.bringup.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.engines import local_engine_problem
 from testbed.spec.limits import MIN_CORES
 from testbed.spec.settings import missing_key_file

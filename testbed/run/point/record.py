@@ -1,6 +1,6 @@
 """Recording one run point: its runs.csv row, the rows taken from the tasks' events (steps, evals),
 its topology document, and the writes of its folder (spec.yaml, topology.json, result.json) and of
-the experiment's tables. runner.py executes the point and hands what it observed here."""
+the experiment's tables. sweep/runner.py executes the point and hands what it observed here."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,7 +13,8 @@ import yaml
 from analysis import communication, steady
 from testbed.emulation import replayed_compute as replay
 from testbed.roles import final_tasks
-from testbed.run import faults, results
+from testbed.run.faults import faults
+from testbed.run import results
 from testbed.units import format_bandwidth, format_time
 
 

@@ -4,7 +4,7 @@ The first run point of a spec is brought up as `up` brings it up (live.py): the 
 preflight and BringUp, under the one-network lock, with live.json written so that `run_experiment.py
 exec` reaches its hosts from another shell. Commands and processes run in a host through the node
 interface (its own namespaces, a process group of its own, recorded for cleanup); links change
-through the operations of the faults (faults.py: LinkState, shape_ops, ACTIONS), so that a rate or a
+through the operations of the faults (faults/faults.py: LinkState, shape_ops, ACTIONS), so that a rate or a
 delay means what it means in an experiment file, under dilation too.
 
 Teardown on every path: an exception, Ctrl-C, SIGTERM (in the main thread it raises
@@ -25,9 +25,10 @@ from pydantic import ValidationError
 from testbed import shaping
 from testbed.cleanup import run_lock
 from testbed.emulation import dilation as dil
-from testbed.run import faults, live
-from testbed.run.network_up import preflight
-from testbed.run.point import machine_cores, resolve_all
+from testbed.run.faults import faults
+from testbed.run.live import live
+from testbed.run.bringup.network_up import preflight
+from testbed.run.point.point import machine_cores, resolve_all
 from testbed.spec import LinkParams, expand_points
 from testbed.spec.capabilities import NO_NETEM, SHAPERS, rate_problem
 from testbed.spec.models import Fault

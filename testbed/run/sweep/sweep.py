@@ -9,9 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testbed.cleanup import run_lock
-from testbed.run import expect_run, phases, point, results
-from testbed.run.network_up import preflight
-from testbed.run.runner import run_point
+from testbed.run.sweep import expect_run
+from testbed.run import phases, results
+from testbed.run.point import point
+from testbed.run.bringup.network_up import preflight
+from testbed.run.sweep.runner import run_point
 from testbed.spec import expand_points
 
 

@@ -8,7 +8,7 @@ The hosts' CPU limits are the topology's, or a set_cpu fault's while it holds.
 from __future__ import annotations
 
 from analysis import advisor, steady
-from testbed.run.faults import link_key
+from testbed.run.faults.faults import link_key
 from testbed.spec.rules import advisor_results_paths
 
 
@@ -114,7 +114,7 @@ def columns(outcome, workload, hosts: int) -> dict:
     """runs.csv columns of a strategy-switch run: switches, and the time, step and sample figures,
     the final loss and the time lost over all its strategies (a switch costs like a restart of
     every task: the steps after the epoch it decided at, stopping, TensorFlow's start, warm-up)."""
-    from testbed.run.faults import recovery_columns
+    from testbed.run.faults.faults import recovery_columns
     events = lead_events(outcome)
     per_step = {"allreduce": workload.batch_per_worker * hosts, "ps": workload.batch_per_worker}
     done = [e for e in events if e.get("event") == "done"]

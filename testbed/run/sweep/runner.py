@@ -1,5 +1,5 @@
-"""One run point: bring the network up (network_up.py), check it, train, collect, tear down (always);
-what it observed is recorded by record.py."""
+"""One run point: bring the network up (bringup/network_up.py), check it, train, collect, tear down (always);
+what it observed is recorded by point/record.py."""
 from __future__ import annotations
 
 import contextlib
@@ -11,14 +11,17 @@ from analysis import advisor
 from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
-from testbed.run import faults, record, results, strategy_switch, traces
+from testbed.run.faults import faults, traces
+from testbed.run.point import record
+from testbed.run import results
+from testbed.run.training import strategy_switch
 from testbed.emulation.fidelity import ComputeProbe, verdict
-from testbed.run import fidelity_probe
-from testbed.run.network_up import BringUp
-from testbed.run.point import ResolvedPoint
-from testbed.run.hosthealth import timer_overshoot
-from testbed.run.monitor import Monitor, summarize
-from testbed.run.training import Training
+from testbed.run.training import fidelity_probe
+from testbed.run.bringup.network_up import BringUp
+from testbed.run.point.point import ResolvedPoint
+from testbed.run.bringup.hosthealth import timer_overshoot
+from testbed.run.training.monitor import Monitor, summarize
+from testbed.run.training.training import Training
 from testbed.spec.rules import advisor_results_paths
 
 
@@ -139,7 +142,7 @@ def _advise(spec, graph, net, check_rows, row, folder, progress):
 
 
 def _switcher(spec, graph, net, check_rows, progress):
-    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/run/strategy_switch.py)."""
+    """strategy switch: the Switcher that Training asks at every epoch's end (testbed/run/training/strategy_switch.py)."""
     try:
         return strategy_switch.Switcher(spec, graph, check_rows, len({n.machine for n in net.nodes.values()}) <= 1,
                                   progress)
