@@ -9,11 +9,15 @@
 - Dilation auto. Replayed nodes need no CPU budget, only the CPU of their communication and of the
   framework's own step. `auto_factor` slows the world until that, at the estimated step rate, fills
   at most UTILISATION of the CPUs outside the reserve (an estimate: the verdict says whether it held).
-- The verdict. A node runs unbudgeted, so its CPU work (gradients through gRPC or gloo, the step's
-  dispatch, the optimizer) ran faster than on the machine it stands for. The CPU it used per steady
-  step, in emulated core-seconds, bounds that gain: the bound is its share of the steady step. Its
-  tasks' wait for a CPU (run delay) is a delay the real machine would not have had. Each must stay
-  under SHARE_MAX of the step.
+- The verdict. A node runs unbudgeted, so its communication's CPU work (gradients through gRPC or
+  gloo) ran faster than on the machine it stands for. What it could have gained bounds the error:
+  its CPU per steady step in emulated core-seconds, less the stand-in's own CPU (already inside the
+  replayed step), as a share of the step. Where the engine overlaps communication with the backward
+  pass (PyTorch DDP's buckets) all of it could have gone faster: on the real machine it competed with
+  the compute. Where communication follows the backward pass (TensorFlow's strategies) it ran on a
+  whole CPU where the real node has 1/K of one: it gained at most (1 - 1/K) of it. Its tasks' wait
+  for a CPU (run delay) is a delay the real machine would not have had. Each must stay under
+  SHARE_MAX of the step.
 """
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ UTILISATION = 0.1              # of the CPUs outside the reserve, at the estimat
 # CPU seconds per gradient byte a node sends or receives, its switch's share included: measured 15-45 ns for
 # TensorFlow's gRPC ring (2 and 16 nodes) and 8-13 ns for gloo's (docs/benchmarks.md, replayed compute)
 COMM_CPU_PER_BYTE_S = {"tensorflow": 30e-9, "pytorch": 12e-9}
+# whether the engine's gradient exchange overlaps the backward pass (DDP's buckets) or follows it
+OVERLAPS_BACKWARD = {"tensorflow": False, "pytorch": True}
 AUTO_STEP = 0.25
 AUTO_MAX = 16.0                # beyond it a node's own step dominates: the verdict says what that costs
 
@@ -101,7 +107,7 @@ def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_by
 class NodeReplay:
     """One node's figures over the steady steps of a replayed run."""
     name: str
-    cpu_share: float       # CPU used per steady step (core-seconds) over the emulated steady step
+    cpu_share: float       # what its unbudgeted communication could have gained, over the emulated steady step
     wait_share: float      # its tasks' run delay over the steady window, over that window (wall)
 
 
@@ -117,14 +123,17 @@ def _at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, flo
 
 
 def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], start: float, end: float,
-                 k: float, cores: dict[str, float] | None = None) -> list[NodeReplay]:
-    """Each node's figures over the steady window [start, end] (wall-clock times): `samples` maps a node
-    to its tasks' usage samples (t, CPU seconds, run delay seconds). A node that stands for a machine of
-    more than one core (`cores`, a GPU server's profile say) had that many cores for its communication
-    there: its CPU bound is its CPU per steady step over the step x those cores."""
+                 k: float, steps: int = 0, hosts: dict[str, HostReplay] | None = None,
+                 overlapped: bool = True) -> list[NodeReplay]:
+    """Each node's figures over the steady window [start, end] (wall-clock times, `steps` steps): `samples`
+    maps a node to its tasks' usage samples (t, CPU seconds, run delay seconds). Its CPU bound is its CPU
+    over the window less the stand-in's own CPU per step (`hosts`), per emulated second, per core of the
+    machine it stands for (a GPU server's profile had that many cores for its communication); where the
+    engine's communication follows the backward pass (not `overlapped`), x (1 - 1/K)."""
     wall = end - start
     if wall <= 0:
         return []
+    gain = 1.0 if overlapped else 1.0 - 1.0 / k
     out = []
     for name, tasks in samples.items():
         cpu = delay = 0.0
@@ -133,7 +142,10 @@ def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], sta
                 continue
             (c0, d0), (c1, d1) = _at(series, start), _at(series, end)
             cpu, delay = cpu + c1 - c0, delay + d1 - d0
-        out.append(NodeReplay(name, cpu * k / wall / max(1.0, (cores or {}).get(name, 1.0)), delay / wall))
+        host = (hosts or {}).get(name)
+        own = host.stand_in_cpu_s * steps if host is not None else 0.0
+        cores = max(1.0, host.cores) if host is not None else 1.0
+        out.append(NodeReplay(name, max(0.0, cpu - own) * k / wall / cores * gain, delay / wall))
     return out
 
 
@@ -145,8 +157,8 @@ def reasons(nodes: list[NodeReplay]) -> list[str]:
         return ["replay: no CPU figures over the steady steps (too few samples)"]
     worst = max(nodes, key=lambda n: n.cpu_share)
     if worst.cpu_share > SHARE_MAX:
-        out.append(f"replay: {worst.name} used CPU for {worst.cpu_share:.1%} of each steady step, which its "
-                   f"unbudgeted communication may have run faster than the machine it stands for (bound "
+        out.append(f"replay: {worst.name}'s unbudgeted communication used CPU that could have run "
+                   f"{worst.cpu_share:.1%} of each steady step faster than on the machine it stands for (bound "
                    f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
     waited = max(nodes, key=lambda n: n.wait_share)
     if waited.wait_share > SHARE_MAX:

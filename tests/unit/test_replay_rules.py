@@ -54,8 +54,27 @@ def test_node_figures_read_the_steady_window_between_samples():
     assert nodes["h1"].cpu_share == pytest.approx(0.4)        # 0.2 core x K 2
     assert nodes["h2"].cpu_share == pytest.approx(0.2) and nodes["h2"].wait_share == pytest.approx(0.02)
     # h1 standing for a 16-core server: its communication had 16 cores there, its bound is a sixteenth
-    served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2, cores={"h1": 16, "h2": 1})}
+    server = replay.HostReplay(16, 0.02, 0.0, 0.0, ())
+    served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2, hosts={"h1": server})}
     assert served["h1"].cpu_share == pytest.approx(0.4 / 16) and served["h2"].cpu_share == pytest.approx(0.2)
+
+
+def test_the_cpu_bound_leaves_out_the_stand_ins_own_cpu_and_what_could_not_have_gone_faster():
+    # h1: 0.2 core over 4 wall seconds = 0.8 CPU s; 8 steps whose stand-in uses 0.025 CPU s each (0.2 s): 0.6 s
+    # of communication, x K 2 over 4 s: 0.3 of each emulated second
+    h1 = {"h1": [[(0, 0.0, 0.0), (10, 2.0, 0.0)]]}
+    host = {"h1": replay.HostReplay(1, 0.5, 0.01, 0.025, ())}
+    overlapped = replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host)[0]
+    assert overlapped.cpu_share == pytest.approx(0.3)
+    # communication after the backward pass ran on a whole CPU where the node had half of one: half of it
+    after = replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host, overlapped=False)[0]
+    assert after.cpu_share == pytest.approx(0.15)
+    # at K = 1 such communication had what the machine it stands for has: nothing to gain
+    assert replay.node_figures(h1, 2.0, 6.0, k=1, steps=8, hosts=host, overlapped=False)[0].cpu_share == 0
+    # a stand-in that used more than was measured leaves no negative bound
+    greedy = {"h1": replay.HostReplay(1, 0.5, 0.01, 1.0, ())}
+    assert replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=greedy)[0].cpu_share == 0
+    assert replay.OVERLAPS_BACKWARD == {"tensorflow": False, "pytorch": True}
 
 
 def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
@@ -66,7 +85,7 @@ def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     assert fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes)).startswith("degraded: cpu")
     busy = calm[:-1] + (replay.NodeReplay("h15", 0.08, 0.07),)
     said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=busy))
-    assert "h15 used CPU for 8.0% of each steady step" in said and "waited for a CPU 7.0%" in said
+    assert "h15's unbudgeted communication used CPU that could have run 8.0% of each steady step" in said and "waited for a CPU 7.0%" in said
     assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
 
 

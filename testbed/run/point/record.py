@@ -116,9 +116,11 @@ def _whole(value) -> int:
         else 0
 
 
-def replay_nodes(events: dict, tasks, row: dict, k: float, cores: dict[str, float] | None = None) -> list[replay.NodeReplay]:
-    """Replayed compute: each node's CPU and CPU wait over the run's steady steps, from its tasks' `usage`
-    events; the window runs from the end of the warm-up to the last step of the lead task."""
+def replay_nodes(events: dict, tasks, row: dict, k: float, hosts: dict[str, replay.HostReplay] | None = None,
+                 engine: str = "pytorch") -> list[replay.NodeReplay]:
+    """Replayed compute: each node's CPU bound and CPU wait over the run's steady steps, from its tasks'
+    `usage` events and what it replays (`hosts`); the window runs from the end of the warm-up to the last
+    step of the lead task."""
     ends = [e["t"] for e in events.get(final_tasks(tasks)[0], []) if e.get("event") == "step"
             and isinstance(e.get("t"), (int, float))]
     warm = row.get("warmup_steps")
@@ -130,7 +132,8 @@ def replay_nodes(events: dict, tasks, row: dict, k: float, cores: dict[str, floa
         series = [(e["t"], e["cpu_s"], e["run_delay_s"]) for e in evs if e.get("event") == "usage"
                   and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
         samples.setdefault(task.host, []).append(series)
-    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, cores)
+    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, len(ends) - warm, hosts,
+                               replay.OVERLAPS_BACKWARD.get(engine, True))
 
 
 def replay_columns(nodes: list[replay.NodeReplay]) -> dict:
