@@ -42,12 +42,12 @@ SCALED_KEYS: tuple[tuple[str, str], ...] = (
     ("topology.links[].trace_start", "time"),
     ("topology.links[].trace_granularity", "time"),
     ("workload.timeout", "time"),
-    ("checks.duration", "time"),
     ("monitor.interval", "time"),
     ("faults[].at", "time"),
     ("faults[].duration", "time"),
     ("faults[].delay", "time"),
     ("faults[].bw", "rate"),
+    ("checks.duration", "wall"),           # sized by round trips where it runs (checks.wall_duration)
     ("ssh.connect_timeout", "wall"),
     ("cluster.connect_timeout", "wall"),
 )

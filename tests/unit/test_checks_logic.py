@@ -5,7 +5,8 @@ import math
 import pytest
 
 from testbed.net.probes import parse_iperf3, parse_ping
-from testbed.run.bringup.checks import check_pairs, failure_reason, judge, path_bandwidth
+from testbed.run.bringup.checks import (check_pairs, failure_reason, judge, path_bandwidth, path_delay,
+                                       wall_duration)
 from testbed.spec.models import LinkParams
 from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode
 
@@ -69,3 +70,26 @@ def test_timer_health_thresholds_and_description():
     assert "up to 700 ms" in describe({"timer_p50_ms": 0.1, "timer_p99_ms": 1.0, "timer_max_ms": 700.0})
     measured = timer_overshoot(samples=20)
     assert 0 <= measured["timer_p50_ms"] <= measured["timer_p99_ms"] <= measured["timer_max_ms"]
+
+
+def test_a_dilated_check_takes_its_length_where_the_round_trip_is_not_dilated():
+    # 16 replayed workers at x16 with undelayed links: 3 s a pair, not 48 s
+    assert wall_duration(3.0, 16, 0.0) == pytest.approx(3.0)
+    assert wall_duration(3.0, 1, 0.2) == 3.0
+    # 25 ms a way, x16 on the wall: the round trip, and the time TCP needs to settle, x about 16
+    stretched = wall_duration(3.0, 16, 16 * 0.025)
+    assert 15 * 3.0 < stretched <= 16 * 3.0
+    # a small delay stretches it a little, never beyond duration x K
+    assert 3.0 < wall_duration(3.0, 4, 4 * 0.0002) < wall_duration(3.0, 4, 4 * 0.002) < 12.0
+    assert wall_duration(2.0, 8, 100.0) == pytest.approx(16.0, rel=1e-3) and wall_duration(2.0, 8, 1e9) <= 16.0
+
+
+def test_path_delay_adds_the_links_of_the_path():
+    def link(a, b, delay):
+        return LinkEdge(a, b, LinkParams.model_construct(bw=None, delay=delay, jitter=None, loss=None, max_queue=None))
+    g = Graph(hosts=[HostNode("h1", "10.0.0.1"), HostNode("h2", "10.0.0.2"), HostNode("h3", "10.0.0.3")],
+              switches=[SwitchNode("s1", 1)],
+              links=[link("h1", "s1", 0.01), link("s1", "h2", 0.02), link("s1", "h3", None)])
+    assert path_delay(g, "h2", "h1") == pytest.approx(0.03)
+    assert path_delay(g, "h3", "h1") == pytest.approx(0.01)
+    assert path_delay(g, "h1", "h9") == 0.0

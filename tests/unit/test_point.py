@@ -77,7 +77,7 @@ def test_wall_spec_scales_rates_and_every_written_time(tmp_path):
     point = rp.resolve_all(expand_points(load(tmp_path, FAITHFUL)), machine=2)[-1]
     wall = point.wall_spec
     assert wall.topology.link.bw == int(100_000_000 / 2.75)
-    assert (wall.workload.timeout, wall.checks.duration, wall.monitor.interval) == (330.0, 5.5, 1.375)
+    assert (wall.workload.timeout, wall.checks.duration, wall.monitor.interval) == (330.0, 2.0, 1.375)
     fault = wall.faults[0]
     assert (fault.at, fault.duration, fault.bw) == ("8.25s", 2.75, round(10_000_000 / 2.75))
     assert wall.location("topology.link.bw") == point.spec.location("topology.link.bw")   # same file and line

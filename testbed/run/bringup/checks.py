@@ -10,6 +10,9 @@ from testbed.net.probes import parse_iperf3, parse_ping
 from testbed.nodes.base import NodeError
 
 IPERF_PORT = 5201
+# the round trip of an undelayed path here (veth pairs and the switch), as a check sees it; larger than
+# measured (0.1-0.3 ms) so that a delayed path's check is never cut short
+BASE_RTT_S = 0.001
 
 
 def check_pairs(host_names: list[str], mode: str) -> list[tuple[str, str]]:
@@ -19,8 +22,8 @@ def check_pairs(host_names: list[str], mode: str) -> list[tuple[str, str]]:
     return [(h, host_names[0]) for h in host_names[1:]]
 
 
-def path_bandwidth(graph, src: str, dst: str) -> int | None:
-    """Narrowest configured bandwidth on the shortest path src -> dst (None when unshaped)."""
+def path_links(graph, src: str, dst: str) -> list | None:
+    """The links of the shortest path src -> dst (None when there is none)."""
     adjacent: dict[str, list] = {}
     for e in graph.links:
         adjacent.setdefault(e.a, []).append((e.b, e))
@@ -35,12 +38,37 @@ def path_bandwidth(graph, src: str, dst: str) -> int | None:
                 queue.append(nxt)
     if dst not in previous:
         return None
-    rates, node = [], dst
+    links, node = [], dst
     while previous[node] is not None:
         node, edge = previous[node]
-        if edge.params.bw is not None:
-            rates.append(edge.params.bw)
+        links.append(edge)
+    return links
+
+
+def path_bandwidth(graph, src: str, dst: str) -> int | None:
+    """Narrowest configured bandwidth on the shortest path src -> dst (None when unshaped)."""
+    rates = [e.params.bw for e in path_links(graph, src, dst) or [] if e.params.bw is not None]
     return min(rates) if rates else None
+
+
+def path_delay(graph, src: str, dst: str) -> float:
+    """The configured one-way delay of the shortest path src -> dst, in seconds."""
+    return sum(e.params.delay or 0.0 for e in path_links(graph, src, dst) or [])
+
+
+def wall_duration(duration_s: float, k: float, delay_s: float) -> float:
+    """How long an iperf3 check runs on the wall clock at dilation `k`, for `duration_s` as configured and
+    a path of one-way delay `delay_s` on the wall clock (the configured delay x K).
+
+    The link runs at bw / K, and what a TCP measurement needs to settle is round trips and bytes, not
+    seconds. With no delay the round trip is not dilated and the shaper's burst scales with its rate:
+    the check takes its configured length at any K. A delay stretches the round trip by K, and the
+    check with it, at most to duration x K."""
+    if k <= 1:
+        return duration_s
+    rtt_wall = BASE_RTT_S + 2 * delay_s
+    rtt_undilated = BASE_RTT_S + 2 * delay_s / k
+    return duration_s * min(k, rtt_wall / rtt_undilated)
 
 
 def judge(configured: int | None, measured: float, tolerance: float) -> tuple[float, bool]:
@@ -105,8 +133,9 @@ def unreachable(first, others, parallel: int = 32, wait_s: float = 5.0, tries: i
     return sorted(missing.values(), key=lambda name: (len(name), name))
 
 
-def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=lambda msg: None) -> list[dict]:
-    """Measure every pair; rows follow the checks.csv contract."""
+def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=lambda msg: None,
+               k: float = 1.0) -> list[dict]:
+    """Measure every pair of `graph` (on the wall clock, at dilation `k`); rows follow the checks.csv contract."""
     rows = []
     names = [h.name for h in graph.hosts]
     for client, server in check_pairs(names, checks_spec.pairs):
@@ -126,13 +155,15 @@ def run_checks(net, graph, checks_spec, experiment: str, run_id: str, progress=l
         if checks_spec.iperf:
             try:
                 readings = []
+                duration = wall_duration(checks_spec.duration, k, path_delay(graph, client, server))
                 for _ in range(checks_spec.attempts):
-                    readings.append(run_iperf(src, dst, checks_spec.duration))
+                    readings.append(run_iperf(src, dst, duration))
                     ratio, passed = judge(configured, max(readings), checks_spec.tolerance)
                     if passed:
                         break
                 measured = max(readings)
-                detail = (f"tolerance {checks_spec.tolerance:g}, best of "
+                detail = (f"tolerance {checks_spec.tolerance:g}, {duration:.3g} s" + (f" at x{k:g}" if k > 1 else "")
+                          + ", best of "
                           + ", ".join(f"{r / 1e6:.2f}" for r in readings) + " Mbit/s")
             except (RuntimeError, ValueError, KeyError) as err:   # NodeError is a RuntimeError
                 measured, ratio, passed, detail = math.nan, math.nan, False, str(err)[:200]

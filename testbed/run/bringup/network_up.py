@@ -101,6 +101,7 @@ class BringUp:
 
     def __init__(self, point, progress=lambda msg: None):
         self.spec, self.graph, self.progress = point.wall_spec, point.wall_graph, progress
+        self.k = point.k
         self.pinned = point.pinned
         self.net = None
 
@@ -131,7 +132,7 @@ class BringUp:
             return Checked()
         with phases.timed("checks"):
             timers = timer_overshoot()
-            rows = run_checks(self.net, self.graph, checks, self.spec.name, run_id, self.progress)
+            rows = run_checks(self.net, self.graph, checks, self.spec.name, run_id, self.progress, self.k)
         reason = failure_reason(rows)
         if reason and not healthy(timers):
             reason += f" [{describe(timers)}]"
