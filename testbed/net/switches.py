@@ -1,8 +1,9 @@
 """Switch kinds (`topology.switch.kind`): one entry each, with its Mininet class, its port limit, its
 start-up steps, the registry list that removes its bridges after a crash, and its notes.
 
-A new kind is one SwitchKind subclass (here or in a module of its own) and one line in KINDS. The
-network asks the entry; it never tests which kind it has."""
+A new kind is one SwitchKind subclass (here or in a module of its own) and its row in the spec's table
+(testbed.spec.kinds.SWITCH_KINDS, which names the class). The network asks the entry; it never tests
+which kind it has."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +15,7 @@ from testbed import shaping
 from testbed.net.errors import NetworkError
 from testbed.cleanup import ovs_running
 from testbed.owner import OVS_OWNER_KEY, identity
-from testbed.spec.kinds import SWITCH_KINDS
+from testbed.spec.kinds import SWITCH_KINDS, load_runtime
 
 log = logging.getLogger("testbed.net.switches")
 
@@ -124,12 +125,9 @@ class LinuxBridgeKind(SwitchKind):
                               "restored after")
 
 
-KINDS: dict[str, type[SwitchKind]] = {k.name: k for k in (OvsKind, LinuxBridgeKind)}
-
-
 def switch_kind(conf) -> SwitchKind:
     """The registry entry for the spec's SwitchConf, ready for one run."""
-    return KINDS[conf.kind](conf)
+    return load_runtime(SWITCH_KINDS[conf.kind].runtime)(conf)
 
 
 OVS_TIMEOUT_S = 10    # ovs-vsctl waits for ovs-vswitchd to apply a change, forever if it is dead

@@ -1,8 +1,9 @@
-"""The node and switch kinds as the spec knows them, in declarative tables: a node kind's name, what it
-is (a machine of its own, or emulated here with a CPU budget that can be pinned) and its own host setting
-with that setting's type and rules; a switch kind's name and the cleanup list of its bridges. Pure:
-pydantic and the standard library; the run-time classes are registered apart (testbed.nodes.KINDS,
-testbed.net.switches.KINDS: one line each), and unit tests keep the tables and registries in step."""
+"""The node and switch kinds: the one registry of each. A node kind's row says its name, what it is (a
+machine of its own, or emulated here with a CPU budget that can be pinned), its own host setting with
+that setting's type and rules, and its run-time class; a switch kind's row its name, the cleanup list
+of its bridges and its run-time class. Pure: pydantic and the standard library; the classes are named
+as "module:Class" and imported on first use (testbed.nodes.node_class, testbed.net.switches), so the
+spec, validate, bring-up and cleanup all read these rows and nothing else lists the kinds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -99,6 +100,7 @@ class Kind:
     real time on a network of its own: it has no CPU budget, is not pinned, and its link is not the
     testbed's to shape or fault."""
     name: str
+    runtime: str                       # its class, "module:Class" (a subclass of testbed.nodes.base.Node)
     settings: KindSettings | None = None
     real_machine: bool = False
 
@@ -109,9 +111,12 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "netns": Kind("netns"),                            # a Mininet host: a shell in its own network namespace
-    "docker": Kind("docker", DOCKER),                  # a container joined to the emulated links by a veth
-    "remote": Kind("remote", REMOTE, real_machine=True),   # a real machine driven over SSH (its own network)
+    # a Mininet host: a shell in its own network namespace
+    "netns": Kind("netns", "testbed.nodes.netns:NetnsNode"),
+    # a container joined to the emulated links by a veth
+    "docker": Kind("docker", "testbed.nodes.docker:DockerNode", DOCKER),
+    # a real machine driven over SSH (its own network)
+    "remote": Kind("remote", "testbed.nodes.remote:RemoteNode", REMOTE, real_machine=True),
 }
 DEFAULT_KIND = "netns"
 
@@ -125,6 +130,13 @@ def kind(name: str | None) -> Kind:
     return KINDS[name or DEFAULT_KIND]
 
 
+def load_runtime(path: str):
+    """The class a row names as "module:Class", imported now."""
+    import importlib
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def real_machine(name: str | None) -> bool:
     """Whether nodes of this kind are machines of their own (not emulated here)."""
     return kind(name).real_machine
@@ -134,15 +146,16 @@ def real_machine(name: str | None) -> bool:
 
 @dataclass(frozen=True)
 class SwitchKind:
-    """A kind of switch as the spec knows it: its name and the cleanup list its bridges are recorded in
-    (testbed.cleanup removes them; testbed.net.switches registers the run-time class of each)."""
+    """A kind of switch: its name, the cleanup list its bridges are recorded in (testbed.cleanup removes
+    them) and its run-time class, "module:Class" (a subclass of testbed.net.switches.SwitchKind)."""
     name: str
     records: str
+    runtime: str
 
 
 SWITCH_KINDS: dict[str, SwitchKind] = {
-    "ovs": SwitchKind("ovs", "bridges"),                      # Open vSwitch bridges
-    "linuxbridge": SwitchKind("linuxbridge", "linux_bridges"),   # Linux bridges
+    "ovs": SwitchKind("ovs", "bridges", "testbed.net.switches:OvsKind"),       # Open vSwitch bridges
+    "linuxbridge": SwitchKind("linuxbridge", "linux_bridges", "testbed.net.switches:LinuxBridgeKind"),
 }
 
 

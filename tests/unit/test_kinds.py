@@ -1,7 +1,8 @@
-"""A new node kind is one module, one registry line and one row of the spec's table: a toy kind
+"""A new node kind is one module and its row in the one registry (the spec's table): a toy kind
 (tests/unit/toy_kind.py), registered before the spec's models are built, gets its YAML key, its rules and
 its cleanup."""
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,10 +17,9 @@ import importlib
 from testbed import nodes
 from testbed.spec import kinds
 import toy_kind
-nodes.KINDS.clear()                  # this machine's docker and remote kinds stay out of it
-nodes.KINDS.update(netns="testbed.nodes.netns:NetnsNode", toy="toy_kind:ToyNode")   # the registry's line
-kinds.KINDS.clear()
-kinds.KINDS.update(netns=kinds.Kind("netns"), toy=kinds.Kind("toy", toy_kind.SETTINGS))   # the table's row
+kinds.KINDS.clear()                  # this machine's docker and remote kinds stay out of it
+kinds.KINDS.update(netns=kinds.Kind("netns", "testbed.nodes.netns:NetnsNode"),
+                   toy=kinds.Kind("toy", "toy_kind:ToyNode", toy_kind.SETTINGS))   # the registry's row
 for module in ("values", "workload", "models", "graph", "rules", "validate", "sweep", "load", ""):   # as if in the file
     importlib.reload(sys.modules["testbed.spec" + (module and "." + module)])
 """
@@ -96,3 +96,23 @@ def test_the_spec_loads_a_file_with_every_kind_without_run_time_code(tmp_path):
     heavy = [m for m in modules if m.split(".")[0] in ("mininet", "docker", "paramiko", "psutil")
              or m.startswith(("testbed.nodes", "testbed.run", "testbed.net", "testbed.cluster", "testbed.emulation"))]
     assert heavy == []
+
+
+def test_every_table_of_kinds_reads_the_one_registry():
+    """The schema, the docs' table, bring-up and cleanup name exactly the registry's kinds."""
+    from testbed import cleanup, nodes
+    from testbed.net import switches
+    from testbed.spec import json_schema, kinds
+
+    text = json.dumps(json_schema())
+    enums = [json.loads(m) for m in re.findall(r'"enum": (\[[^\]]*\])', text)]
+    assert kinds.kind_names() in enums, "the schema's host kind lists the registry's kinds"
+    assert list(kinds.SWITCH_KINDS) in enums, "the schema's switch kind lists the registry's switch kinds"
+    table = (REPO / "docs" / "node-kinds.md").read_text()
+    documented = re.findall(r"^\| `([a-z]+)`(?: \(default\))? \|", table, flags=re.M)
+    assert documented[:len(kinds.KINDS)] == kinds.kind_names()
+    assert [cls.kind for cls in nodes.kind_classes()] == kinds.kind_names()
+    lists = set(cleanup.State(0).as_dict())
+    for name in kinds.SWITCH_KINDS:
+        assert switches.switch_kind(type("Conf", (), {"kind": name})()).records in lists
+    assert set(cleanup.kind_records()) <= lists

@@ -15,7 +15,7 @@ from testbed.net.network import node_problems
 from testbed.nodes import cgroups
 from testbed.nodes.base import GroupPopen, Node, Usage, in_namespaces
 from testbed.spec import load_spec
-from testbed.spec.kinds import kind_names
+from testbed.spec.kinds import KINDS, Kind, kind_names
 
 
 class FakeNode(Node):
@@ -45,8 +45,9 @@ class FakeNode(Node):
 
 
 def test_registry_names_kinds_and_loads_classes_lazily():
-    assert list(nodes.KINDS)[:2] == ["netns", "docker"]
-    assert list(nodes.KINDS) == kind_names(), "a kind is a row of the spec's table and a line of the registry"
+    assert kind_names()[:2] == ["netns", "docker"]
+    for name, row in KINDS.items():         # the one registry: each row names its class
+        assert nodes.node_class(name).kind == name and issubclass(nodes.node_class(name), Node), row.runtime
     assert nodes.node_class("netns").kind == "netns"
     assert nodes.node_class("docker").kind == "docker"
     with pytest.raises(ValueError, match="unknown node kind 'vm'; known kinds: netns, docker"):
@@ -54,7 +55,7 @@ def test_registry_names_kinds_and_loads_classes_lazily():
 
 
 def test_network_asks_each_kind_about_its_own_hosts(monkeypatch):
-    monkeypatch.setitem(nodes.KINDS, "fake", f"{__name__}:FakeNode")
+    monkeypatch.setitem(KINDS, "fake", Kind("fake", f"{__name__}:FakeNode"))
     FakeNode.seen = []
     graph_hosts = [HostNode("h1", "10.0.0.1"), HostNode("h2", "10.0.0.2", kind="fake", key="topology.host_overrides.h2"),
                    HostNode("h3", "10.0.0.3", kind="fake")]
