@@ -1,7 +1,7 @@
 """Topology spec -> Graph of hosts, switches and links: pure data, no root, no Mininet.
 
 Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override; template graph:
-the file's speed and distance delay, graphfile.py).
+the file's speed and distance delay, testbed/readers/graphfile.py).
 Hosts get the subnet's addresses in host order (10.0.0.1, 10.0.0.2, ...: `subnet`); switch dpids are
 1, 2, ... in switch order.
 """
@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from testbed.spec.graphfile import read_graph
+from testbed.readers.graphfile import read_graph
 from testbed.spec import kinds
 from testbed.spec.models import LinkParams
 

@@ -7,11 +7,11 @@ from typing import Any, Sequence
 
 import yaml
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.keypaths import canonical, format_path
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
 from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
-from testbed.spec.expect_rules import expect_issues
+from testbed.spec.rules.expect import expect_issues
 from testbed.spec.sweep import expand_points
 from testbed.spec.graph import build_graph
 

@@ -2,7 +2,7 @@
 
 Units are parsed on the way in (bandwidth -> int bits/s, time -> float s, size -> int bytes,
 percent -> float percent) and formatted back on `model_dump(mode="json")`, so a dump is valid YAML
-input again. Cross-field rules live in `rules.py`; loading in `load.py`.
+input again. Cross-field rules live in `rules/`; loading in `load.py`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 from pydantic import (BeforeValidator, Discriminator, Field, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.expect import Expectation
-from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
+from testbed.spec.faults.grammar import ACTIONS, parse_task, parse_trigger
 from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import Path, canonical, get_in, parse_path

@@ -1,7 +1,7 @@
 """Validation pipeline: raw data -> Experiment, every problem as a located SpecIssue.
 
 Order: sweep axes and structure (pydantic) first, each sweep value alone against its key's type,
-then the cross-field rules (rules.py) of every sweep point. `apply_values` is the one
+then the cross-field rules (rules/) of every sweep point. `apply_values` is the one
 code path for `--set` overrides and `with_values`.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.graph import host_count, switch_total
 from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
-from testbed.spec.rules import Problem, experiment_problems, topology_problems
+from testbed.spec.rules.experiment import Problem, experiment_problems, topology_problems
 from testbed.spec.models import INCLUDE, Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"

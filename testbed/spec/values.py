@@ -9,8 +9,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 import testbed.units as units
-from testbed.spec import limits
-from testbed.spec.faults import parse_start
+import testbed.limits as limits
+from testbed.spec.faults.grammar import parse_start
 from testbed.spec.keypaths import suggest
 from testbed.spec.kinds import kind_names
 

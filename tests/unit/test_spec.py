@@ -437,7 +437,7 @@ def test_staged_files_stay_inside_the_scripts_folder_and_exist(tmp_path, files, 
 
 
 def test_staged_files_are_capped_in_size(tmp_path, monkeypatch):
-    from testbed.spec import rules
+    from testbed.spec.rules import experiment as rules
     (tmp_path / "train.py").write_text("x" * 2000)
     monkeypatch.setattr(rules, "STAGE_MAX_BYTES", 1000)
     path = tmp_path / "s.yaml"

@@ -3,14 +3,15 @@ trigger before the end of training, what the applier can do here) and links that
 from __future__ import annotations
 
 
+from testbed.readers import traces as trace_files
 from testbed.roles import PlacementError, assign_tasks
-from testbed.spec import traces
-from testbed.spec.capabilities import SHAPERS
-from testbed.spec.faults import ACTIONS, parse_start, parse_task
+from testbed.spec.rules.capabilities import SHAPERS
+from testbed.spec.faults import traces
+from testbed.spec.faults.grammar import ACTIONS, parse_start, parse_task
 from testbed.spec.graph import build_graph
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import TRACE_KEYS, Experiment, Topology
-from testbed.spec.problems import Problem, real_machines
+from testbed.spec.rules.problems import Problem, real_machines
 
 FAULT_VALUES = ("bw", "delay", "loss", "cpu")
 
@@ -152,10 +153,10 @@ def trace_problems(exp: Experiment) -> list[Problem]:
         if not any(getattr(own, k) is not None for k in TRACE_KEYS):
             continue          # follows topology.link's trace, checked there
         at = key if own.trace is not None else "topology.link"
-        g = params.trace_granularity or traces.DEFAULT_GRANULARITY
+        g = params.trace_granularity or trace_files.DEFAULT_GRANULARITY
         try:
-            trace = traces.load(traces.trace_file(exp, at), params.trace_format, g)
-        except traces.TraceError as err:
+            trace = trace_files.load(traces.trace_file(exp, at), params.trace_format, g)
+        except trace_files.TraceError as err:
             out.append(Problem(parse_path(at) + ("trace",), f"trace file {err}"))
             continue
         if trace.needs_netem and not SHAPERS[topo.shaping].netem:

@@ -1,6 +1,6 @@
 """Cross-field rules of a structurally valid Experiment (one resolved point, no sweep): the entry
 (experiment_problems), the workload, emulation and cluster rules here; the topology's in
-topology_rules.py, the faults' and traces' in fault_rules.py.
+topology.py, the faults' and traces' in faults.py.
 
 Each rule yields a Problem at the key path to blame, plus the other key paths it depends on,
 so a problem caused by a sweep value can be reported at that sweep axis.
@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 
 from testbed.roles import PlacementError, assign_tasks
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.graph import build_graph
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import AllreduceConf, Experiment
-from testbed.spec.model_rules import model_problems, profile_problems, profiles
-from testbed.spec.problems import Problem, host_kinds, real_machines
+from testbed.spec.rules.model import model_problems, profile_problems, profiles
+from testbed.spec.rules.problems import Problem, host_kinds, real_machines
 from testbed.spec.settings import example_address
-from testbed.spec.topology_rules import shape_problems, topology_problems
-from testbed.spec.fault_rules import fault_problems, trace_problems
-from testbed.spec.communication_rules import communication_problems
+from testbed.spec.rules.topology import shape_problems, topology_problems
+from testbed.spec.rules.faults import fault_problems, trace_problems
+from testbed.spec.rules.communication import communication_problems
 
 
 def experiment_problems(exp: Experiment) -> list[Problem]:
