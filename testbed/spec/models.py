@@ -22,8 +22,8 @@ from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_sett
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import Path, canonical, get_in, parse_path
 from testbed.spec.values import (EXPERIMENT_NAME, NODE_NAME, Bandwidth, Count, Kind, NodeName,  # noqa: F401
-                                 Percent, PositiveTime, Size, Subnet, Time, TraceStart, Whole, _count_or_list,
-                                 check_experiment_name)
+                                 Percent, PositiveTime, Scaled, Size, Subnet, Time, TraceStart, Whole,
+                                 _count_or_list, check_experiment_name)
 from testbed.spec.workload import (DEFAULT_STEPS_PER_EPOCH, MODEL_PARAMS, AdvisorConf, AllreduceConf,  # noqa: F401
                                    CommunicationConf, OuterConf,
                                    DataConf, PsConf, StrategySwitchConf, Workload)
@@ -235,7 +235,8 @@ def _text_of(parse, pattern: str, example: str):
                      WithJsonSchema({"type": "string", "pattern": pattern, "examples": [example]})]
 
 
-Trigger = _text_of(parse_trigger, r"^\s*((step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "step 20")
+Trigger = Annotated[_text_of(parse_trigger, r"^\s*((step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "step 20"),
+                    Scaled("time")]      # a time trigger x K; 'step N' and 'epoch N' count, and stay
 TaskName = _text_of(parse_task, r"^\s*(single|worker|chief|ps)(\s+[0-9]+)?\s*$", "worker 1")
 
 
@@ -348,7 +349,7 @@ class SshConf(Strict):
     accept_unknown_host_keys: bool = Field(False, description="run against a machine whose key is not in "
                                            "known_hosts (the key is recorded in topology.json); a changed key "
                                            "is always refused")
-    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT), Scaled("wall")] = Field(
         10.0, json_schema_extra={"default": "10s"})
 
 
@@ -380,7 +381,7 @@ class ClusterConf(Strict):
     python: RemotePath = Field("/opt/dltestbed/venv/bin/python", description="interpreter on the servers that "
                                "imports tensorflow and tf_keras")
     workdir: RemotePath = Field("dltestbed", description="where the workload code is copied on each server")
-    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT), Scaled("wall")] = Field(
         10.0, json_schema_extra={"default": "10s"})
     max_link_share: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="fidelity guard: a link crossing a tunnel may be shaped to at most this share of the "
