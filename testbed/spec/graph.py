@@ -103,6 +103,18 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     return Graph(hosts, switches, links, (), engine)
 
 
+def graph_of(topology: Topology, built: dict | None = None) -> Graph:
+    """build_graph(topology), built once per topology of equal value while `built` lives (a dict a caller
+    keeps for one file: its validation, its points and the summary share each graph); built each call
+    without it."""
+    if built is None:
+        return build_graph(topology)
+    key = topology.model_dump_json()
+    if key not in built:
+        built[key] = build_graph(topology)
+    return built[key]
+
+
 def host_count(topology: Topology) -> int:
     """Without building the names (a count may be absurd before validation refuses it)."""
     return len(topology.hosts) if isinstance(topology.hosts, list) else topology.hosts
