@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from testbed.spec.capabilities import NO_NETEM, SHAPERS, needs_netem, rate_problem
+from testbed.spec.rules.capabilities import NO_NETEM, SHAPERS, needs_netem, rate_problem
 
 MTU_FRAME = 1514            # bytes of a full Ethernet frame on the wire (MTU 1500 + header)
 TCP_GOODPUT_CEILING = 1448 / 1514   # payload per full frame with TCP timestamps

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, NamedTuple
 
-from testbed.spec.limits import MAX_PERIOD_US, MIN_CORES, MIN_QUOTA_US   # the spec checks them before a run
+from testbed.limits import MAX_PERIOD_US, MIN_CORES, MIN_QUOTA_US   # the spec checks them before a run
 
 # The CPU kept for what runs outside the nodes' budgets: ovs-vswitchd (user-space datapath here,
 # as this machine has no OVS kernel module), the orchestrator and the monitor. Half a core: the

@@ -10,47 +10,28 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import types
+import typing
 from typing import Any, Callable, Iterable
+
+from pydantic import BaseModel
 
 import testbed.units as units
 from testbed.emulation.budgets import DEFAULT_RESERVE
+from testbed.spec.values import Scaled
 
 AUTO_STEP = 0.25
 _EPS = 1e-9
 
-# How each quantity-valued key of the experiment file scales ("[]": every item of a list):
+# How each quantity-valued key of the experiment file scales is marked on the spec's models (spec.values.Scaled):
 #   time  emulated time, x K on the wall clock (delay and jitter included; 'step N' triggers stay; a
-#         trace file's own times and rates are scaled as it is read: spec.traces.link_traces(scale=K))
+#         trace file's own times and rates are scaled as it is read: spec.faults.traces.link_traces(scale=K))
 #   rate  a link rate, / K
 #   wall  real-world time, unchanged: connecting to real machines and servers is not emulated
-# tests/unit/test_emulation.py walks the spec models and fails on any such key missing here.
-SCALED_KEYS: tuple[tuple[str, str], ...] = (
-    ("topology.link.bw", "rate"),
-    ("topology.link.delay", "time"),
-    ("topology.link.jitter", "time"),
-    ("topology.bottleneck.bw", "rate"),
-    ("topology.bottleneck.delay", "time"),
-    ("topology.bottleneck.jitter", "time"),
-    ("topology.links[].bw", "rate"),
-    ("topology.links[].delay", "time"),
-    ("topology.links[].jitter", "time"),
-    ("topology.link.trace_start", "time"),
-    ("topology.link.trace_granularity", "time"),
-    ("topology.bottleneck.trace_start", "time"),
-    ("topology.bottleneck.trace_granularity", "time"),
-    ("topology.links[].trace_start", "time"),
-    ("topology.links[].trace_granularity", "time"),
-    ("workload.timeout", "time"),
-    ("monitor.interval", "time"),
-    ("faults[].at", "time"),
-    ("faults[].duration", "time"),
-    ("faults[].delay", "time"),
-    ("faults[].bw", "rate"),
-    ("checks.duration", "wall"),           # sized by round trips where it runs (checks.wall_duration)
-    ("ssh.connect_timeout", "wall"),
-    ("cluster.connect_timeout", "wall"),
-)
+# wall_spec walks a spec and scales every marked value; scaled_paths lists the marked keys (tests/unit/test_emulation.py
+# holds them to the keys scaled so far and fails on a time or rate key left unmarked).
 
 # runs.csv figures measured on the wall clock: durations / K and per-second figures x K on their way to
 # the table (to_emulated), each raw figure kept in its wall column.
@@ -110,46 +91,87 @@ def _rate(value: Any, k: float) -> Any:
 _RULES: dict[str, Callable[[Any, float], Any]] = {"time": _time, "rate": _rate, "wall": lambda v, k: v}
 
 
-def _parts(pattern: str) -> list[str]:
-    return pattern.replace("[]", ".[]").split(".")
+_UNIONS = (typing.Union, types.UnionType)
 
 
-def _scaled(node: Any, parts: list[str], change: Callable[[Any], Any]) -> Any:
-    """`node` (a spec model, a list of them, or a value) with change() applied at every leaf `parts`
-    reaches; absent or null leaves are left as they are."""
-    if node is None:
-        return None
-    if not parts:
-        return change(node)
-    head, rest = parts[0], parts[1:]
-    if head == "[]":
-        return [_scaled(item, rest, change) for item in node] if isinstance(node, list) else node
-    if not hasattr(node, "model_copy") or head not in type(node).model_fields:
+def scale_rule(annotation: Any, metadata: Iterable = ()) -> str | None:
+    """The rule a field scales by: the last Scaled mark of its metadata, else of its type (an Annotated
+    type, or one inside an Optional or a Union); None: unmarked."""
+    marks = [m for m in metadata if isinstance(m, Scaled)]
+    members = typing.get_args(annotation) if typing.get_origin(annotation) in _UNIONS else (annotation,)
+    for member in members:
+        if not marks and typing.get_origin(member) is typing.Annotated:
+            marks = [m for m in member.__metadata__ if isinstance(m, Scaled)]
+    return marks[-1].rule if marks else None
+
+
+@functools.lru_cache(maxsize=None)
+def _marked(model: type) -> dict[str, str]:
+    """A model's fields that scale, by name -> rule (wall fields left out: they stay as they are)."""
+    out = {name: scale_rule(info.annotation, info.metadata) for name, info in model.model_fields.items()}
+    return {name: rule for name, rule in out.items() if rule in ("time", "rate")}
+
+
+def _on_wall(node: Any, k: float) -> Any:
+    """`node` (a spec model, a list or dict of them, or any other value) with every marked value inside it
+    scaled at K; what holds nothing to scale is returned as it is (the same object)."""
+    if isinstance(node, list):
+        items = [_on_wall(item, k) for item in node]
+        return node if all(a is b for a, b in zip(items, node)) else items
+    if isinstance(node, dict):
+        values = {key: _on_wall(value, k) for key, value in node.items()}
+        return node if all(values[key] is value for key, value in node.items()) else values
+    if not isinstance(node, BaseModel):
         return node
-    return node.model_copy(update={head: _scaled(getattr(node, head), rest, change)})
+    marked, update = _marked(type(node)), {}
+    for name in type(node).model_fields:
+        value = getattr(node, name)
+        if value is None:
+            continue
+        new = _RULES[marked[name]](value, k) if name in marked else _on_wall(value, k)
+        if new is not value:
+            update[name] = new
+    return node.model_copy(update=update) if update else node
+
+
+def scaled_paths(model: type, prefix: str = "") -> dict[str, str]:
+    """Every marked key of a spec model, as a path ('[]': every item of a list, '.*': every value of a
+    mapping) -> its rule, 'wall' ones included."""
+    out = {}
+    for name, info in model.model_fields.items():
+        rule = scale_rule(info.annotation, info.metadata)
+        if rule is not None:
+            out[prefix + name] = rule
+        for sub, suffix in _models_in(info.annotation):
+            if sub is not model:
+                out.update(scaled_paths(sub, f"{prefix}{name}{suffix}."))
+    return out
+
+
+def _models_in(annotation: Any):
+    """(model, path suffix) of every model inside an annotation: '[]' through a list, '.*' a dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation, ""
+    origin = typing.get_origin(annotation)
+    step = "[]" if origin is list else ".*" if origin is dict else ""
+    for arg in typing.get_args(annotation):
+        for model, suffix in _models_in(arg):
+            yield model, step + suffix
 
 
 def wall_spec(spec, dilation: float):
-    """What this machine runs for an experiment (a typed spec) at dilation K: every key of SCALED_KEYS
-    scaled by its rule (rates / K, times x K, real-world times as they are); the spec is left as it is."""
+    """What this machine runs for an experiment (a typed spec) at dilation K: every value its models mark
+    Scaled scaled by its rule (rates / K, times x K, real-world times as they are); the spec is left as it is."""
     if dilation < 1:
         raise ValueError(f"dilation must be >= 1 (got {dilation})")
     if dilation == 1:
         return spec
-    out = spec
-    for pattern, rule in SCALED_KEYS:
-        out = _scaled(out, _parts(pattern), lambda v, r=_RULES[rule]: r(v, dilation))
-    return out
-
-
-LINK_RULES = tuple((path.rsplit(".", 1)[1], rule) for path, rule in SCALED_KEYS if path.startswith("topology.link."))
+    return _on_wall(spec, dilation)
 
 
 def wall_link(params, dilation: float):
     """A link's parameters (LinkParams) on this machine's clock: rate / K, delay, jitter and trace times x K."""
-    for key, rule in LINK_RULES:
-        params = _scaled(params, [key], lambda v, r=_RULES[rule]: r(v, dilation))
-    return params
+    return _on_wall(params, dilation)
 
 
 def wall_graph(graph, dilation: float):

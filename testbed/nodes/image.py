@@ -32,7 +32,7 @@ from testbed.nodes import docker_engine
 from testbed.nodes.build_host import (APT_SOURCES, DEBIAN_SUITE, HOST_DIR, MIRROR_ENV,  # noqa: F401  (this module's API too)
                                       debian_mirror, find_mirror, host_pip_cache, host_pip_settings)
 from testbed.nodes.docker_engine import DockerUnavailable
-from testbed.spec.image_reference import reference_problem  # noqa: F401  (also this module's API)
+from testbed.spec.rules.image_reference import reference_problem  # noqa: F401  (also this module's API)
 
 IMAGE_REPO = "dltestbed-worker"
 BASE_REPO = "dltestbed-base"

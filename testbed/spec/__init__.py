@@ -1,7 +1,8 @@
 """The experiment file: YAML -> a validated, typed Experiment, and its sweep -> run points.
 
-Modules, in import order (none imports a later one): keypaths, faults, expect -> models -> rules ->
-validate -> expect_rules, sweep -> load. Other packages import from here, not from the modules.
+Modules, in import order (none imports a later one): keypaths, faults.grammar, expect -> models -> graph ->
+rules (rules/) -> validate -> rules.expect, sweep -> load; the files it names are read by testbed.readers.
+Other packages import from here, not from the modules.
 """
 from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode, build_graph
 from testbed.spec.load import json_schema, load_spec, parse_set, validate_file

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.keypaths import suggest
 from testbed.spec.settings import Strict
 

@@ -1,7 +1,7 @@
 """Topology spec -> Graph of hosts, switches and links: pure data, no root, no Mininet.
 
 Every LinkEdge carries fully resolved LinkParams (topology.link + per-link override; template graph:
-the file's speed and distance delay, graphfile.py).
+the file's speed and distance delay, testbed/readers/graphfile.py).
 Hosts get the subnet's addresses in host order (10.0.0.1, 10.0.0.2, ...: `subnet`); switch dpids are
 1, 2, ... in switch order.
 """
@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from testbed.spec.graphfile import read_graph
+from testbed.readers.graphfile import read_graph
 from testbed.spec import kinds
 from testbed.spec.models import LinkParams
 
@@ -101,6 +101,18 @@ def build_graph(topology: Topology, ssh: SshConf | None = None, dilation: float 
     switch_names, links = _LAYOUTS[topology.template](topology, names)
     switches = [SwitchNode(name, dpid) for dpid, name in enumerate(switch_names, 1)]
     return Graph(hosts, switches, links, (), engine)
+
+
+def graph_of(topology: Topology, built: dict | None = None) -> Graph:
+    """build_graph(topology), built once per topology of equal value while `built` lives (a dict a caller
+    keeps for one file: its validation, its points and the summary share each graph); built each call
+    without it."""
+    if built is None:
+        return build_graph(topology)
+    key = topology.model_dump_json()
+    if key not in built:
+        built[key] = build_graph(topology)
+    return built[key]
 
 
 def host_count(topology: Topology) -> int:

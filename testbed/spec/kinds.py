@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
-from testbed.spec.image_reference import reference_problem
+from testbed.spec.rules.image_reference import reference_problem
 from testbed.spec.settings import (Address, Interface, KindSettings, RemotePath, Strict, User, example_address,
                                    merge_fields)
 

@@ -7,13 +7,13 @@ from typing import Any, Sequence
 
 import yaml
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.keypaths import canonical, format_path
 from testbed.spec.models import Experiment, SpecError, SpecIssue, Source
 from testbed.spec.validate import SET_FILE, apply_values, build, sorted_unique
-from testbed.spec.expect_rules import expect_issues
+from testbed.spec.rules.expect import expect_issues
 from testbed.spec.sweep import expand_points
-from testbed.spec.graph import build_graph
+from testbed.spec.graph import graph_of
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -181,8 +181,9 @@ def parse_set(text: str) -> tuple[str, Any]:
 
 # ---- public entry points ---------------------------------------------------------------------
 
-def load_spec(path, overrides: Sequence[str] = ()) -> Experiment:
-    """Read, override (--set KEY=VALUE), validate. Raises SpecError listing every problem."""
+def load_spec(path, overrides: Sequence[str] = (), graphs: dict | None = None) -> Experiment:
+    """Read, override (--set KEY=VALUE), validate. Raises SpecError listing every problem. `graphs`: the
+    file's graphs, built once each (graph.graph_of)."""
     file = str(path)
     try:
         with open(path, "rb") as handle:
@@ -191,10 +192,11 @@ def load_spec(path, overrides: Sequence[str] = ()) -> Experiment:
         raise SpecError([SpecIssue(file, 1, "", f"cannot read the file: {exc.strerror}")]) from None
     except UnicodeDecodeError:
         raise SpecError([SpecIssue(file, 1, "", "the file is not UTF-8 text (an experiment file is YAML)")]) from None
-    return load_spec_text(text, file, overrides)
+    return load_spec_text(text, file, overrides, graphs)
 
 
-def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = ()) -> Experiment:
+def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = (),
+                   graphs: dict | None = None) -> Experiment:
     """load_spec for YAML text; `file` names it in FILE:LINE errors (testbed.api passes '<dict>')."""
     data, source = parse_yaml(text, file)
     issues = []
@@ -207,7 +209,7 @@ def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = (
         if isinstance(data, dict):
             issues += apply_values(data, {key: value}, source, origin=(SET_FILE, number))
     try:
-        exp, found = expect_issues(build(data, source))
+        exp, found = expect_issues(build(data, source, graphs))
         issues += found
     except SpecError as exc:
         issues += exc.errors
@@ -217,13 +219,15 @@ def load_spec_text(text: str, file: str = "<text>", overrides: Sequence[str] = (
 
 
 def validate_file(path, overrides: Sequence[str] = ()) -> tuple[bool, str]:
-    """(ok, human summary) for `run_experiment.py validate FILE`."""
+    """(ok, human summary) for `run_experiment.py validate FILE`; each graph of the file is built once, by
+    its validation, and its points and this summary take it from there."""
+    built: dict = {}
     try:
-        exp = load_spec(path, overrides)
+        exp = load_spec(path, overrides, built)
     except SpecError as exc:
         return False, str(exc)
-    points = expand_points(exp)
-    graphs = {id(p.spec): build_graph(p.spec.topology) for p in points}
+    points = expand_points(exp, built)
+    graphs = {id(p.spec): graph_of(p.spec.topology, built) for p in points}
     counts = [_span([len(getattr(g, kind)) for g in graphs.values()], noun)
               for kind, noun in (("hosts", "host"), ("switches", "switch"), ("links", "link"))]
     kinds = ["|".join(dict.fromkeys(getter(p.spec) for p in points)) for getter in

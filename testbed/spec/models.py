@@ -2,7 +2,7 @@
 
 Units are parsed on the way in (bandwidth -> int bits/s, time -> float s, size -> int bytes,
 percent -> float percent) and formatted back on `model_dump(mode="json")`, so a dump is valid YAML
-input again. Cross-field rules live in `rules.py`; loading in `load.py`.
+input again. Cross-field rules live in `rules/`; loading in `load.py`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Annotated, Any, Literal, NamedTuple, Optional, Union
 from pydantic import (BeforeValidator, Discriminator, Field, create_model,
                       PrivateAttr, Tag, WithJsonSchema, model_serializer, model_validator)
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.expect import Expectation
-from testbed.spec.faults import ACTIONS, parse_task, parse_trigger
+from testbed.spec.faults.grammar import ACTIONS, parse_task, parse_trigger
 from testbed.spec.kinds import DEFAULT_KIND, SWITCH_KINDS, kind_names, kind_settings
 from testbed.spec.settings import Address, RemotePath, Strict, User, merge_fields as _merge
 from testbed.spec.keypaths import Path, canonical, get_in, parse_path
 from testbed.spec.values import (EXPERIMENT_NAME, NODE_NAME, Bandwidth, Count, Kind, NodeName,  # noqa: F401
-                                 Percent, PositiveTime, Size, Subnet, Time, TraceStart, Whole, _count_or_list,
-                                 check_experiment_name)
+                                 Percent, PositiveTime, Scaled, Size, Subnet, Time, TraceStart, Whole,
+                                 _count_or_list, check_experiment_name)
 from testbed.spec.workload import (DEFAULT_STEPS_PER_EPOCH, MODEL_PARAMS, AdvisorConf, AllreduceConf,  # noqa: F401
                                    CommunicationConf, OuterConf,
                                    DataConf, PsConf, StrategySwitchConf, Workload)
@@ -235,7 +235,8 @@ def _text_of(parse, pattern: str, example: str):
                      WithJsonSchema({"type": "string", "pattern": pattern, "examples": [example]})]
 
 
-Trigger = _text_of(parse_trigger, r"^\s*((step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "step 20")
+Trigger = Annotated[_text_of(parse_trigger, r"^\s*((step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "step 20"),
+                    Scaled("time")]      # a time trigger x K; 'step N' and 'epoch N' count, and stay
 TaskName = _text_of(parse_task, r"^\s*(single|worker|chief|ps)(\s+[0-9]+)?\s*$", "worker 1")
 
 
@@ -263,7 +264,9 @@ class Checks(Strict):
     iperf: bool = True
     ping: bool = True
     tolerance: Annotated[float, Field(ge=0, le=1)] = 0.10
-    duration: Annotated[PositiveTime, Field(le=limits.MAX_CHECK_DURATION)] = Field(
+    # not stretched x K with the emulated times: a check is sized by round trips where it runs
+    # (testbed.run.bringup.checks.wall_duration)
+    duration: Annotated[PositiveTime, Field(le=limits.MAX_CHECK_DURATION), Scaled("wall")] = Field(
         3.0, json_schema_extra={"default": "3s"})
     attempts: Annotated[int, Field(ge=1, le=10)] = Field(
         3, description="iperf3 runs per pair; the best counts (a VM that stalls only ever lowers a reading)")
@@ -348,7 +351,7 @@ class SshConf(Strict):
     accept_unknown_host_keys: bool = Field(False, description="run against a machine whose key is not in "
                                            "known_hosts (the key is recorded in topology.json); a changed key "
                                            "is always refused")
-    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT), Scaled("wall")] = Field(
         10.0, json_schema_extra={"default": "10s"})
 
 
@@ -380,7 +383,7 @@ class ClusterConf(Strict):
     python: RemotePath = Field("/opt/dltestbed/venv/bin/python", description="interpreter on the servers that "
                                "imports tensorflow and tf_keras")
     workdir: RemotePath = Field("dltestbed", description="where the workload code is copied on each server")
-    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT)] = Field(
+    connect_timeout: Annotated[PositiveTime, Field(le=limits.MAX_CONNECT_TIMEOUT), Scaled("wall")] = Field(
         10.0, json_schema_extra={"default": "10s"})
     max_link_share: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="fidelity guard: a link crossing a tunnel may be shaped to at most this share of the "

@@ -24,14 +24,14 @@ class RunPoint:
     spec: Experiment  # the point's values applied, sweep removed
 
 
-def expand_points(exp: Experiment) -> list[RunPoint]:
+def expand_points(exp: Experiment, graphs: dict | None = None) -> list[RunPoint]:
     """Every run point of an experiment (the axes' product, then sweep.include's points); one point (params
-    {}) without a sweep."""
+    {}) without a sweep. `graphs`: the file's graphs, built once each (graph.graph_of)."""
     sweep = exp.sweep
     axes, include, repeats = (sweep.axes, sweep.include, sweep.repeats) if sweep else ({}, [], 1)
     points = []
     for combo in sweep_combos(axes, include):
-        spec = with_values(exp, {**combo, "sweep": None})
+        spec = with_values(exp, {**combo, "sweep": None}, graphs)
         params = {path: spec.value(path) for path in combo}
         resolved = spec.model_dump(mode="json")
         points += [RunPoint(run_id(params, r, resolved), r, params, spec) for r in range(repeats)]

@@ -1,7 +1,7 @@
 """Validation pipeline: raw data -> Experiment, every problem as a located SpecIssue.
 
 Order: sweep axes and structure (pydantic) first, each sweep value alone against its key's type,
-then the cross-field rules (rules.py) of every sweep point. `apply_values` is the one
+then the cross-field rules (rules/) of every sweep point. `apply_values` is the one
 code path for `--set` overrides and `with_values`.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.graph import host_count, switch_total
 from testbed.spec.keypaths import canonical, covers, format_path, parse_path, resolve, set_in, suggest
-from testbed.spec.rules import Problem, experiment_problems, topology_problems
+from testbed.spec.rules.experiment import Problem, experiment_problems, topology_problems
 from testbed.spec.models import INCLUDE, Experiment, SpecError, SpecIssue, Source, Topology
 
 SET_FILE = "<--set>"
@@ -128,8 +128,10 @@ class Axis:
     values: list
 
 
-def build(data: Any, source: Source) -> Experiment:
-    """Validate raw data: structure, sweep axes, then every point's cross-field rules."""
+def build(data: Any, source: Source, graphs: dict | None = None) -> Experiment:
+    """Validate raw data: structure, sweep axes, then every point's cross-field rules (`graphs`: the
+    file's graphs, built once each, graph.graph_of)."""
+    graphs = {} if graphs is None else graphs
     if not isinstance(data, dict):
         found = "an empty file" if data is None else f"a {type(data).__name__}"
         raise SpecError([SpecIssue(source.file, 1, "", f"expected a mapping with name:, topology:, "
@@ -146,7 +148,7 @@ def build(data: Any, source: Source) -> Experiment:
         issues += _partial_topology_issues(base, source)
     issues += value_issues(base, axes, source) + include_value_issues(base, includes, source)
     if not issues:
-        issues += point_issues(base, axes, source, includes)
+        issues += point_issues(base, axes, source, includes, graphs)
     if issues:
         raise SpecError(sorted_unique(issues))
     for axis in axes:
@@ -186,13 +188,13 @@ def _alias_locations(source: Source, axis: Axis) -> None:
             source.locations.setdefault(name + key[2:], where)
 
 
-def with_values(exp: Experiment, values: dict[str, Any]) -> Experiment:
+def with_values(exp: Experiment, values: dict[str, Any], graphs: dict | None = None) -> Experiment:
     """Experiment.with_values: same code path as --set overrides."""
     data, source = exp.model_dump(mode="json", exclude_unset=True), exp._source.copy()
     issues = apply_values(data, values, source)
     if issues:
         raise SpecError(issues)
-    return build(data, source)
+    return build(data, source, graphs)
 
 
 def read_sweep(raw: Any, source: Source) -> tuple[list[Axis], list[SpecIssue]]:
@@ -333,7 +335,8 @@ def value_issues(base: dict, axes: list[Axis], source: Source) -> list[SpecIssue
     return issues
 
 
-def point_issues(base: dict, axes: list[Axis], source: Source, includes: list[Include] = ()) -> list[SpecIssue]:
+def point_issues(base: dict, axes: list[Axis], source: Source, includes: list[Include] = (),
+                 graphs: dict | None = None) -> list[SpecIssue]:
     """Cross-field rules of every sweep point (the axes' product, then each include item crossed with the
     axes it does not name), blamed on sweep lines when a swept key is involved."""
     issues, canon, nodes = [], {}, 0
@@ -363,7 +366,7 @@ def point_issues(base: dict, axes: list[Axis], source: Source, includes: list[In
                                     "running them is too much for one file: split it, or sweep fewer values")]
         if inc is None:
             issues += _duplicate_values(exp, combo, by_path, canon, source)
-        for problem in experiment_problems(exp):
+        for problem in experiment_problems(exp, graphs):
             deps = [parse_path(r) for r in problem.related] + [problem.path]
             issues.append(_include_issue(source, inc, f"{format_path(problem.path)}: {problem.message}")
                           if inc and any(inc.names(d) for d in deps) else

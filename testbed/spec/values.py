@@ -4,13 +4,14 @@ the spec's units and limits."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 import testbed.units as units
-from testbed.spec import limits
-from testbed.spec.faults import parse_start
+import testbed.limits as limits
+from testbed.spec.faults.grammar import parse_start
 from testbed.spec.keypaths import suggest
 from testbed.spec.kinds import kind_names
 
@@ -23,11 +24,20 @@ def _ci(word: str) -> str:
     return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
 
 
-def _quantity(kind: type, parse, fmt, unit_names, example: str, doc: str):
+@dataclass(frozen=True)
+class Scaled:
+    """How a value scales with the time dilation K (testbed/emulation/dilation.py reads these marks): 'time' is
+    emulated time, x K on the wall clock; 'rate' a link rate, / K; 'wall' a real-world time, as it is (connecting
+    to real machines and servers is not emulated). The quantity types carry theirs (Time: time, Bandwidth: rate);
+    a field's own mark, written after its type's, overrides it (the last mark of an annotation counts)."""
+    rule: Literal["time", "rate", "wall"]
+
+
+def _quantity(kind: type, parse, fmt, unit_names, example: str, doc: str, *marks):
     pattern = rf"^\s*[+-]?[0-9.]+([eE][+-]?[0-9]+)?\s*({'|'.join(_ci(u) for u in unit_names)})\s*$"
     schema = {"type": "string", "pattern": pattern, "examples": [example], "description": doc}
     return Annotated[kind, BeforeValidator(parse), PlainSerializer(fmt, when_used="json"),
-                     WithJsonSchema(schema)]
+                     WithJsonSchema(schema), *marks]
 
 
 def _bandwidth(value: object) -> int:
@@ -79,11 +89,11 @@ def check_experiment_name(value: object) -> str:
 
 
 Bandwidth = _quantity(int, _bandwidth, units.format_bandwidth, units.BANDWIDTH_UNITS,
-                      "10mbit", "bits/s: bit, kbit, mbit, gbit, tbit (not bps: tc reads that as bytes/s)")
+                      "10mbit", "bits/s: bit, kbit, mbit, gbit, tbit (not bps: tc reads that as bytes/s)", Scaled("rate"))
 Time = _quantity(float, _time, units.format_time, units.TIME_UNITS, "10ms",
-                 "time: us, ms, s, m (minutes)")
+                 "time: us, ms, s, m (minutes)", Scaled("time"))
 PositiveTime = _quantity(float, _positive_time, units.format_time, units.TIME_UNITS, "500ms",
-                         "time > 0: us, ms, s, m (minutes)")
+                         "time > 0: us, ms, s, m (minutes)", Scaled("time"))
 Size = _quantity(int, _size, units.format_size, units.SIZE_UNITS, "512mb",
                  "bytes: b, kb, mb, gb (SI), kib, mib, gib (binary)")
 Percent = _quantity(float, units.parse_percent, units.format_percent, ["%"], "0.5%", "percent 0-100")
@@ -128,4 +138,5 @@ def _trace_start(value: object) -> str:
 
 
 TraceStart = Annotated[str, BeforeValidator(_trace_start), WithJsonSchema(
-    {"type": "string", "pattern": r"^\s*(start|(step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "examples": ["step 20"]})]
+    {"type": "string", "pattern": r"^\s*(start|(step|epoch)\s+[0-9]+|[0-9.]+\s*(us|ms|s|m))\s*$", "examples": ["step 20"]}),
+    Scaled("time")]

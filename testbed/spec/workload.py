@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from testbed.spec import limits
+import testbed.limits as limits
 from testbed.spec.keypaths import KnownKeys
 from testbed.spec.settings import Strict
 from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole

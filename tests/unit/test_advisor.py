@@ -141,7 +141,7 @@ def test_job_gradient_bytes():
 # -- strategy auto in the experiment file ----------------------------------------------------
 def test_spec_strategy_auto(tmp_path):
     from spec_helpers import issues, load, one, write
-    from testbed.spec.rules import advisor_results_paths
+    from testbed.spec.rules.experiment import advisor_results_paths
     # two hosts are enough: with no room for ps the advisor picks all-reduce
     exp = load(tmp_path, "name: demo\ntopology: {hosts: 2}\nworkload: {strategy: auto}\n")
     assert exp.workload.strategy == "auto" and exp.workload.advisor.results is None

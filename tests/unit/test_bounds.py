@@ -6,7 +6,7 @@ import pytest
 from spec_helpers import issues
 from testbed.emulation import budgets
 from testbed.roles import assign_tasks
-from testbed.spec import capabilities
+from testbed.spec.rules import capabilities
 from testbed.spec.load import load_spec_text
 
 PS = "workload: {strategy: ps, port: 65535, ps: {servers: 1, placement: {chief: [h1], ps: [h1], worker: [h1, h2]}}}\n"

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
-from testbed.emulation.dilation import SCALED_KEYS, choose, to_emulated, wall_graph, wall_spec
+from testbed.emulation.dilation import choose, scaled_paths, to_emulated, wall_graph, wall_spec
 from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
 from testbed.run.training.fidelity_probe import others_on_cpus
 from testbed.shaping import TCP_GOODPUT_CEILING
@@ -160,15 +160,32 @@ def _quantity_paths(model, prefix="") -> dict[str, str]:
     return found
 
 
-def test_every_time_and_rate_key_of_the_spec_is_classified_once():
+# What dilation scaled when it kept the keys as a list of paths, but the checks' duration, which is sized by
+# round trips where the check runs (checks.wall_duration); the marks on the models must say the same
+SCALED_BEFORE = {
+    "topology.link.bw": "rate", "topology.link.delay": "time", "topology.link.jitter": "time",
+    "topology.bottleneck.bw": "rate", "topology.bottleneck.delay": "time", "topology.bottleneck.jitter": "time",
+    "topology.links[].bw": "rate", "topology.links[].delay": "time", "topology.links[].jitter": "time",
+    "topology.link.trace_start": "time", "topology.link.trace_granularity": "time",
+    "topology.bottleneck.trace_start": "time", "topology.bottleneck.trace_granularity": "time",
+    "topology.links[].trace_start": "time", "topology.links[].trace_granularity": "time",
+    "workload.timeout": "time", "checks.duration": "wall", "monitor.interval": "time",
+    "faults[].at": "time", "faults[].duration": "time", "faults[].delay": "time", "faults[].bw": "rate",
+    "ssh.connect_timeout": "wall", "cluster.connect_timeout": "wall",
+}
+
+
+def test_the_keys_marked_scaled_are_the_keys_scaled_before():
+    assert scaled_paths(Experiment) == SCALED_BEFORE
+
+
+def test_every_time_and_rate_key_of_the_spec_is_marked():
     found = _quantity_paths(Experiment)
     # hosts items and overrides hold no times; the walk must still see the well-known keys
     assert {"workload.timeout", "faults[].at", "topology.links[].delay", "ssh.connect_timeout"} <= set(found)
-    classified = [path for path, _ in SCALED_KEYS]
-    assert len(classified) == len(set(classified))
-    assert sorted(found) == sorted(classified), "classify the new time or rate key in dilation.SCALED_KEYS"
-    for path, rule in SCALED_KEYS:
-        assert rule in ("time", "rate", "wall")
+    marked = scaled_paths(Experiment)
+    assert sorted(found) == sorted(marked), "mark the new time or rate key Scaled('time'|'rate'|'wall') (spec.values)"
+    for path, rule in marked.items():
         assert found[path] == ("time" if rule == "wall" else rule), path
 
 

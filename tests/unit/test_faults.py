@@ -6,7 +6,7 @@ import pytest
 from spec_helpers import issues, load
 from testbed.run.faults import faults
 from testbed.run.faults.faults import Context, Op, Record
-from testbed.spec.faults import parse_trigger
+from testbed.spec.faults.grammar import parse_trigger
 from testbed.shaping import gso_max_size, ovs_root_class_command
 from testbed.nodes import cgroups
 from testbed.roles import Task, restart_group

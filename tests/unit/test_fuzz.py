@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from analysis import speedup, tables
 from testbed.spec import SpecError
-from testbed.spec.graphfile import GraphFileError, read_graph
+from testbed.readers.graphfile import GraphFileError, read_graph
 from testbed.spec.load import load_spec_text
-from testbed.spec.traces import TraceError, parse_csv, parse_mahimahi
+from testbed.readers.traces import TraceError, parse_csv, parse_mahimahi
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("DLTB_FUZZ_EXAMPLES", "60"))     # bench/fuzz.py asks for far more

@@ -9,8 +9,8 @@ import pytest
 from spec_helpers import load, one, write
 from testbed import shaping
 from testbed.spec import build_graph, expand_points, load_spec, validate_file
-from testbed.spec import graphfile
-from testbed.spec.graphfile import LIGHT_IN_FIBRE, distance_delay, haversine, read_graph
+from testbed.readers import graphfile
+from testbed.readers.graphfile import LIGHT_IN_FIBRE, distance_delay, haversine, read_graph
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "topologies" / "examples"
@@ -321,7 +321,7 @@ def test_a_self_loop_is_ignored_whatever_its_speed(tmp_path):
 
 
 def test_links_with_a_file_speed_do_not_follow_the_link_trace(tmp_path):
-    from testbed.spec.traces import link_traces
+    from testbed.spec.faults.traces import link_traces
     _graph_file(tmp_path, TRIANGLE.replace('<data key="r">20000000.0</data><data key="s">999</data>'
                                            '<data key="u">G</data>', ""))
     (tmp_path / "t.csv").write_text("t[s],bw[mbit]\n0,50\n6,5\n12,50\n")

@@ -88,7 +88,7 @@ def test_caption_names_a_photo_that_is_no_image_before_tensorflow(tmp_path):
 
 
 def test_nested_entities_in_a_graph_file_are_read_in_linear_time(tmp_path):
-    from testbed.spec.graphfile import GraphFileError, read_graph
+    from testbed.readers.graphfile import GraphFileError, read_graph
     entities = ['<!ENTITY e0 "' + "x" * 64 + '">'] + [f'<!ENTITY e{i} "&e{i - 1};&e{i - 1};">' for i in range(1, 16)]
     text = (f'<?xml version="1.0"?><!DOCTYPE graphml [{"".join(entities)}]>'
             '<graphml xmlns="http://graphml.graphdrawing.org/xmlns"><key id="d0" for="node" attr.name="label" '

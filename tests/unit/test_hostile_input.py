@@ -1,5 +1,5 @@
 """Hostile experiment files: each is refused quickly, with FILE:LINE: KEY and what is allowed, never
-a traceback (the caps are in testbed/spec/limits.py)."""
+a traceback (the caps are in testbed/limits.py)."""
 import time
 
 import pytest

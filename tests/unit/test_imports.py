@@ -8,8 +8,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("testbed", "analysis", "workloads")
-PACKAGES = ("testbed.spec", "testbed.run", "testbed.net", "testbed.nodes", "testbed.cluster", "testbed.cli",
-            "testbed.emulation", "analysis", "workloads")   # any other testbed.X module is a group of its own
+PACKAGES = ("testbed.spec", "testbed.readers", "testbed.run", "testbed.net", "testbed.nodes", "testbed.cluster",
+            "testbed.cli", "testbed.emulation", "analysis", "workloads")   # any other testbed.X module is a group of its own
 
 
 def project_modules(repo: Path = REPO) -> dict[str, Path]:
@@ -161,16 +161,28 @@ def _offending(graph, importer: str, forbidden: tuple[str, ...]) -> list[str]:
                   for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden))
 
 
-# pure leaves: units, task placement, and the model zoo's names and the profile file (standard library at import)
-SPEC_MAY_IMPORT = ("testbed.spec", "testbed.units", "testbed.roles", "workloads.zoo", "workloads.profiling.fileformat")
+# pure leaves: units, the caps, task placement, the readers of the files a spec names, and the model zoo's names
+# and the profile file (standard library at import)
+SPEC_MAY_IMPORT = ("testbed.spec", "testbed.units", "testbed.limits", "testbed.roles", "testbed.readers",
+                   "workloads.zoo", "workloads.profiling.fileformat")
+# the readers of the graph and trace files: the units and the caps, nothing of the spec or the run side
+READERS_MAY_IMPORT = ("testbed.readers", "testbed.units", "testbed.limits")
 
 
 def test_the_spec_is_the_bottom(graph):
     """The spec imports only itself and the pure leaves: no run-time package (nodes, run, net, cluster, cli,
     emulation, shaping, cleanup, ...), so the experiment file is read and checked without any of them."""
-    assert "testbed.spec.faults" in graph and "testbed.spec.kinds" in graph, "the fault grammar and kind table are the spec's"
+    assert "testbed.spec.faults.grammar" in graph and "testbed.spec.kinds" in graph, "the fault grammar and kind table are the spec's"
     found = sorted(f"{m} imports {t}" for m, targets in graph.items() if group(m) == "testbed.spec"
                    for t in targets if not any(t == a or t.startswith(a + ".") for a in SPEC_MAY_IMPORT))
+    assert found == []
+
+
+def test_the_readers_import_only_units_and_limits(graph):
+    """The file readers sit below the spec: they import the units and the caps only (no spec, no run side)."""
+    assert "testbed.readers.graphfile" in graph and "testbed.readers.traces" in graph
+    found = sorted(f"{m} imports {t}" for m, targets in graph.items() if group(m) == "testbed.readers"
+                   for t in targets if not any(t == a or t.startswith(a + ".") for a in READERS_MAY_IMPORT))
     assert found == []
 
 

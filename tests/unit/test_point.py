@@ -202,10 +202,11 @@ def test_a_point_builds_its_graph_once_from_resolution_to_its_runs_row(tmp_path,
         built.append(args[0])
         return real(*args, **kw)
     real = spec_graph.build_graph
+    exp = load(tmp_path, FAITHFUL)
+    expanded = expand_points(exp)          # (validating the file builds its own graphs, once per topology)
     for module in (rp, spec_graph):
         monkeypatch.setattr(module, "build_graph", counted)
-    exp = load(tmp_path, FAITHFUL)
-    points = rp.resolve_all(expand_points(exp), machine=2)
+    points = rp.resolve_all(expanded, machine=2)
     assert len(built) == len(points) == 3
     network_up.preflight(exp, points, contact_nodes=False)
     for point in points:

@@ -369,6 +369,25 @@ def test_validate_file_summary(tmp_path):
     assert not ok and ":2: topology.hots:" in text
 
 
+def test_validate_file_builds_each_graph_of_the_file_once(tmp_path, monkeypatch):
+    """Its validation, its points and the summary share each graph: one build per topology of the file."""
+    from testbed.spec import graph as spec_graph
+    built, real = [], spec_graph.build_graph
+
+    def counted(topology, *args, **kw):
+        built.append(topology.model_dump_json())
+        return real(topology, *args, **kw)
+    monkeypatch.setattr(spec_graph, "build_graph", counted)
+    ok, text = validate_file(REPO / "topologies/smoke.yaml")
+    assert ok and len(built) == 1
+    built.clear()
+    path = write(tmp_path, "name: demo\nfaults: [{at: step 2, action: link_down, link: [h1, s1], duration: 1s}]\n"
+                 "sweep: {hosts: [2, 3], bw: [10mbit, 20mbit], workload.strategy: [single, allreduce]}\n")
+    ok, text = validate_file(path)
+    assert ok and "8 run point(s)" in text, text
+    assert len(built) == len(set(built)) == 4          # two host counts x two rates; the strategy shares them
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_shipped_topologies_validate(path):
     exp = load_spec(path, REAL_ADDRESSES.get(path.name, ()))
@@ -437,7 +456,7 @@ def test_staged_files_stay_inside_the_scripts_folder_and_exist(tmp_path, files, 
 
 
 def test_staged_files_are_capped_in_size(tmp_path, monkeypatch):
-    from testbed.spec import rules
+    from testbed.spec.rules import experiment as rules
     (tmp_path / "train.py").write_text("x" * 2000)
     monkeypatch.setattr(rules, "STAGE_MAX_BYTES", 1000)
     path = tmp_path / "s.yaml"

@@ -2,10 +2,11 @@
 the value types and the hosts' kinds."""
 import pytest
 
-from testbed.spec import capabilities, keypaths, values
-from testbed.spec.image_reference import reference_problem
+from testbed.spec import keypaths, values
+from testbed.spec.rules import capabilities
+from testbed.spec.rules.image_reference import reference_problem
 from testbed.spec.models import LinkParams, Topology
-from testbed.spec.problems import host_kinds, real_machines
+from testbed.spec.rules.problems import host_kinds, real_machines
 
 
 def test_key_paths_parse_format_and_resolve_aliases():

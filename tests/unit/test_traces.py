@@ -9,11 +9,12 @@ import pytest
 
 from testbed.run.faults import traces as run_traces
 from testbed.spec import SpecError, load_spec
-from testbed.spec import traces
+from testbed.spec.faults import traces
 from testbed.run.point.point import resolve_all
 from testbed.spec import expand_points
 from testbed.spec.graph import build_graph
-from testbed.spec.traces import Row, TraceError, parse_csv, parse_mahimahi
+from testbed.readers import traces as trace_files
+from testbed.readers.traces import Row, TraceError, parse_csv, parse_mahimahi
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "traces"
@@ -59,8 +60,8 @@ def test_mahimahi_opportunities_become_rate_steps_of_the_granularity():
 
 
 def test_mahimahi_sample_file_at_two_granularities():
-    fine = traces.load(str(FIXTURE / "sample.mahimahi"), "mahimahi", 0.5)
-    coarse = traces.load(str(FIXTURE / "sample.mahimahi"), "mahimahi", 1.0)
+    fine = trace_files.load(str(FIXTURE / "sample.mahimahi"), "mahimahi", 0.5)
+    coarse = trace_files.load(str(FIXTURE / "sample.mahimahi"), "mahimahi", 1.0)
     assert fine.period == coarse.period == 3.0
     # 12 Mbit/s (1000 packets a second) for 1 s, 1.2 Mbit/s for 1 s, 12 Mbit/s for 1 s
     assert [(r.t, r.bw) for r in coarse.rows] == [(0.0, 12_000_000), (1.0, 1_200_000), (2.0, 12_000_000),
@@ -97,7 +98,7 @@ def test_mahimahi_refuses_digits_that_are_not_ascii():
 
 def test_a_csv_saved_with_a_byte_order_mark_reads(tmp_path):
     (tmp_path / "excel.csv").write_text("\ufefft[s],bw[mbit]\n0,50\n6,5\n", encoding="utf-8")
-    assert traces.load(str(tmp_path / "excel.csv")).rows == parse_csv(STEPS.replace("12,50\n", "")).rows
+    assert trace_files.load(str(tmp_path / "excel.csv")).rows == parse_csv(STEPS.replace("12,50\n", "")).rows
 
 
 # ---- where a trace is -----------------------------------------------------------------------------
@@ -369,8 +370,8 @@ def test_the_script_reproduces_the_committed_example_traces(tmp_path):
                    capture_output=True)
     for name in ("lte.csv", "diurnal_wan.csv"):
         assert (tmp_path / name).read_text() == (REPO / "topologies" / "traces" / name).read_text(), name
-    lte = traces.load(str(REPO / "topologies" / "traces" / "lte.csv"))
+    lte = trace_files.load(str(REPO / "topologies" / "traces" / "lte.csv"))
     rates = [r.bw for r in lte.rows]
     assert min(rates) < 3_000_000 and max(rates) <= 40_000_000 and lte.period == 300
-    day = traces.load(str(REPO / "topologies" / "traces" / "diurnal_wan.csv"))
+    day = trace_files.load(str(REPO / "topologies" / "traces" / "diurnal_wan.csv"))
     assert day.period == 240 and min(r.bw for r in day.rows) < 30_000_000 < 90_000_000 < max(r.bw for r in day.rows)

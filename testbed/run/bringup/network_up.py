@@ -15,7 +15,7 @@ from testbed.run import phases
 from testbed.run.bringup.checks import failure_reason, run_checks
 from testbed.run.bringup.hosthealth import describe, healthy, timer_overshoot
 from testbed.nodes.engines import local_engine_problem
-from testbed.spec.limits import MIN_CORES
+from testbed.limits import MIN_CORES
 from testbed.spec.settings import missing_key_file
 from testbed.spec import SpecError, SpecIssue
 

@@ -1,6 +1,6 @@
 """Faults during training: the operations each action issues (pure), the applier the training loop
 calls, and what each fault cost (pure). The grammar (triggers, task names, the actions' targets,
-values and durations) is the spec's: testbed/spec/faults.py.
+values and durations) is the spec's: testbed/spec/faults/grammar.py.
 
 A fault of the experiment file (`faults:`) is applied when its trigger is reached on the lead task
 (the coordinator or worker 0): `step N` once the N-th step has ended, `epoch N` when the N-th epoch
@@ -21,9 +21,9 @@ from typing import Callable, NamedTuple
 
 from testbed import shaping
 from testbed.roles import Task
-from testbed.spec.capabilities import NO_NETEM, SHAPERS
-from testbed.spec import faults as grammar
-from testbed.spec.faults import parse_task, parse_trigger
+from testbed.spec.rules.capabilities import NO_NETEM, SHAPERS
+from testbed.spec.faults import grammar
+from testbed.spec.faults.grammar import parse_task, parse_trigger
 
 # ---- operations ----------------------------------------------------------------------------------
 

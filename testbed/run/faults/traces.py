@@ -1,5 +1,5 @@
 """Time-varying links at run time: the links that follow a trace (`trace:`, read and checked by
-testbed/spec/traces.py) start from its first values at bring-up, and the training loop ticks a
+testbed/readers/traces.py) start from its first values at bring-up, and the training loop ticks a
 Tracer next to the fault applier, which re-shapes each link when its trace reaches a new row, by the
 same operations as a set_bw fault (faults.shape_ops: shaping.link_plan with replace, OVS QoS too).
 A row is the link's base: the faults active on the link stay on top of it (faults.LinkState).
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from testbed import shaping
 from testbed.run.faults import faults
-from testbed.spec.capabilities import NO_NETEM, SHAPERS, rate_problem
-from testbed.spec.faults import Trigger, parse_start
-from testbed.spec.traces import LinkTrace, Trace, changed
+from testbed.spec.rules.capabilities import NO_NETEM, SHAPERS, rate_problem
+from testbed.spec.faults.grammar import Trigger, parse_start
+from testbed.readers.traces import Trace
+from testbed.spec.faults.traces import LinkTrace, changed
 from testbed.units import format_bandwidth
 
 

@@ -30,7 +30,7 @@ from testbed.run.live import live
 from testbed.run.bringup.network_up import preflight
 from testbed.run.point.point import machine_cores, resolve_all
 from testbed.spec import LinkParams, expand_points
-from testbed.spec.capabilities import NO_NETEM, SHAPERS, rate_problem
+from testbed.spec.rules.capabilities import NO_NETEM, SHAPERS, rate_problem
 from testbed.spec.models import Fault
 
 STOP_GRACE_S = 3.0      # a process started here gets this long after SIGTERM before SIGKILL

@@ -29,7 +29,7 @@ from testbed.spec.kinds import real_machine
 from testbed.spec.graph import Graph, budget_of
 from testbed.spec.models import Experiment
 from testbed.spec.sweep import RunPoint
-from testbed.spec.traces import LinkTrace, first_params, link_traces
+from testbed.spec.faults.traces import LinkTrace, first_params, link_traces
 from workloads.models import gradient_bytes
 from workloads.profiling import fileformat
 

@@ -22,7 +22,7 @@ from testbed.run.point.point import ResolvedPoint
 from testbed.run.bringup.hosthealth import timer_overshoot
 from testbed.run.training.monitor import Monitor, summarize
 from testbed.run.training.training import Training
-from testbed.spec.rules import advisor_results_paths
+from testbed.spec.rules.experiment import advisor_results_paths
 
 
 INTERNAL_ERROR_LOG = "internal-error.log"     # in the run's folder: where an error of the testbed's own went

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from analysis import advisor, steady
 from testbed.run.faults.faults import link_key
-from testbed.spec.rules import advisor_results_paths
+from testbed.spec.rules.experiment import advisor_results_paths
 
 
 class Switcher:

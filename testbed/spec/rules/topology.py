@@ -3,14 +3,14 @@ the node kinds' own settings, custom hosts, switches and links, loops and connec
 from __future__ import annotations
 
 
-from testbed.spec import limits
-from testbed.spec.capabilities import SHAPERS, needs_netem
+import testbed.limits as limits
+from testbed.spec.rules.capabilities import SHAPERS, needs_netem
 from testbed.spec.graph import host_count, subnet, switch_total, usable
-from testbed.spec.graphfile import GraphFileError, read_graph
+from testbed.readers.graphfile import GraphFileError, read_graph
 from testbed.spec.keypaths import format_path, parse_path, suggest
 from testbed.spec.kinds import kind_settings
 from testbed.spec.models import LinkParams, Topology
-from testbed.spec.problems import Problem, host_kinds
+from testbed.spec.rules.problems import Problem, host_kinds
 from testbed.spec.settings import KindHost
 
 def topology_problems(topo: Topology) -> list[Problem]:
@@ -73,7 +73,7 @@ def shape_problems(topo: Topology) -> list[Problem]:
 
 
 def _graph_file_problems(topo: Topology) -> list[Problem]:
-    """template graph: a graph file that reads (graphfile.py names its line), the sites hosts go to, and
+    """template graph: a graph file that reads (testbed/readers/graphfile.py names its line), the sites hosts go to, and
     distance delays only where they can be shaped; its keys only with it."""
     related = ("topology.template",)
     if topo.template != "graph":

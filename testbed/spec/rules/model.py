@@ -9,7 +9,7 @@ import os
 
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import Experiment
-from testbed.spec.problems import Problem, real_machines
+from testbed.spec.rules.problems import Problem, real_machines
 from testbed.spec.workload import model_params_allowed
 import workloads.zoo as zoo
 import workloads.profiling.fileformat as fileformat

@@ -1,6 +1,6 @@
 """Cross-field rules of a structurally valid Experiment (one resolved point, no sweep): the entry
 (experiment_problems), the workload, emulation and cluster rules here; the topology's in
-topology_rules.py, the faults' and traces' in fault_rules.py.
+topology.py, the faults' and traces' in faults.py.
 
 Each rule yields a Problem at the key path to blame, plus the other key paths it depends on,
 so a problem caused by a sweep value can be reported at that sweep axis.
@@ -11,30 +11,33 @@ from __future__ import annotations
 import os
 
 from testbed.roles import PlacementError, assign_tasks
-from testbed.spec import limits
-from testbed.spec.graph import build_graph
+import testbed.limits as limits
+from testbed.spec.graph import Graph, graph_of
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import AllreduceConf, Experiment
-from testbed.spec.model_rules import model_problems, profile_problems, profiles
-from testbed.spec.problems import Problem, host_kinds, real_machines
+from testbed.spec.rules.model import model_problems, profile_problems, profiles
+from testbed.spec.rules.problems import Problem, host_kinds, real_machines
 from testbed.spec.settings import example_address
-from testbed.spec.topology_rules import shape_problems, topology_problems
-from testbed.spec.fault_rules import fault_problems, trace_problems
-from testbed.spec.communication_rules import communication_problems
+from testbed.spec.rules.topology import shape_problems, topology_problems
+from testbed.spec.rules.faults import fault_problems, trace_problems
+from testbed.spec.rules.communication import communication_problems
 
 
-def experiment_problems(exp: Experiment) -> list[Problem]:
-    """Every cross-field problem of one resolved point."""
+def experiment_problems(exp: Experiment, graphs: dict | None = None) -> list[Problem]:
+    """Every cross-field problem of one resolved point; its graph is built once, when its topology holds
+    (`graphs`: the file's, graph.graph_of), and handed to the rules that need it."""
     shape = shape_problems(exp.topology)
     if shape:
         return shape
     topology = topology_problems(exp.topology)
-    return (topology + workload_problems(exp)
-            + ([] if topology else fault_problems(exp) + trace_problems(exp) + emulation_problems(exp))
-            + ([] if topology or exp.cluster is None else cluster_problems(exp)))
+    if topology:
+        return topology + workload_problems(exp)
+    graph = graph_of(exp.topology, graphs)
+    return (workload_problems(exp) + fault_problems(exp, graph) + trace_problems(exp, graph)
+            + emulation_problems(exp, graph) + ([] if exp.cluster is None else cluster_problems(exp, graph)))
 
 
-def emulation_problems(exp: Experiment) -> list[Problem]:
+def emulation_problems(exp: Experiment, graph: Graph) -> list[Problem]:
     """A budget is cores or cpu, not both; dilation slows emulated nodes only, never real machines, and
     is a number with a cluster (auto knows this machine's cores only)."""
     topo, out, both = exp.topology, [], {}
@@ -55,7 +58,7 @@ def emulation_problems(exp: Experiment) -> list[Problem]:
     out += [Problem(parse_path(key) + ("cores",), f"{', '.join(names)}: {topo.host_conf(names[0]).cores:g} core "
                     f"at dilation {k:g} is under the {limits.MIN_CORES:g} core a CPU quota can hold: give it more "
                     "cores or a smaller emulation.dilation", ("emulation.dilation",)) for key, names in small.items()]
-    slow = sorted({e.params.bw for e in build_graph(topo).links if e.params.bw is not None and e.params.bw / k <
+    slow = sorted({e.params.bw for e in graph.links if e.params.bw is not None and e.params.bw / k <
                    limits.MIN_BANDWIDTH})
     if slow and k > 1:
         out.append(Problem(("emulation", "dilation"), f"a link of {slow[0]} bit/s at dilation {k:g} is paced at "
@@ -309,7 +312,7 @@ def _placement_problems(placement: dict, servers: int, hosts: list[str], related
     return out
 
 
-def cluster_problems(exp: Experiment) -> list[Problem]:
+def cluster_problems(exp: Experiment, graph: Graph) -> list[Problem]:
     """cluster: distinct servers, a placement naming known nodes and servers, and what the cluster
     edition builds here (netns hosts on Open vSwitch bridges, tc shaping, budgets in cores)."""
     from testbed.spec.models import LOCAL
@@ -330,7 +333,6 @@ def cluster_problems(exp: Experiment) -> list[Problem]:
         if example_address(server.address):
             out.append(Problem(at + ("address",), f"{server.address} is an example address (RFC 5737 documentation "
                                f"range, nobody's machine): put {server.name}'s real address here"))
-    graph = build_graph(topo)
     nodes = [h.name for h in graph.hosts] + [s.name for s in graph.switches]
     if isinstance(cluster.placement, dict):
         for node, server in cluster.placement.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from testbed.spec.limits import MAX_COUNT, MAX_TIME
+from testbed.limits import MAX_COUNT, MAX_TIME
 from testbed.units import parse_time
 
 _TRIGGER = re.compile(r"^(step|epoch)\s+(\d+)$")

@@ -3,7 +3,7 @@ cannot do (docs/communication.md). Each problem is blamed on the setting's key, 
 from __future__ import annotations
 
 from testbed.spec.models import CommunicationConf, Experiment
-from testbed.spec.problems import Problem
+from testbed.spec.rules.problems import Problem
 
 BASE = ("workload", "communication")
 DEFAULT = CommunicationConf()

@@ -23,7 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from testbed.spec import limits
+import testbed.limits as limits
 
 LIGHT_IN_FIBRE = 2.0e8        # m/s: c / 1.5, the refractive index of silica fibre (about 5 us per km)
 EARTH_RADIUS = 6_371_000.0    # m: the mean radius of the Earth (IUGG)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.spec.limits import MAX_BANDWIDTH, MIN_BANDWIDTH
+from testbed.limits import MAX_BANDWIDTH, MIN_BANDWIDTH
 
 NETEM_SETTINGS = ("delay", "jitter", "loss")     # a link's settings that only netem emulates
 

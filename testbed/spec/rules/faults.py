@@ -3,24 +3,24 @@ trigger before the end of training, what the applier can do here) and links that
 from __future__ import annotations
 
 
+from testbed.readers import traces as trace_files
 from testbed.roles import PlacementError, assign_tasks
-from testbed.spec import traces
-from testbed.spec.capabilities import SHAPERS
-from testbed.spec.faults import ACTIONS, parse_start, parse_task
-from testbed.spec.graph import build_graph
+from testbed.spec.rules.capabilities import SHAPERS
+from testbed.spec.faults import traces
+from testbed.spec.faults.grammar import ACTIONS, parse_start, parse_task
+from testbed.spec.graph import Graph
 from testbed.spec.keypaths import parse_path, suggest
 from testbed.spec.models import TRACE_KEYS, Experiment, Topology
-from testbed.spec.problems import Problem, real_machines
+from testbed.spec.rules.problems import Problem, real_machines
 
 FAULT_VALUES = ("bw", "delay", "loss", "cpu")
 
 
-def fault_problems(exp: Experiment) -> list[Problem]:
+def fault_problems(exp: Experiment, graph: Graph) -> list[Problem]:
     """Each fault: the target and value its action takes and no other, a link, host or task that
     exists, a trigger before the end of training, a duration only where the action can be undone."""
     if not exp.faults:
         return []
-    graph = build_graph(exp.topology)          # names and links only
     hosts = [h.name for h in graph.hosts]
     try:
         placed = assign_tasks(exp.workload, hosts)
@@ -128,7 +128,7 @@ def _trigger_problems(at: tuple, fault, w, key: str = "at", hosts: int = 1) -> l
     return []
 
 
-def trace_problems(exp: Experiment) -> list[Problem]:
+def trace_problems(exp: Experiment, graph: Graph) -> list[Problem]:
     """Each trace (docs/changing-links.md): its keys only with a trace (granularity only with mahimahi), not
     beside a bw of its own, a file that is there and reads (the file's own line named), delay and loss
     only under shaping tc, two rows or more to loop, a start before the end of training, emulated links."""
@@ -152,10 +152,10 @@ def trace_problems(exp: Experiment) -> list[Problem]:
         if not any(getattr(own, k) is not None for k in TRACE_KEYS):
             continue          # follows topology.link's trace, checked there
         at = key if own.trace is not None else "topology.link"
-        g = params.trace_granularity or traces.DEFAULT_GRANULARITY
+        g = params.trace_granularity or trace_files.DEFAULT_GRANULARITY
         try:
-            trace = traces.load(traces.trace_file(exp, at), params.trace_format, g)
-        except traces.TraceError as err:
+            trace = trace_files.load(traces.trace_file(exp, at), params.trace_format, g)
+        except trace_files.TraceError as err:
             out.append(Problem(parse_path(at) + ("trace",), f"trace file {err}"))
             continue
         if trace.needs_netem and not SHAPERS[topo.shaping].netem:
@@ -164,13 +164,13 @@ def trace_problems(exp: Experiment) -> list[Problem]:
         if params.trace_mode == "loop" and len(trace.rows) < 2:
             out.append(Problem(path + ("trace_mode",), "a trace of one row cannot loop: add a last row at the "
                                "time it ends (the loop starts over there)"))
-    return out + (_trace_link_problems(topo) if not out else [])
+    return out + (_trace_link_problems(topo, graph) if not out else [])
 
 
-def _trace_link_problems(topo: Topology) -> list[Problem]:
+def _trace_link_problems(topo: Topology, graph: Graph) -> list[Problem]:
     """A real machine's link is its own network's: a trace acts on emulated links only."""
     real = real_machines(topo)
-    for edge in build_graph(topo).links if any(p.trace for _, p in traces.owners(topo)) else []:
+    for edge in graph.links if any(p.trace for _, p in traces.owners(topo)) else []:
         remote = [n for n in (edge.a, edge.b) if n in real]
         if edge.params.trace is not None and remote:
             key = traces.owner_of(topo, edge)

@@ -1,4 +1,4 @@
-"""The rules of `expect:` (expect.py), checked once per file after it validated: each `against` a results folder
+"""The rules of `expect:` (testbed/spec/expect.py), checked once per file after it validated: each `against` a results folder
 with runs.csv; each `where`'s keys key paths of the file (not under sweep or expect), its values ones their keys
 take, and some run point of the file has them. The where comes back as canonical key path -> the value in the
 spec's JSON form ('10Mbit' -> '10mbit', `hosts` -> `topology.hosts`), as a point's spec gives it back, which is how
