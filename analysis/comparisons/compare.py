@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import faithful, outputs, speedup, tables, trends
-from analysis.plotstyle import mbit
+from analysis import outputs
+from analysis.tables import faithful, speedup, tables, trends
+from analysis.figures.plotstyle import mbit
 
 COLUMNS = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "bw", "nodes",
            "shared_samples_per_s_1", "shared_samples_per_s_n", "shared_slowdown", "faithful_samples_per_s_1",

@@ -16,13 +16,13 @@ against its training time so far (the sum of its step times, emulated). Per run:
 Per strategy and bandwidth: their means and ranges over repeats, the final loss's spread (standard
 deviation across repeats), and how many runs reached the target. A claim is supported or not only
 where every run reached the target and the two strategies' ranges of repeats lie apart beyond
-chance (analysis/spread.py); otherwise the sentence says why there is no verdict."""
+chance (analysis/tables/spread.py); otherwise the sentence says why there is no verdict."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from analysis import spread, tables
+from analysis.tables import spread, tables
 
 STRATEGIES = ("ps", "allreduce")
 CURVE_COLUMNS = ["run_id", "strategy", "bw_bps", "repeat", "samples_per_step", "step", "elapsed_s", "loss"]
@@ -41,7 +41,7 @@ def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Loss against training time so far, per ok run of ps or all-reduce."""
     ok = tables.ok_runs(runs)
     timed = ok["compute"].ne(tables.TIMING_ONLY) if "compute" in ok else True        # replayed: no loss
-    plain = ok["communication"].eq("none") if "communication" in ok else True   # settings: analysis/payoff.py
+    plain = ok["communication"].eq("none") if "communication" in ok else True   # settings: analysis/tables/payoff.py
     ok = ok[ok["strategy"].isin(STRATEGIES) & timed & plain]
     lead = lead_steps(steps)
     lead = lead[lead["run_id"].isin(set(ok["run_id"]))].copy()

@@ -1,4 +1,4 @@
-"""Figures of what happened inside the runs (the report draws them with analysis/figures.py's): BLEU per
+"""Figures of what happened inside the runs (the report draws them with analysis/figures/figures.py's): BLEU per
 epoch, loss against training time per strategy, and the timeline of a run's faults and link changes.
 Each takes the loaded Experiment and an output folder and returns (path, plotted), as figures.py's."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import stability, tables
-from analysis.plotstyle import (RC, THESIS_FIG14, FigureSkipped, legend, log_if_wide, mark_degraded, mbit,
+from analysis.tables import stability, tables
+from analysis.figures.plotstyle import (RC, THESIS_FIG14, FigureSkipped, legend, log_if_wide, mark_degraded, mbit,
                                 palette_for, plural, save)
 
 

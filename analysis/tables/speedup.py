@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import spread, steady
-from analysis.tables import (CONFIG_KEYS, GROUP_KEYS, Experiment, blank_as_nan, has_steady_columns, ok_runs,
+from analysis.tables import spread, steady
+from analysis.tables.tables import (CONFIG_KEYS, GROUP_KEYS, Experiment, blank_as_nan, has_steady_columns, ok_runs,
                              same_values, with_steady_columns)
 
 
@@ -25,7 +25,7 @@ def summary(runs: pd.DataFrame, job: "Job | None" = None) -> pd.DataFrame:
       model, engine, batch per worker, fixed mode and bandwidth (``baseline_strategy``: the same
       strategy, else single, else allreduce, else whatever ran on one node): the ratio of the means;
       speedup_min/max = this point's slowest repeat over one node's fastest, and its fastest over
-      one node's slowest; efficiency = speedup / nodes; speedup_verdict: analysis.spread's verdict
+      one node's slowest; efficiency = speedup / nodes; speedup_verdict: analysis.tables.spread's verdict
       on the two groups of repeats. NaN where either side was not judged (``not_judged`` says why).
     - projected_time_s = warm-up + job_samples / steady samples/s (means over repeats); min/max: over
       the repeats and within each from the steady step's quartiles (ps: the repeats only, its

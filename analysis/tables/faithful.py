@@ -7,7 +7,7 @@ nodes', when equal), ``node_cores`` ("h1=1;h2=0.5"), ``machine_cores``, ``fideli
 "degraded: <reason>; <reason>") and ``compute_per_step_s`` (the workload's probe: one worker's
 compute per step, without the collective).
 
-Time split of the steady step (runs.csv steady_step_s: the median step after the warm-up, analysis.steady):
+Time split of the steady step (runs.csv steady_step_s: the median step after the warm-up, analysis.tables.steady):
 compute (the probe), the wire (the measured bytes a worker sent per step, x 8 / the link's rate: the
 least time the bandwidth allows them) and the rest = steady step - compute - wire (the collective's own
 CPU, latency and waiting, for the slowest worker and the framework). A point is said to be dominated
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import tables
-from analysis.plotstyle import mbit, plural
+from analysis.tables import tables
+from analysis.figures.plotstyle import mbit, plural
 
 SPLIT_COLUMNS = tables.CONFIG_KEYS + ["bw", "compute", "n_runs", "steady_step_s", "compute_s", "wire_s", "rest_s",
                                       "compute_share", "wire_share", "rest_share", "not_judged"]

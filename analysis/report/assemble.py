@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import (advisor, costmodel, faithful, figures, outputs, payoff, reference, speedup, stability, tables,
-                      thesis, trends)
-from analysis.health import HEALTHY_MAX_MS
-from analysis.plotstyle import THESIS_FIG14, THESIS_FIG17
+from analysis import outputs
+from analysis.comparisons import reference, thesis
+from analysis.figures import figures
+from analysis.model import advisor, costmodel
+from analysis.tables import faithful, payoff, speedup, stability, tables, trends
+from analysis.tables.health import HEALTHY_MAX_MS
+from analysis.figures.plotstyle import THESIS_FIG14, THESIS_FIG17
 
 MISSING_MEANS = {
     "checks.csv": "no iperf3/ping checks, so no bandwidth-check figure (thesis fig. 17)",
@@ -261,8 +264,8 @@ def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, set
 
 
 def prediction_sentences(exp: tables.Experiment) -> list[str]:
-    """The cost model's break-even (a PREDICTION), where analysis.predict provides it."""
-    from analysis import predict
+    """The cost model's break-even (a PREDICTION), where analysis.model.predict provides it."""
+    from analysis.model import predict
     if not hasattr(predict, "break_even_sentences"):
         return []
     return list(predict.break_even_sentences(exp))
@@ -476,7 +479,7 @@ def _against_reference(ref_dir, exp: tables.Experiment, figdir: Path, e) -> tupl
 
 def _communication_parts(t: dict, figdir: Path, exp_dir: Path, e) -> list[str]:
     """The communication settings compared by time to target, the wire against theory, and the pay-off
-    (analysis/payoff.py)."""
+    (analysis/tables/payoff.py)."""
     compare, wire, pays = payoff.sentences(t)
     parts = ["<h2>Communication settings</h2><p>Time to the target loss on the same work (each setting's mean and the "
              "range of its repeats; two settings differ beyond the spread when those ranges lie apart with enough "

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pandas as pd
 
-from analysis.costmodel.run_features import features, fitted_rows, judged
-from analysis.costmodel.formulas import (DEFAULT_REFERENCE, DEFAULTS, PARAMS, STRATEGIES, TCP_CEILING, CostModel, Point,
-                                        StrategyFit, slowdowns, steady_time, warmup_time)
+from analysis.model.costmodel.run_features import features, fitted_rows, judged
+from analysis.model.costmodel.formulas import (DEFAULT_REFERENCE, DEFAULTS, PARAMS, STRATEGIES, TCP_CEILING, CostModel,
+                                              Point, StrategyFit, slowdowns, steady_time, warmup_time)
 
 # -- fitting ---------------------------------------------------------------------------------
 LOSS_SCALE = 0.25      # soft-L1 loss: log errors beyond ~25% count linearly, not squared
@@ -157,6 +157,6 @@ def fit_features(feats: pd.DataFrame, cores: float | None = None, u: float | Non
 
 
 def fit(exp, cores: float | None = None, include_degraded: bool = False) -> CostModel:
-    """Fit on every ok run of an experiment (analysis.tables.Experiment) whose steady state was
+    """Fit on every ok run of an experiment (analysis.tables.tables.Experiment) whose steady state was
     judged, degraded runs left out unless include_degraded."""
     return fit_features(fitted_rows(features(exp, cores), include_degraded), source=str(exp.path))

@@ -12,7 +12,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
-from analysis.expectations import FAIL, NOT_JUDGED, Outcome, shown
+from analysis.comparisons.expectations import FAIL, NOT_JUDGED, Outcome, shown
 
 # What XML 1.0 cannot carry (control characters of a task's log, say) is dropped.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

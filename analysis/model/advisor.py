@@ -2,7 +2,7 @@
 
 After the checks and before training, the runner asks ``decide``: from the checks' measured
 bandwidth and RTT, the job's gradient size, batch and length, the hosts' CPU limits and the cost
-model (fitted on ``workload.advisor.results``, or the rough defaults of analysis/costmodel/formulas.py),
+model (fitted on ``workload.advisor.results``, or the rough defaults of analysis/model/costmodel/formulas.py),
 it predicts both strategies' steady step and warm-up on these hosts and picks the one that trains
 more samples per second over the job: samples / (warm-up + samples / steady samples/s), where a
 step trains the global batch (batch x workers) under all-reduce and one worker's batch under ps.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import costmodel
+from analysis.model import costmodel
 
 COLUMNS = ["advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps"]
 
@@ -268,7 +268,7 @@ def scorecard(runs, steps=None):
     in the same results (a sweep over workload.strategy: [allreduce, ps, auto]); right is empty when
     one of them was not measured. predicted_step_s_*: the predicted steady steps."""
     import pandas as pd
-    from analysis.tables import STEPS_COLUMNS, ok_runs
+    from analysis.tables.tables import STEPS_COLUMNS, ok_runs
     if "advisor_choice" not in runs or runs["advisor_choice"].isna().all():
         return pd.DataFrame(columns=SCORE)
     ok = ok_runs(runs)

@@ -36,8 +36,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import communication, costmodel, outputs, tables
-from analysis.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
+from analysis import outputs
+from analysis.model import communication, costmodel
+from analysis.tables import tables
+from analysis.figures.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
 
 COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "workers", "servers", "samples_per_step",
            "steady_step_s", "steady_samples_per_s", "speedup", "efficiency", "warmup_s", "job_samples",
@@ -149,7 +151,7 @@ class Setting:
 
 def parse_setting(text: str | None, feats: pd.DataFrame | None = None, specs: dict | None = None) -> Setting:
     """--communication: none, fp16, bf16 (half the bytes), powersgd:R (the fitted runs' built-in model at rank
-    R, analysis/communication.py; its model and parameters from their spec.yaml), sync:H (local SGD, the
+    R, analysis/model/communication.py; its model and parameters from their spec.yaml), sync:H (local SGD, the
     model every H steps) or a bytes factor as a number (0.1: a tenth of the bytes)."""
     text = str(text or "none").strip().lower()
     if text in ("none", "fp16", "bf16"):

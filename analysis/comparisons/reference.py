@@ -6,7 +6,7 @@ speedup (each side's speedup.summary: the same figure its own report states, wit
 slowest to the fastest ratio of the repeats) and the final loss; training times are not compared
 (they include the warm-up). Per configuration and metric, each side's spread is the range of its
 repeats, [min, max]. The two differ beyond the spread when those ranges do not overlap and so few
-orders of the runs would put them apart by chance (analysis/spread.py); with one run on each side
+orders of the runs would put them apart by chance (analysis/tables/spread.py); with one run on each side
 there is no spread, and with too few repeats the table says so instead of judging.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import speedup, spread, tables
-from analysis.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
+from analysis.tables import speedup, spread, tables
+from analysis.figures.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, mbit, node_axis, save, style
 
 METRICS = {"steady_samples_per_s": "steady samples per second", "speedup": "speedup", "final_loss": "final loss"}
 SIDES = ("reference", "yours")

@@ -16,7 +16,7 @@ machines too: a_i = min(u, cores_i), so their compute term is constant per node 
 with the number of nodes.
 
 Steady step t (runs.csv ``steady_step_s``: the median step of the lead task after its warm-up, under
-ps the mean interval; analysis/steady.py):
+ps the mean interval; analysis/tables/steady.py):
 
 * all-reduce (ring: reduce-scatter + all-gather, 2(N-1) rounds of S/N each)::
 
@@ -64,8 +64,8 @@ the largest worker count. Degraded runs (runs.csv ``fidelity`` "degraded: ...") 
 every fit unless ``include_degraded``; ``evaluate`` predicts them apart (split "degraded, not
 fitted").
 """
-from analysis.costmodel.formulas import *  # noqa: F401,F403
-from analysis.costmodel.run_features import *  # noqa: F401,F403
-from analysis.costmodel.fit import *  # noqa: F401,F403
-from analysis.costmodel.evaluation import *  # noqa: F401,F403
-from analysis.costmodel.formulas import _family  # noqa: F401  (the fit a run belongs to)
+from analysis.model.costmodel.formulas import *  # noqa: F401,F403
+from analysis.model.costmodel.run_features import *  # noqa: F401,F403
+from analysis.model.costmodel.fit import *  # noqa: F401,F403
+from analysis.model.costmodel.evaluation import *  # noqa: F401,F403
+from analysis.model.costmodel.formulas import _family  # noqa: F401  (the fit a run belongs to)

@@ -3,11 +3,11 @@ compared by time to a target loss on the same work, their wire bytes against the
 fastest way to the target against one machine and against plain all-reduce (docs/communication.md).
 
 Time to target, per run: the lead task's training time (the sum of its step times) at the first step where
-the mean of the last SMOOTH_STEPS losses is at or below the target (analysis/stability.py's rule). The same
+the mean of the last SMOOTH_STEPS losses is at or below the target (analysis/tables/stability.py's rule). The same
 work: runs of one engine, model (parameters), batch per worker, samples per epoch and epochs under fixed
 data (the engines' synthetic tasks differ, so each engine is compared apart). The target: report.target_loss,
 else per work the highest of its runs' lowest smoothed losses, a loss every run reached. Two settings are
-told apart by analysis/spread.py's rule on their repeats' ranges; one machine sends nothing, so its runs at
+told apart by analysis/tables/spread.py's rule on their repeats' ranges; one machine sends nothing, so its runs at
 any bandwidth stand for one machine where none ran at that bandwidth.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import spread, stability, tables, trends
-from analysis.plotstyle import RC, FigureSkipped, legend, mbit, save
+from analysis.tables import spread, stability, tables, trends
+from analysis.figures.plotstyle import RC, FigureSkipped, legend, mbit, save
 
 WORK = ["engine", "model", "params", "batch_per_worker", "samples_per_epoch", "epochs"]
 RUN_COLUMNS = [*WORK, "target_loss", "run_id", "bw_bps", "hosts", "cores", "strategy", "communication", "setting",
@@ -99,7 +99,7 @@ def per_run(exp: tables.Experiment) -> pd.DataFrame:
 def per_setting(runs: pd.DataFrame) -> pd.DataFrame:
     """Per work, bandwidth and setting: the repeats' time to target (mean, range; NaN unless every run
     reached it) against one machine's (same work; its runs at this bandwidth, else at any) and plain
-    all-reduce's on the same nodes, each as a ratio (above 1: this setting faster) and analysis/spread.py's
+    all-reduce's on the same nodes, each as a ratio (above 1: this setting faster) and analysis/tables/spread.py's
     verdict on the two ranges."""
     if runs.empty:
         return pd.DataFrame(columns=SETTING_COLUMNS)

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis import spread
+from analysis.tables import spread
 
 
 class NodeTrend(NamedTuple):
@@ -66,7 +66,7 @@ VERDICT_WORDS = {"apart": "beyond the spread of the repeats",
 
 
 def spread_words(verdict: str, n: int, m: int, short: bool = False) -> str:
-    """analysis.spread's verdict on a speedup's two groups of repeats (n runs at one node, m here); short:
+    """analysis.tables.spread's verdict on a speedup's two groups of repeats (n runs at one node, m here); short:
     without the chance and the advice (said once elsewhere)."""
     if verdict == spread.TOO_FEW:
         if short:

@@ -8,10 +8,10 @@ paths to values in the spec's JSON form. `points` maps each run id to its point'
 
 - A runs.csv column or `fidelity` is judged per run point, a checks.csv column (`checks.ratio`, ...) per point
   over every pair checked (the worst pair counts): `point_outcomes`, after each point.
-- A column of the report's summary (analysis/speedup.py: `speedup`, `steady_samples_per_s_mean`, ...) is judged
+- A column of the report's summary (analysis/tables/speedup.py: `speedup`, `steady_samples_per_s_mean`, ...) is judged
   per configuration (tables.CONFIG_KEYS), degraded runs left out as the report does: `summary_outcomes`.
 - `against` judges each configuration's steady samples per second against the stored folder's by
-  analysis/spread.py's rule (reference.against): lower beyond the spread fails; ranges apart with too few
+  analysis/tables/spread.py's rule (reference.against): lower beyond the spread fails; ranges apart with too few
   repeats, one run a side, or no steady figure are not judged, never passed: `against_outcomes`.
 
 A figure that is not there (a failed point, no steady state, no check of that kind) is not judged, with the
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import reference, speedup, steady, tables
+from analysis.comparisons import reference
+from analysis.tables import speedup, steady, tables
 
 PASS, FAIL, NOT_JUDGED = "pass", "fail", "not judged"
 COLUMNS = ["point", "expectation", "measured", "bound", "outcome", "detail"]

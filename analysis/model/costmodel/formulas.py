@@ -187,7 +187,7 @@ class CostModel:
               fractions=None, shared=True, work=None, share=1.0, bytes_factor=1.0, sync_every=1) -> Point:
         """A configuration; b_bps at goodput level (measured, or configured x rho); share: the ring
         hops sharing the busiest link (1 on a star; ring_share of the topology); bytes_factor, sync_every:
-        a workload.communication setting's (analysis.communication.factor), all-reduce only."""
+        a workload.communication setting's (analysis.model.communication.factor), all-reduce only."""
         n = max(int(workers), 1)
         r = self.rtt_s if rtt_s is None or not np.isfinite(rtt_s) else float(rtt_s)
         return Point(_family(strategy), n, int(shards or servers or 1), float(s_bits), float(b_bps), r,

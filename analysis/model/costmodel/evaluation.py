@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis import steady
-from analysis.costmodel.run_features import features, fitted_rows, judged
-from analysis.costmodel.fit import _share, _shared, fit_features
-from analysis.costmodel.formulas import STRATEGIES, CostModel, _family, samples_per_step
+from analysis.tables import steady
+from analysis.model.costmodel.run_features import features, fitted_rows, judged
+from analysis.model.costmodel.fit import _share, _shared, fit_features
+from analysis.model.costmodel.formulas import STRATEGIES, CostModel, _family, samples_per_step
 
 # -- prediction and validation ---------------------------------------------------------------
 def predict_features(model: CostModel, feats: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ Conventions used by the derived tables:
   a node sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span,
   the same as ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
 * Every run has the work and steady columns (``STEADY_COLUMNS``): the runner records them; results
-  recorded before them get them here, from steps.csv with analysis.steady (``with_steady_columns``),
+  recorded before them get them here, from steps.csv with analysis.tables.steady (``with_steady_columns``),
   so that every consumer reads the same figures.
 * The speedup is the one the report states everywhere: steady samples/s at N nodes over steady
   samples/s at one node of the same model, engine, batch per worker, bandwidth and ``fixed`` mode
@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import communication, steady
+from analysis.model import communication
+from analysis.tables import steady
 
 RUNS_COLUMNS = [
     "experiment", "run_id", "repeat", "hosts", "bw_bps", "bw", "strategy", "engine", "model",
@@ -45,7 +46,7 @@ RUNS_COLUMNS = [
 FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
                     "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]
 # What a point trained and its warm-up and steady state (testbed/run/record.py: work_columns and
-# analysis.steady); older results get them from steps.csv (with_steady_columns).
+# analysis.tables.steady); older results get them from steps.csv (with_steady_columns).
 WORK_COLUMNS = ["fixed", "steps_per_epoch", "samples_per_step", "samples_per_epoch", "samples_trained"]
 STEADY_COLUMNS = WORK_COLUMNS + ["warmup_steps", "warmup_s", "steady_steps", "steady_step_s", "steady_step_q1_s",
                                  "steady_step_q3_s", "steady_samples_per_s", "steady"]
@@ -86,7 +87,7 @@ _NUMERIC = {
 
 # Keys that identify one configuration; repeats of a configuration are averaged. A speedup compares
 # the configurations of one GROUP (and bandwidth) at different node counts. communication: the
-# workload.communication setting's label (analysis.communication.label; "none" in older results).
+# workload.communication setting's label (analysis.model.communication.label; "none" in older results).
 GROUP_KEYS = ["model", "engine", "batch_per_worker", "fixed"]
 CONFIG_KEYS = GROUP_KEYS + ["strategy", "communication", "hosts", "bw_bps"]
 COMMUNICATION_COLUMNS = ["compression", "rank", "start_step", "sync_every", "outer"]     # runs.csv, as recorded
@@ -389,7 +390,7 @@ def has_steady_columns(runs: pd.DataFrame) -> bool:
 def with_steady_columns(runs: pd.DataFrame, steps: pd.DataFrame | None = None, specs: dict | None = None
                         ) -> pd.DataFrame:
     """runs with every STEADY_COLUMNS column (plus batch_per_worker and epochs), the one place results
-    recorded before them get them: from steps.csv, the lead task's step times split by analysis.steady
+    recorded before them get them: from steps.csv, the lead task's step times split by analysis.tables.steady
     (steady "no step timings ..." without steps.csv rows); fixed 'steps' (they ran steps_per_epoch on
     every worker); samples per step from global_batch and the strategy (samples_per_step); steps per
     epoch from spec.yaml's workload.steps_per_epoch, else the lead task's steps over its epochs;
@@ -494,7 +495,7 @@ def ring_bytes_per_worker(n, s_bytes):
 def network_per_run(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per ok run: bytes on the wire per step (total and per worker) and the theory for it.
 
-    Theory per worker and step (analysis/communication.py; runs.csv's theory_bytes_per_worker_step where
+    Theory per worker and step (analysis/model/communication.py; runs.csv's theory_bytes_per_worker_step where
     recorded): ring all-reduce 2(N-1)/N*S, parameter server 2*S (push S, pull S; the servers send as much
     as the workers push), fewer with workload.communication. The steady columns: what the lead worker's
     node sent per step over its steady steps (runs.csv steady_bytes_per_worker_step, from its step events)

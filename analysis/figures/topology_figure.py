@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis.plotstyle import (RC, FigureSkipped, legend, mbit, palette_for, role_kind,
+from analysis.figures.plotstyle import (RC, FigureSkipped, legend, mbit, palette_for, role_kind,
                                 save)
 
 def find_topology(exp_dir: Path) -> Path | None:

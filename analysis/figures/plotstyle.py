@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import outputs, tables  # noqa: E402
+from analysis import outputs  # noqa: E402
+from analysis.tables import tables
 
 HTB_TCP_CEILING = 1448 / 1514   # TCP payload per full Ethernet frame with timestamps
 THESIS_FIG17 = (10e6, 9.75e6)   # thesis iperf check: 10 Mbit/s configured, 9.75 measured

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis import communication, steady, tables
-from analysis.tables import ok_runs
-from analysis.costmodel.formulas import TCP_CEILING, _family, ps_shards, slowdowns
+from analysis.model import communication
+from analysis.tables import steady, tables
+from analysis.tables.tables import ok_runs
+from analysis.model.costmodel.formulas import TCP_CEILING, _family, ps_shards, slowdowns
 
 # -- features of measured runs ---------------------------------------------------------------
 FEATURES = ["run_id", "strategy", "family", "engine", "model", "fixed", "hosts", "workers", "servers", "shards",
@@ -37,7 +38,7 @@ def run_samples_per_step(runs: pd.DataFrame) -> pd.Series:
 
 def steady_of(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per run (runs' index): the warm-up and steady columns of runs.csv (_STEADY), derived
-    from steps.csv with analysis.steady for a run recorded before they existed (no ``steady``
+    from steps.csv with analysis.tables.steady for a run recorded before they existed (no ``steady``
     verdict); a run without step rows is 'no step timings'."""
     per_step = run_samples_per_step(runs)
     out = pd.DataFrame(index=runs.index, columns=_STEADY, dtype=object)
@@ -63,7 +64,7 @@ def steady_of(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 def setting_factor(run, spec: dict | None, workers: int) -> dict:
     """A run's workload.communication as the cost model's bytes factor and sync every (plain: 1 and 1):
-    analysis.communication's theory for its model (parameters from its spec.yaml)."""
+    analysis.model.communication's theory for its model (parameters from its spec.yaml)."""
     compression = tables.text(getattr(run, "compression", None)) or "none"
     every = getattr(run, "sync_every", 1)
     every = int(every) if pd.notna(every) and every >= 1 else 1
@@ -91,7 +92,7 @@ def features(exp, cores: float | None = None) -> pd.DataFrame:
     """One row per ok run with what the model needs, measured: the checks' bandwidth and RTT,
     the workers' CPU limits and ps partitioning (runs/<id>/spec.yaml, roles from topology.json, each
     read once) or, under compute budgets, their cores (runs.csv; then shared is False), the steady
-    step, its quartiles and the warm-up (runs.csv's steady columns, else analysis.steady on
+    step, its quartiles and the warm-up (runs.csv's steady columns, else analysis.tables.steady on
     steps.csv), the samples per step and whether the run was degraded. steady_s is NaN where the
     steady state was not judged (``steady`` says why). attrs: cores, u, rho."""
     cores = float(cores or os.cpu_count() or 1)

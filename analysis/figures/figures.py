@@ -4,8 +4,8 @@ Every figure function takes the loaded ``Experiment`` and an output folder, and 
 ``(path, plotted)`` where ``plotted`` is the DataFrame of exactly the numbers drawn, or raises
 ``FigureSkipped(reason)`` when the experiment has no data for it. Colours come from one
 mapping, ``Palette.colour(kind, value)``, so a bandwidth or a strategy has the same colour
-in every figure (see analysis/plotstyle.py; the topology picture is in
-analysis/topology_figure.py). Lines, bars and means count the runs of ``tables.counted_runs``
+in every figure (see analysis/figures/plotstyle.py; the topology picture is in
+analysis/figures/topology_figure.py). Lines, bars and means count the runs of ``tables.counted_runs``
 (degraded runs left out unless ``exp.include_degraded``); every degraded run is crossed
 (``mark_degraded``) wherever runs are drawn.
 """
@@ -17,12 +17,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis import costmodel, faithful, speedup, tables
-from analysis.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
+from analysis.model import costmodel
+from analysis.tables import faithful, speedup, tables
+from analysis.figures.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
                                 Palette, legend, log_if_wide, mark_degraded, mbit, node_axis,
                                 palette_for, plural, role_kind, save, series, style)
-from analysis.run_figures import bleu, convergence, timeline
-from analysis.topology_figure import find_topology, layout, topology  # noqa: F401
+from analysis.figures.run_figures import bleu, convergence, timeline
+from analysis.figures.topology_figure import find_topology, layout, topology  # noqa: F401
 
 
 # 1 ------------------------------------------------------------------------------------------
@@ -395,7 +396,7 @@ def prediction(exp, outdir: Path):
     """What the fitted model predicts far beyond the measured points: steady samples/s and speedup
     (steady samples/s over one node's) up to 1024 nodes, each a machine of the measured nodes' cores
     (else of 1 core), at the measured bandwidths; measured runs drawn with their steady figures."""
-    from analysis import predict
+    from analysis.model import predict
     ev = costmodel.evaluate_cached(exp)
     if not ev:
         raise FigureSkipped("no successful run with a judged steady state to fit the model on")
