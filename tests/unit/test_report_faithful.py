@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import report
-from analysis.report import assemble
+from analysis.report.sections import trend
 from analysis.figures import figures, run_figures
 from analysis.model import costmodel
 from analysis.tables import faithful, tables
@@ -29,7 +29,7 @@ def _runs(**columns) -> pd.DataFrame:
 def _text(exp_dir, **kw) -> str:
     exp = tables.load_experiment(exp_dir)
     exp.include_degraded = kw.get("include_degraded", False)
-    return "\n".join(assemble.trend_text(exp, report.derived_tables(exp)))
+    return "\n".join(trend.trend_text(exp, report.derived_tables(exp)))
 
 
 def _split(shares, compute="budgets", wire=None):
