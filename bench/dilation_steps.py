@@ -26,7 +26,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis import steady as steady_state  # noqa: E402
+from analysis.tables import steady as steady_state  # noqa: E402
 from machine import machine_state  # noqa: E402
 
 SPEC = """name: dilation

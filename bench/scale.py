@@ -15,7 +15,7 @@ Before each size the memory it needs is estimated from the size run before it: w
 uses now, plus one worker at the largest peak PSS and the others at the median; a size estimated
 above --max-ram of the RAM is not started.
 
-Then the cost model (analysis.costmodel) is fitted on the --fit sizes (default 1, 2, 4 workers; run
+Then the cost model (analysis.model.costmodel) is fitted on the --fit sizes (default 1, 2, 4 workers; run
 first, same settings) and predicts every larger size, which it did not see: the held-out error is
 predicted / measured - 1 of the time per step. Degraded runs are not fitted (they are predicted and
 marked).
@@ -39,7 +39,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis import costmodel  # noqa: E402
+from analysis.model import costmodel  # noqa: E402
 from testbed.emulation.memory import tree_memory  # noqa: E402
 from machine import machine_state  # noqa: E402
 

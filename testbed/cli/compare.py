@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from analysis.compare import ordered, write_pair_report
+    from analysis.comparisons.compare import ordered, write_pair_report
     try:
         shared, twin = ordered(args.shared, args.faithful, args.include_degraded)
         out = args.out if args.out is not None else twin.path / "compare"

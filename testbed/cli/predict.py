@@ -1,6 +1,6 @@
 """`predict RESULTS... --nodes ... --bw ...`: what-if from the cost model fitted on results (no root).
 The arguments are parsed here (units from testbed.units); the model, the grid and the figure are
-analysis/predict.py's."""
+analysis/model/predict.py's."""
 from __future__ import annotations
 
 import sys
@@ -41,7 +41,8 @@ def parse_bandwidths(text: str) -> list[int]:
 
 
 def run(args) -> int:
-    from analysis import costmodel, predict, tables
+    from analysis.model import costmodel, predict
+    from analysis.tables import tables
     try:
         exps = [tables.load_experiment(r) for r in args.results]
     except (FileNotFoundError, tables.ResultsError) as err:

@@ -27,7 +27,7 @@ def draw(folder: Path, include_degraded: bool = False, reference: Path | None = 
     """build_report of `folder` (against `reference`); None after saying, in one sentence, why there is none."""
     from analysis.outputs import OutputError
     from analysis.report import build_report
-    from analysis.tables import ResultsError
+    from analysis.tables.tables import ResultsError
     try:
         return build_report(folder, include_degraded=include_degraded, reference_dir=reference)
     except OutputError as err:
@@ -56,7 +56,8 @@ def regression_gate(folder: Path, reference_dir: Path, include_degraded: bool = 
     """EXPECTATION_FAILED, after naming each, when a configuration's steady samples/s differs from the reference's
     beyond the spread (lower; faster_too: or higher), else 0. Ranges apart with too few repeats are said, not
     failed."""
-    from analysis import reference, tables
+    from analysis.comparisons import reference
+    from analysis.tables import tables
     ref, mine = tables.load_experiment(reference_dir), tables.load_experiment(folder)
     ref.include_degraded = mine.include_degraded = include_degraded
     judged, too_few = reference.slower(reference.against(ref, mine), faster_too)

@@ -40,7 +40,7 @@ Rules and thresholds:
   it, though the probe put compute's share of that at 1-2 %.
 - switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
   user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
-- timers: analysis.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
+- timers: analysis.tables.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
 - shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
   within checks.tolerance of it.
 - replay: under replayed compute the nodes have no budget, so the four CPU rules above do not apply;
@@ -56,7 +56,7 @@ from testbed.emulation import replayed_compute as replay
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
 from testbed.emulation.readers import delta
 from testbed.shaping import TCP_GOODPUT_CEILING
-from analysis.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
+from analysis.tables.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
 
 CPU_SHARE_MIN = 0.9
 MIN_ACTIVE = 0.05        # a node runnable under 5 % of the run gives too few samples to judge

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import outputs
-from analysis.tables import csv_text
+from analysis.tables.tables import csv_text
 
 from testbed.owner import ProcessLock
 

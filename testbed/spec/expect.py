@@ -1,4 +1,5 @@
-"""`expect:` of the experiment file: what its results must show, judged after the run (analysis/expectations.py).
+"""`expect:` of the experiment file: what its results must show, judged after the run
+(analysis/comparisons/expectations.py).
 
 Each item is one of
   {metric: COLUMN, min: X, max: Y, where: {KEY.PATH: VALUE}}   a figure of runs.csv, checks.csv or the summary
@@ -32,7 +33,7 @@ RUN_METRICS = (
     "sync_every", "theory_bytes_per_worker_step", "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step")
 # Numeric columns of checks.csv, judged per run point over every pair checked (the worst pair counts).
 CHECK_METRICS = ("checks.ratio", "checks.rtt_ms", "checks.measured_bps")
-# Numeric columns of the report's summary (analysis/speedup.py), judged per configuration after the sweep.
+# Numeric columns of the report's summary (analysis/tables/speedup.py), judged per configuration after the sweep.
 SUMMARY_METRICS = (
     "n_runs", "time_mean_s", "time_std_s", "time_min_s", "time_max_s", "time_per_step_mean_s", "n_steady",
     "steady_samples_per_s_mean", "steady_samples_per_s_min", "steady_samples_per_s_max", "steady_step_s_mean",

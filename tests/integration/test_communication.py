@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import communication, tables
+from analysis.model import communication
+from analysis.tables import tables
 from cli import counting_degraded
 
 REPO = Path(__file__).resolve().parents[2]

@@ -51,7 +51,8 @@ def _run(tmp_path, text, *extra):
 def test_small_sweep_fit_and_predict(tmp_path, root, no_leftovers):
     proc, out = _run(tmp_path, SWEEP)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    from analysis import costmodel, tables
+    from analysis.model import costmodel
+    from analysis.tables import tables
     ev = costmodel.evaluate(tables.load_experiment(out))
     acc = ev["accuracy"].set_index(["strategy", "split"])
     print(ev["model"].describe())

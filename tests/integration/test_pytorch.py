@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import tables
+from analysis.tables import tables
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "tests" / "fixtures" / "scripts"

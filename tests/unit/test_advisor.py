@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import advisor, costmodel
+from analysis.model import advisor, costmodel
 from test_costmodel import with_steps
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
@@ -169,7 +169,7 @@ def test_spec_strategy_auto(tmp_path):
 
 
 def test_advisor_scorecard_and_report_sentence():
-    from analysis import report
+    from analysis.report.sections import cost_model
     base = dict(status="ok", training_time_s=1.0, model="mlp", hosts=4, bw="10mbit", bw_bps=1e7, steady="ok")
     runs = pd.DataFrame([
         # the whole run's samples/s (warm-up included) says ps; the steady samples/s say all-reduce
@@ -184,7 +184,7 @@ def test_advisor_scorecard_and_report_sentence():
     assert list(card["right"]) == [True, None]          # 1 Gbit/s: neither strategy measured alone
     assert card.loc[0, "measured_samples_per_s_allreduce"] == 300.0 and card.loc[0, "measured_better"] == "allreduce"
     assert advisor.scorecard(runs.drop(columns="advisor_choice")).empty
-    text = report._cost_model_sentences({"advisor": card})
+    text = cost_model.accuracy_sentences({"advisor": card})
     assert text == ["strategy auto chose allreduce 1 time(s), ps 1 time(s); where both strategies were also "
                     "measured it chose the one with more samples/s in 1 of 1 points."]
     # a run whose steady state was not judged does not count

@@ -3,7 +3,7 @@
 the spread, naming it."""
 import argparse
 
-from analysis.expectations import FAIL, NOT_JUDGED, PASS, Outcome
+from analysis.comparisons.expectations import FAIL, NOT_JUDGED, PASS, Outcome
 from test_reference import _copy, _five_slower_repeats, _slower_two_nodes
 from testbed.cli import report as report_cli
 from testbed.cli.run import exit_code

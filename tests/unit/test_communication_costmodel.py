@@ -1,8 +1,9 @@
-"""The cost model's communication term and predict's --communication (analysis/costmodel, analysis/predict.py)."""
+"""The cost model's communication term and predict's --communication (analysis/model/costmodel,
+analysis/model/predict.py)."""
 import pandas as pd
 import pytest
 
-from analysis import costmodel, predict
+from analysis.model import costmodel, predict
 
 
 def test_the_cost_models_communication_term_takes_the_setting():

@@ -1,10 +1,10 @@
-"""analysis/communication.py against figures worked out by hand for the built-in models, and the
+"""analysis/model/communication.py against figures worked out by hand for the built-in models, and the
 training loops' pure helpers (workloads/lowcomm.py)."""
 import math
 
 import pytest
 
-from analysis import communication as comm
+from analysis.model import communication as comm
 from workloads import lowcomm
 from workloads.models import param_count
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import compare, speedup, tables
+from analysis.comparisons import compare
+from analysis.tables import speedup, tables
 from test_steady import as_new_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

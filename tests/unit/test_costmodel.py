@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import costmodel, tables
-from analysis.costmodel import run_features
-from analysis.costmodel import Point
+from analysis.model import costmodel
+from analysis.tables import tables
+from analysis.model.costmodel import run_features
+from analysis.model.costmodel import Point
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 

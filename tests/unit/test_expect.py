@@ -110,7 +110,8 @@ def test_expectations_are_not_part_of_the_run_ids(tmp_path):
 
 
 def test_the_metric_names_are_columns_of_the_tables_they_are_judged_on():
-    from analysis import expectations, tables
+    from analysis.comparisons import expectations
+    from analysis.tables import tables
     from testbed.emulation.dilation import RUN_RATE_COLUMNS, RUN_TIME_COLUMNS, wall_column
     from testbed.run import results
     written = set(results.RUNS_COLUMNS) | set(tables.STEADY_COLUMNS) | {

@@ -1,12 +1,13 @@
-"""Expectations judged on stored tables (analysis/expectations.py): per point, per configuration of the summary,
-against a stored folder by the spread rule; pass, fail and not judged with the reason; `where`."""
+"""Expectations judged on stored tables (analysis/comparisons/expectations.py): per point, per configuration of the
+summary, against a stored folder by the spread rule; pass, fail and not judged with the reason; `where`."""
 import math
 
 import pandas as pd
 import pytest
 
-from analysis import expectations as ex, speedup, tables
-from analysis.expectations import FAIL, NOT_JUDGED, PASS
+from analysis.comparisons import expectations as ex
+from analysis.tables import speedup, tables
+from analysis.comparisons.expectations import FAIL, NOT_JUDGED, PASS
 from test_reference import RATE, _copy, _five_slower_repeats, _slower_two_nodes
 
 NAN = math.nan

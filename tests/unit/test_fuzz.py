@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from analysis import speedup, tables
+from analysis.tables import speedup, tables
 from testbed.spec import SpecError
 from testbed.readers.graphfile import GraphFileError, read_graph
 from testbed.spec.load import load_spec_text

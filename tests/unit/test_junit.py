@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import junit
-from analysis.expectations import FAIL, NOT_JUDGED, PASS, Outcome
+from analysis.comparisons import junit
+from analysis.comparisons.expectations import FAIL, NOT_JUDGED, PASS, Outcome
 from testbed.run.sweep import expect_run
 
 REPO = Path(__file__).resolve().parents[2]

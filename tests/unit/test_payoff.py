@@ -1,10 +1,11 @@
-"""The report's comparison of communication settings by time to a target loss (analysis/payoff.py), on
+"""The report's comparison of communication settings by time to a target loss (analysis/tables/payoff.py), on
 made-up tables: the numbers, the verdicts with the spread, the pay-off sentences, the report's sections."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import payoff, report, spread, tables
+from analysis import report
+from analysis.tables import payoff, spread, tables
 
 # (setting, strategy, hosts, bw, compression, rank, sync_every, seconds per step, steps)
 SETTINGS = [

@@ -3,7 +3,7 @@
 import matplotlib
 import pytest
 
-from analysis.plotstyle import readable_log_ticks, save
+from analysis.figures.plotstyle import readable_log_ticks, save
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -55,8 +55,8 @@ def test_readable_log_ticks_keeps_explicit_ticks():
 def test_two_engines_are_two_series_each_against_its_own_one_node_rate():
     import pandas as pd
 
-    from analysis import speedup, tables
-    from analysis.plotstyle import series, style
+    from analysis.tables import speedup, tables
+    from analysis.figures.plotstyle import series, style
     # steady samples/s: 1/t, so each engine's 2-node speedup is its 1-node time over its 2-node time
     runs = pd.DataFrame([dict(run_id=f"{e}{n}", status="ok", model="mlp", engine=e, strategy="allreduce", hosts=n,
                               bw_bps=1e7, bw="10mbit", training_time_s=t, time_per_step_s=t / 10, steady="ok",

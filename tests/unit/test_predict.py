@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import costmodel, predict, tables
+from analysis.model import costmodel, predict
+from analysis.tables import tables
 from test_costmodel import synthetic, with_steps
 from testbed.cli import predict as predict_command
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import reference, report, speedup, tables, thesis
+from analysis import report
+from analysis.comparisons import reference, thesis
+from analysis.tables import speedup, tables
 from test_steady import as_new_results
 
 REPO = Path(__file__).resolve().parents[2]

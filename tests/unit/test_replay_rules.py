@@ -225,14 +225,15 @@ def test_usage_samples_carry_cpu_time_and_run_delay():
 def test_the_report_says_replayed_runs_are_machines_of_their_own_and_timing_only():
     import pandas as pd
 
-    from analysis import faithful, report, stability, tables
+    from analysis.report.sections import answer
+    from analysis.tables import faithful, stability, tables
     runs = pd.DataFrame(dict(run_id=["a", "b"], hosts=[8, 16], status="ok", compute="replay", cores=1.0,
                              dilation=[2.0, 3.5], node_cores="", machine_cores=2, strategy="allreduce",
                              bw_bps=1e7, repeat=0, global_batch=[256, 512], workers=[8, 16],
                              training_time_s=10.0, time_per_step_s=1.0))
     said = faithful.setup_sentence(runs)
     assert "machines of 1 core each" in said and "compute replayed" in said and "timing only" in said
-    assert report.machines(16, runs) == "16 one-core machines"
+    assert answer.machines(16, runs) == "16 one-core machines"
     steps = pd.DataFrame(dict(run_id=["a", "a"], kind="step", role="worker", task_index=0, t=[1.0, 2.0],
                               time_s=[0.5, 0.5], loss=[0.9, 0.8], strategy="allreduce"))
     assert stability.loss_curves(runs, steps).empty          # a replayed step's loss is none of the report's

@@ -7,7 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import figures, report, speedup, tables, thesis
+from analysis import report
+from analysis.report.markup import table_html
+from analysis.report.sections import trend
+from analysis.comparisons import thesis
+from analysis.figures import figures
+from analysis.tables import speedup, tables
 from test_steady import as_new_results
 from testbed.cli import report as report_command
 
@@ -164,7 +169,7 @@ def test_trend_text_reports_a_mismatch(exp_dir):
     runs.to_csv(exp_dir / "runs.csv", index=False)
     # the report's trend section is exactly these sentences (no figure is needed for them)
     exp = tables.load_experiment(exp_dir)
-    text = "\n".join(report.trend_text(exp, report.derived_tables(exp)))
+    text = "\n".join(trend.trend_text(exp, report.derived_tables(exp)))
     assert "At 1 Gbit/s (allreduce) training time does not change monotonically" in text
     assert "does NOT fully match the thesis" in text
     assert "This matches the thesis" not in text
@@ -178,7 +183,7 @@ def test_html_tables_are_the_csv_tables(built):
     for name, df in frames.items():
         back = pd.read_csv(exp_dir / "tables" / f"{name}.csv")
         pd.testing.assert_frame_equal(df.reset_index(drop=True), back, check_dtype=False)
-        assert report._table_html(name, df) in html, name
+        assert table_html(name, df) in html, name
 
 
 def test_figure_data_matches_input(built, drawn):
@@ -311,12 +316,12 @@ def test_main_cli(exp_dir, tmp_path, capsys, monkeypatch):
 
 def test_trend_says_when_the_machine_timers_were_late():
     import pandas as pd
-    from analysis.report import _timer_sentence
+    from analysis.report.sections.network import timer_sentence
     late = pd.DataFrame({"timer_max_ms": [12.0, 700.0], "timer_p99_ms": [2.0, 90.0]})
-    assert "up to 700 ms" in _timer_sentence(late)[0]
+    assert "up to 700 ms" in timer_sentence(late)[0]
     ok = pd.DataFrame({"timer_max_ms": [3.0], "timer_p99_ms": [1.0]})
-    assert "on time" in _timer_sentence(ok)[0]
-    assert _timer_sentence(pd.DataFrame({"run_id": ["a"]})) == []
+    assert "on time" in timer_sentence(ok)[0]
+    assert timer_sentence(pd.DataFrame({"run_id": ["a"]})) == []
 
 
 def test_bleu_figure_and_table_from_evals(tmp_path, monkeypatch):
@@ -447,7 +452,7 @@ def test_one_bandwidth_judges_the_node_trend_only(exp_dir):
     keep = runs["bw_bps"] == runs["bw_bps"].max()
     runs[keep].to_csv(exp_dir / "runs.csv", index=False)
     exp = tables.load_experiment(exp_dir)
-    text = "\n".join(report.trend_text(exp, report.derived_tables(exp)))
+    text = "\n".join(trend.trend_text(exp, report.derived_tables(exp)))
     assert "grows with every node added" in text
     assert "whether more bandwidth is faster is not tested here" in text
     assert "does NOT fully match" not in text and "This matches the thesis" not in text

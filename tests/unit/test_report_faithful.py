@@ -8,7 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import costmodel, faithful, figures, report, run_figures, tables
+from analysis import report
+from analysis.report.sections import trend
+from analysis.figures import figures, run_figures
+from analysis.model import costmodel
+from analysis.tables import faithful, tables
 from test_steady import as_new_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -25,7 +29,7 @@ def _runs(**columns) -> pd.DataFrame:
 def _text(exp_dir, **kw) -> str:
     exp = tables.load_experiment(exp_dir)
     exp.include_degraded = kw.get("include_degraded", False)
-    return "\n".join(report.trend_text(exp, report.derived_tables(exp)))
+    return "\n".join(trend.trend_text(exp, report.derived_tables(exp)))
 
 
 def _split(shares, compute="budgets", wire=None):

@@ -6,7 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import figures, report, tables
+from analysis import report
+from analysis.figures import figures
+from analysis.tables import tables
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_faults"
 

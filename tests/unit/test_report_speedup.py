@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import figures, report, steady
+from analysis import report
+from analysis.figures import figures
+from analysis.tables import steady
 
 ONE = 0.1               # the one-node steady step: 32 samples / 0.1 s = 320 samples/s
 SPEEDUPS = {("allreduce", 2, 1e7): 0.5, ("allreduce", 4, 1e7): 0.25, ("allreduce", 2, 1e9): 1.01,
@@ -208,7 +210,7 @@ def test_a_point_degraded_by_what_could_also_have_sped_it_up_gives_no_bound(tmp_
 
 
 def test_a_verdicts_reasons_keep_their_own_advice_and_only_cpu_and_switch_reasons_slow_only():
-    from analysis import faithful
+    from analysis.tables import faithful
     assert faithful.reasons("ok") == [] and faithful.reasons(float("nan")) == []
     both = LEFT_OUT["cpu"] + "; switch: ovs-vswitchd used 0.93 of a core"
     assert faithful.reasons(both) == [LEFT_OUT["cpu"].removeprefix("degraded: "), "switch: ovs-vswitchd used 0.93 of a core"]

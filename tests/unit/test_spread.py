@@ -1,10 +1,11 @@
-"""analysis/spread.py, the one rule every verdict uses, and the one wording of a speedup (analysis/trends.py)."""
+"""analysis/tables/spread.py, the one rule every verdict uses, and the one wording of a speedup
+(analysis/tables/trends.py)."""
 import math
 
 import pytest
 
-from analysis import spread
-from analysis.trends import speed_words, spread_words
+from analysis.tables import spread
+from analysis.tables.trends import speed_words, spread_words
 
 
 def test_the_chance_that_ranges_lie_apart_by_chance_alone():

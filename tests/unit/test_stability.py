@@ -3,7 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import figures, report, stability, tables
+from analysis import report
+from analysis.figures import figures
+from analysis.tables import stability, tables
 
 
 def _tables(ps_noise=0.2, ar_noise=0.05, repeats=3):

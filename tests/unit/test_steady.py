@@ -1,4 +1,4 @@
-"""A run's warm-up and steady state (analysis/steady.py), and the steady columns every consumer reads
+"""A run's warm-up and steady state (analysis/tables/steady.py), and the steady columns every consumer reads
 (tables.with_steady_columns: results recorded before runs.csv had them get them from steps.csv)."""
 import shutil
 from pathlib import Path
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import speedup, steady, tables
+from analysis.tables import speedup, steady, tables
 
 REPO = Path(__file__).resolve().parents[2]
 FIG18 = REPO / "results" / "reference" / "thesis_fig18"       # read only

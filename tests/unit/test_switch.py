@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from analysis import advisor
+from analysis.model import advisor
 from spec_helpers import issues, load
 from testbed.run.training import strategy_switch
 from testbed.run.faults.faults import Record

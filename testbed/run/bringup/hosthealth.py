@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from analysis.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
+from analysis.tables.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
 
 
 def timer_overshoot(samples: int = 300, sleep_s: float = 0.001) -> dict[str, float]:

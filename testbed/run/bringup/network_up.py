@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from analysis import advisor
+from analysis.model import advisor
 from testbed import shaping
 from testbed.net.network import Network, node_problems, port_problems
 from testbed.roles import PlacementError, assign_tasks

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from analysis import communication, steady
+from analysis.model import communication
+from analysis.tables import steady
 from testbed.emulation import replayed_compute as replay
 from testbed.roles import final_tasks
 from testbed.run.faults import faults
@@ -89,7 +90,7 @@ def communication_settings(workload) -> dict:
 
 def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
     """runs.csv's wire figures of workload.communication: the theory's gradient bytes per worker step over
-    the run (analysis/communication.py), and over the steady steps beside what the lead task's node sent in
+    the run (analysis/model/communication.py), and over the steady steps beside what the lead task's node sent in
     them (its step events' tx_bytes; not under ps, whose steps are the coordinator's)."""
     c = workload.communication
     out = dict(theory_bytes_per_worker_step=math.nan, steady_bytes_per_worker_step=math.nan,

@@ -1,6 +1,6 @@
 """The experiment file's expectations during a sweep: the per-point ones judged after each point on the tables
 written so far, every one after the sweep, into expectations.csv; the end's table and the JUnit file.
-analysis/expectations.py judges; this gives it the file's run points and writes what it says."""
+analysis/comparisons/expectations.py judges; this gives it the file's run points and writes what it says."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,8 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis import expectations, junit, speedup, tables
-from analysis.expectations import FAIL, NOT_JUDGED, PASS, Outcome, shown
+from analysis.comparisons import expectations, junit
+from analysis.tables import speedup, tables
+from analysis.comparisons.expectations import FAIL, NOT_JUDGED, PASS, Outcome, shown
 from testbed.run import results
 from testbed.spec.keypaths import get_in, parse_path
 

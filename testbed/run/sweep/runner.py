@@ -7,7 +7,7 @@ import time
 import traceback
 from pathlib import Path
 
-from analysis import advisor
+from analysis.model import advisor
 from testbed.nodes.base import NodeError
 from testbed.net.network import NetworkError
 from testbed.roles import assign_tasks, final_tasks
@@ -125,7 +125,7 @@ class RunFailed(RuntimeError):
 
 
 def _advise(spec, graph, net, check_rows, row, folder, progress):
-    """strategy auto: choose allreduce or ps from the checks and the cost model (analysis.advisor);
+    """strategy auto: choose allreduce or ps from the checks and the cost model (analysis.model.advisor);
     returns the spec with the chosen strategy and its tasks, and records the decision in the row."""
     machines = {node.machine for node in net.nodes.values()}
     try:

@@ -24,7 +24,7 @@ class SweepSummary:
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
     run_ids: list[str] = field(default_factory=list)        # every point of the file, in order
-    expectations: list = field(default_factory=list)        # analysis.expectations.Outcome, as judged last
+    expectations: list = field(default_factory=list)        # analysis.comparisons.expectations.Outcome, as judged last
 
 
 def completed_ids(exp_dir: Path, retry_failed: bool) -> set[str]:

@@ -1,5 +1,5 @@
 """strategy switch: at each epoch's end, the measured step against the cost model's prediction for
-the other strategy (analysis.advisor.switch_verdict); Training.switch restarts the tasks under it.
+the other strategy (analysis.model.advisor.switch_verdict); Training.switch restarts the tasks under it.
 
 The bandwidth is the checks' narrowest measured goodput; while a set_bw fault holds a link at
 another rate, the narrowest rate of the moment times the measured/configured ratio of the checks.
@@ -7,7 +7,8 @@ The hosts' CPU limits are the topology's, or a set_cpu fault's while it holds.
 """
 from __future__ import annotations
 
-from analysis import advisor, steady
+from analysis.model import advisor
+from analysis.tables import steady
 from testbed.run.faults.faults import link_key
 from testbed.spec.rules.experiment import advisor_results_paths
 

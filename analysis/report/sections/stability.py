@@ -1,0 +1,23 @@
+"""Parameter server against all-reduce on speed and stability: each run's time to the target loss and how
+steadily it got there (analysis/tables/stability.py); its figure is convergence.png."""
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.figures import figures
+from analysis.tables import stability, tables
+
+
+def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
+    """stability_runs and stability, for ps and all-reduce runs with per-step losses."""
+    found = stability.analyse(exp)
+    if found is None:
+        return {}
+    _, runs, target = found
+    return {"stability_runs": runs.assign(target_loss=target), "stability": stability.per_strategy(runs)}
+
+
+def sentences(t: dict[str, pd.DataFrame]) -> list[str]:
+    if "stability" not in t:
+        return []
+    return stability.sentences(t["stability"], float(t["stability_runs"]["target_loss"].iloc[0]), figures.mbit)
