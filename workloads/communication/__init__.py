@@ -22,7 +22,7 @@ A method module declares:
   model's tensor shapes, read only by a method that needs them; MODELS: the models it can read);
 - its names: `label(c)` (the report's), `run_label(value)` (a run id's), PREDICT (predict's
   --communication form) and `predict_settings(arg)`;
-- DOC: its docs entry (a line of docs/communication.md's table of methods).
+- DOC: its docs entry (its row of docs/communication.md's table of methods, which a test holds to it).
 
 Standard library only at import: the engines are imported by the worker-side functions."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ _NOT_METHODS = {"tf_step"}
 class Key:
     """One key of workload.communication: its default, type (int, float, bool, or section: a mapping of
     `keys`, null by default), bounds (a number, or the name of a cap of testbed/spec/limits.py) and
-    description. runs.csv records it where the method in force owns it (NaN elsewhere), or always;
+    description (`doc`: a section's own). runs.csv records it where the method in force owns it (NaN elsewhere), or always;
     `column` turns its value into the cell. `orphan`: the message when it is set without a method that
     owns it ({owners} and {choose} filled in from those that do)."""
     default: Any

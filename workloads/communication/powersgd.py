@@ -13,8 +13,7 @@ from workloads.communication import START_STEP, Key
 NAME, TITLE, ORDER = "powersgd", "PowerSGD", 30
 KEY, CHOOSE = "compression", "compression: powersgd"
 KEYS = {"rank": Key(4, "the rank of the low-rank approximation of each weight matrix", ge=1, le=1024,
-                    orphan="{key} is {owners}'s: set {choose}, or remove {key}",
-                    doc="the approximation's rank; lower sends less and approximates worse"),
+                    orphan="{key} is {owners}'s: set {choose}, or remove {key}"),
         "start_step": START_STEP}
 ENGINES = ("pytorch",)
 STRATEGIES = ("allreduce",)
