@@ -30,8 +30,8 @@ def add_arguments(ap) -> None:
     ap.add_argument("--gradient-size", default=None, help="another model's gradient, e.g. 22mb")
     ap.add_argument("--batch", type=float, default=None, help="batch per worker (default: the results')")
     ap.add_argument("--rtt", default=None, help="round-trip time of the network, e.g. 1ms (default: measured)")
-    ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting: "
-                    f"{', '.join(comm.predict_forms())} (none: the default) or a bytes factor such as 0.1 "
+    ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting "
+                    f"(default none): {', '.join(comm.predict_forms(explained=True))} or a bytes factor such as 0.1 "
                     "(docs/communication.md)")
     ap.add_argument("--out", type=Path, default=None, help="folder for predict.csv and predict.png "
                     "(default RESULTS/predict)")

@@ -64,8 +64,8 @@ def _known_method(name: str) -> str:
     registered later is known)."""
     known = comm.names()
     if name not in known:
-        raise PydanticCustomError("literal_error", "Input should be {expected}",
-                                  {"expected": " or ".join([", ".join(map(repr, known[:-1])), repr(known[-1])])})
+        expected = " or ".join(filter(None, [", ".join(map(repr, known[:-1])), repr(known[-1])]))
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
     return name
 
 

@@ -40,11 +40,11 @@ _NOT_METHODS = {"tf_step"}
 
 @dataclass(frozen=True)
 class Key:
-    """One key of workload.communication: its default, type (int, float, bool, or section: a mapping of
-    `keys`, null by default), bounds (a number, or the name of a cap of testbed/spec/limits.py) and
-    description (`doc`: a section's own). runs.csv records it where the method in force owns it (NaN elsewhere), or always;
-    `column` turns its value into the cell. `orphan`: the message when it is set without a method that
-    owns it ({owners} and {choose} filled in from those that do)."""
+    """One key of workload.communication: its default, type (int, float, bool, or section: a mapping of `keys`, null by
+    default), bounds (a number, or the name of a cap of testbed/spec/limits.py) and description (`doc`: a
+    section's own). runs.csv records it where the method in force owns it (NaN elsewhere), or always; `column`
+    turns its value into the cell. `orphan`: the message when it is set without a method that owns it ({owners}
+    and {choose} filled in from those that do)."""
     default: Any
     description: str = ""
     kind: str = "int"
@@ -197,9 +197,10 @@ def run_label(value: dict) -> str:
 
 
 # -- predict ------------------------------------------------------------------------------------
-def predict_forms() -> list[str]:
-    """How `predict --communication` names each method (none, sync:H, ...)."""
-    return [getattr(m, "PREDICT", m.NAME) for m in METHODS.values()]
+def predict_forms(explained: bool = False) -> list[str]:
+    """How `predict --communication` names each method (none, sync:H, ...), with its PREDICT_HELP if asked."""
+    return [getattr(m, "PREDICT", m.NAME) + (f" ({m.PREDICT_HELP})" if explained and hasattr(m, "PREDICT_HELP") else "")
+            for m in METHODS.values()]
 
 
 def predict_setting(text_: str) -> tuple[ModuleType, dict] | None:

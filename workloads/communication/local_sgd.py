@@ -35,7 +35,7 @@ ENGINES = ("tensorflow", "pytorch")
 STRATEGIES = ("allreduce",)
 WHAT = "local SGD (sync_every)"
 ALONE = "local SGD averages the float32 model every sync_every steps and sends no gradients"
-PREDICT = "sync:H"
+PREDICT, PREDICT_HELP = "sync:H", "local SGD"
 DOC = ("each worker steps alone, the model averaged every `sync_every` steps after `start_step` plain steps; "
        "`outer`: DiLoCo's outer optimizer")
 

@@ -19,7 +19,7 @@ ENGINES = ("pytorch",)
 STRATEGIES = ("allreduce",)
 WHAT = "gradient compression"
 MODELS = ("mlp", "cnn")            # the models whose tensor shapes its theory reads
-PREDICT = "powersgd:R"
+PREDICT, PREDICT_HELP = "powersgd:R", "the results' built-in model at rank R"
 DOC = ("each weight matrix sent as a rank-`rank` approximation after `start_step` plain steps (PyTorch only; "
        "2 plain steps or more)")
 FLOAT32 = 4
