@@ -70,6 +70,22 @@ def param_count(name: str, params: dict | None = None) -> int:
     return image + embed + lstm + (u + 1) * u + (u + 1) * v
 
 
+def tensor_shapes(name: str, params: dict | None = None) -> list[tuple[int, ...]]:
+    """The parameter tensors of the built-in mlp or cnn in PyTorch's layout (weights (out, in[, k, k]),
+    then their biases), in the order of workloads/torch_models.py: what a method that compresses each
+    matrix reads (workloads/communication/)."""
+    p = resolve_params(name, params)
+    if name == "mlp":
+        dims = [p["input_dim"]] + [p["width"]] * p["depth"] + [p["classes"]]
+        return [shape for a, b in zip(dims, dims[1:]) for shape in ((b, a), (b,))]
+    if name == "cnn":
+        h, w = _cnn_shapes(p)
+        f, k, c = p["filters"], p["kernel"], p["channels"]
+        return [(f, c, k, k), (f,), (2 * f, f, k, k), (2 * f,), (p["dense"], h * w * 2 * f), (p["dense"],),
+                (p["classes"], p["dense"]), (p["classes"],)]
+    raise ValueError(f"no tensor layout for model {name!r} (the built-in mlp and cnn have one)")
+
+
 def gradient_bytes(name: str, params: dict | None = None) -> int:
     """Bytes of one full float32 gradient."""
     return 4 * param_count(name, params)

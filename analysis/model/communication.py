@@ -1,16 +1,10 @@
 """What a worker sends per step under each communication setting, in theory (docs/communication.md).
 
-Pure: model shapes from workloads/models.py, arithmetic, no engine. A step's bytes per worker:
-
-- all-reduce of S bytes: 2(N-1)/N x S (ring; gloo's and TensorFlow's algorithms send as much);
-- fp16, bf16: the gradients cast to 2 bytes: S / 2 all-reduced;
-- PowerSGD of rank r (PyTorch's powerSGD_hook): each weight of shape (n, ...) is an n x m matrix
-  (m: the rest of its shape) sent as P (n x r) and Q (m x r), r(n + m) floats, where that is under
-  half the matrix (min_compression_rate 2); biases and small matrices go uncompressed; plain
-  all-reduce for the first start_step steps;
-- local SGD every H steps: nothing between averages, the float32 model (S) all-reduced on every H-th
-  step after start_step steps of plain all-reduce (1/H of it on average);
-- ps: push S and pull S per step of a worker (no setting applies).
+Pure: model shapes from workloads/models.py, arithmetic, no engine. A step's bytes per worker: an
+all-reduce of S bytes sends 2(N-1)/N x S (ring; gloo's and TensorFlow's algorithms send as much); each
+method of workloads/communication/ says what a step sends after its start (its `theory`: compressed
+gradients, or the model every H steps), and how many steps of plain all-reduce come first. ps: push S and
+pull S per step of a worker (no setting applies).
 
 A Plan gives the bytes of any step and their mean over a window of steps, which is what runs.csv's
 theory columns hold beside what the wire measured.
@@ -20,10 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workloads.models import _cnn_shapes, param_count, resolve_params
+import workloads.communication as methods
+from workloads.models import param_count, tensor_shapes
 
 FLOAT32 = 4
-MIN_COMPRESSION_RATE = 2       # PowerSGDState's default: compress a matrix only where it saves over half
+COLUMNS = list(methods.keys())      # runs.csv's workload.communication columns, in order
+NUMERIC_COLUMNS = [k for k, key in methods.keys().items() if key.kind in ("int", "float")]
+TEXT_COLUMNS = [k for k in COLUMNS if k not in NUMERIC_COLUMNS]
 # What a node's interface counts per byte of payload it sends over TCP on Ethernet: a full 1448-byte segment
 # (MTU 1500, TCP timestamps) goes out as a 1514-byte frame, and the node acknowledges the equal payload it
 # receives in a ring with a 66-byte frame about every second segment
@@ -33,35 +30,8 @@ WIRE_PER_PAYLOAD_BYTE = (MSS + FRAME_OVERHEAD) / MSS + FRAME_OVERHEAD / (2 * MSS
 
 def on_the_wire(payload_bytes: float) -> float:
     """The bytes a node's interface counts for `payload_bytes` of a ring's exchange (full segments: small
-    messages carry more headers per byte, so PowerSGD's few kB a step read above this)."""
+    messages carry more headers per byte, so a step of a few kB reads above this)."""
     return payload_bytes * WIRE_PER_PAYLOAD_BYTE
-
-
-def tensor_shapes(model: str, params: dict | None = None) -> list[tuple[int, ...]]:
-    """The parameter tensors of the built-in mlp or cnn in PyTorch's layout (weights (out, in[, k, k]),
-    then their biases), in the order of workloads/torch_models.py."""
-    p = resolve_params(model, params)
-    if model == "mlp":
-        dims = [p["input_dim"]] + [p["width"]] * p["depth"] + [p["classes"]]
-        return [shape for a, b in zip(dims, dims[1:]) for shape in ((b, a), (b,))]
-    if model == "cnn":
-        h, w = _cnn_shapes(p)
-        f, k, c = p["filters"], p["kernel"], p["channels"]
-        return [(f, c, k, k), (f,), (2 * f, f, k, k), (2 * f,), (p["dense"], h * w * 2 * f), (p["dense"],),
-                (p["classes"], p["dense"]), (p["classes"],)]
-    raise ValueError(f"no PowerSGD layout for model {model!r} (PyTorch trains mlp and cnn)")
-
-
-def powersgd_floats(shapes, rank: int, min_rate: float = MIN_COMPRESSION_RATE) -> int:
-    """Floats one PowerSGD step all-reduces: r'(n + m) per n x m matrix worth compressing (r' =
-    min(n, m, rank); worth it when r'(n + m) x min_rate < n m), every other tensor whole."""
-    total = 0
-    for shape in shapes:
-        n = shape[0]
-        m = math.prod(shape[1:]) if len(shape) > 1 else 1
-        r = min(n, m, rank)
-        total += (n + m) * r if (n + m) * r * min_rate < n * m else n * m
-    return total
 
 
 def ring_factor(workers) -> float:
@@ -99,22 +69,22 @@ class Plan:
         return self.sends(first, last) / (last - first + 1) if last >= first else math.nan
 
 
-def plan(model: str, params: dict | None, strategy: str, workers: int, compression: str = "none", rank: int = 4,
-         start_step: int = 0, sync_every: int = 1, gradient_bytes: float | None = None) -> Plan:
+def plan(model: str | None, params: dict | None, strategy: str, workers: int, settings: dict | None = None,
+         gradient_bytes: float | None = None) -> Plan:
     """The Plan of one run: its model (gradient_bytes: S when known, else 4 x the built-in model's
-    parameters), strategy, workers and workload.communication settings."""
+    parameters), strategy, workers and workload.communication settings (missing keys: their defaults)."""
     s = float(gradient_bytes) if gradient_bytes else FLOAT32 * param_count(model, params)
     if strategy == "ps":
         return Plan(2 * s, 2 * s)
     ring = ring_factor(workers) if strategy != "single" else 0.0
-    full = ring * s
-    if compression in ("fp16", "bf16"):
-        return Plan(full, full / 2)
-    if compression == "powersgd":
-        return Plan(full, ring * FLOAT32 * powersgd_floats(tensor_shapes(model, params), rank), int(start_step))
-    if sync_every > 1:
-        return Plan(full, full, int(start_step), int(sync_every))
-    return Plan(full, full)
+    c = {**methods.defaults(), **(settings or {})}
+    return method_plan(methods.method_of(c), c, ring * s, ring, lambda: tensor_shapes(model, params))
+
+
+def method_plan(method, c: dict, full: float, ring: float, shapes) -> Plan:
+    """The Plan of one method's setting, a plain step sending `full` bytes."""
+    after, start, every = method.theory(c, full, ring, shapes)
+    return Plan(full, after, int(start), int(every))
 
 
 def factor(p: Plan) -> tuple[float, int]:
@@ -125,20 +95,36 @@ def factor(p: Plan) -> tuple[float, int]:
     return p.after / p.full, p.every
 
 
-def label(compression, rank=None, sync_every=None, outer=None) -> str:
-    """How the report names a setting: 'none', 'fp16', 'powersgd rank 4', 'local SGD every 8' (+ ', DiLoCo
-    outer'); runs.csv's empty or NaN cells (results without these columns) read as none."""
-    text = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()  # noqa: E731
-    compression = text(compression) or "none"
-    if compression == "powersgd":
-        r = text(rank)
-        return f"powersgd rank {int(float(r))}" if r else "powersgd"
-    if compression != "none":
-        return compression
-    every = text(sync_every)
-    if every and float(every) > 1:
-        return f"local SGD every {int(float(every))}" + (", DiLoCo outer" if text(outer) else "")
-    return "none"
+def steps_per_sync(settings: dict) -> int:
+    """How many steps share one sync under a setting (local SGD: sync_every; 1 for the others)."""
+    c = {**methods.defaults(), **settings}
+    return method_plan(methods.method_of(c), c, 1.0, 1.0, lambda: []).every
+
+
+def columns(settings: dict) -> dict:
+    """runs.csv's workload.communication columns of a setting (workloads/communication/)."""
+    return methods.columns(settings)
+
+
+def settings_of(cells: dict) -> dict:
+    """A setting from runs.csv's workload.communication columns (NaN or empty cells: the key's default)."""
+    out = {}
+    for name, key in methods.keys().items():
+        value = cells.get(name)
+        if not methods.text(value):
+            out[name] = key.default
+        elif key.kind in ("int", "float"):
+            number = methods.number(value, key.default)
+            out[name] = int(number) if key.kind == "int" else number
+        else:
+            out[name] = value
+    return out
+
+
+def label(cells: dict) -> str:
+    """How the report names a setting ('none', 'local SGD every 8', ...: its method's label) from
+    runs.csv's columns; empty or NaN cells (results without these columns) read as none."""
+    return methods.label(cells)
 
 
 def wire_per_step(series, first: int, last: int) -> float:

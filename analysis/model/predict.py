@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+import workloads.communication as methods
 from analysis import outputs
 from analysis.model import communication, costmodel
 from analysis.tables import tables
@@ -150,28 +151,32 @@ class Setting:
 
 
 def parse_setting(text: str | None, feats: pd.DataFrame | None = None, specs: dict | None = None) -> Setting:
-    """--communication: none, fp16, bf16 (half the bytes), powersgd:R (the fitted runs' built-in model at rank
-    R, analysis/model/communication.py; its model and parameters from their spec.yaml), sync:H (local SGD, the
-    model every H steps) or a bytes factor as a number (0.1: a tenth of the bytes)."""
+    """--communication: a method's form (workloads/communication/: none, sync:H, ...), its bytes factor
+    and sync every from the method's theory (a method that reads the model's shapes reads the fitted runs'
+    built-in model, its parameters from their spec.yaml), or a bytes factor as a number (0.1: a tenth of the
+    bytes)."""
     text = str(text or "none").strip().lower()
-    if text in ("none", "fp16", "bf16"):
-        return Setting(text, 0.5 if text != "none" else 1.0)
-    kind, _, value = text.partition(":")
-    if kind == "sync" and value.isdigit() and int(value) >= 1:
-        return Setting(f"local SGD every {value}", 1.0, int(value))
-    if kind == "powersgd" and value.isdigit() and int(value) >= 1:
-        model, params = _fitted_model(feats, specs)
-        if model not in ("mlp", "cnn"):
-            raise ValueError("--communication powersgd:R needs results of the built-in mlp or cnn (their shapes); "
-                             "give the bytes factor as a number instead, e.g. --communication 0.05")
-        plan = communication.plan(model, params, "allreduce", 2, "powersgd", int(value))
-        return Setting(f"powersgd rank {value}", communication.factor(plan)[0])
+    found = methods.predict_setting(text)
+    if found is not None:
+        method, c = found
+        models = getattr(method, "MODELS", None)
+        if models is None:
+            plan = communication.method_plan(method, c, 1.0, 1.0, lambda: [])
+        else:
+            model, params = _fitted_model(feats, specs)
+            if model not in models:
+                raise ValueError(f"--communication {method.PREDICT} needs results of the built-in "
+                                 f"{' or '.join(models)} (their shapes); give the bytes factor as a number instead, "
+                                 "e.g. --communication 0.05")
+            plan = communication.plan(model, params, "allreduce", 2, c)
+        factor, every = communication.factor(plan)
+        return Setting(method.label(c) if hasattr(method, "label") else method.NAME, factor, every)
     try:
         factor = float(text)
     except ValueError:
         factor = math.nan
     if not 0 < factor <= 1:
-        raise ValueError(f"--communication {text!r}: none, fp16, bf16, powersgd:R, sync:H or a bytes factor in (0, 1]")
+        raise ValueError(f"--communication {text!r}: {', '.join(methods.predict_forms())} or a bytes factor in (0, 1]")
     return Setting(f"bytes x {factor:g}", factor)
 
 

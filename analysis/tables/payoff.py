@@ -40,7 +40,7 @@ def applies(runs: pd.DataFrame) -> bool:
 
 
 def setting_name(strategy: str, communication: str, hosts) -> str:
-    """'one machine', 'all-reduce, plain', 'all-reduce, powersgd rank 4', 'parameter server'."""
+    """'one machine', 'all-reduce, plain', 'all-reduce, local SGD every 8', 'parameter server'."""
     if strategy == "single" or hosts == 1:
         return ONE
     name = STRATEGY_NAMES.get(strategy, strategy)

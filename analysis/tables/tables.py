@@ -74,7 +74,7 @@ _NUMERIC = {
     "runs.csv": ["repeat", "hosts", "bw_bps", "params", "gradient_bytes", "global_batch",
                  "workers", "servers", "wall_time_s", "training_time_s", "time_per_step_s",
                  "samples_per_s", "final_loss", "steps", "cpu_mean_pct", "mem_peak_bytes",
-                 "net_bytes_total", "net_throughput_mean_bps", "rank", "start_step", "sync_every",
+                 "net_bytes_total", "net_throughput_mean_bps", *communication.NUMERIC_COLUMNS,
                  "theory_bytes_per_worker_step", "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step"],
     "checks.csv": ["configured_bps", "measured_bps", "ratio", "rtt_ms"],
     "steps.csv": ["task_index", "epoch", "step", "time_s", "loss", "samples_per_s", "t"],
@@ -90,7 +90,7 @@ _NUMERIC = {
 # workload.communication setting's label (analysis.model.communication.label; "none" in older results).
 GROUP_KEYS = ["model", "engine", "batch_per_worker", "fixed"]
 CONFIG_KEYS = GROUP_KEYS + ["strategy", "communication", "hosts", "bw_bps"]
-COMMUNICATION_COLUMNS = ["compression", "rank", "start_step", "sync_every", "outer"]     # runs.csv, as recorded
+COMMUNICATION_COLUMNS = communication.COLUMNS     # runs.csv, as recorded (the keys of workloads/communication/)
 
 
 @dataclass
@@ -140,7 +140,7 @@ class ResultsError(ValueError):
 
 
 TEXT_COLUMNS = ("experiment", "run_id", "status", "strategy", "engine", "model", "bw", "reason", "tool", "role",
-                "node", "host", "fixed", "steady", "fidelity", "compute", "compression", "outer", "communication")
+                "node", "host", "fixed", "steady", "fidelity", "compute", *communication.TEXT_COLUMNS, "communication")
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -262,12 +262,11 @@ def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def communication_labels(runs: pd.DataFrame) -> pd.Series:
-    """Each run's workload.communication as the report names it ('none', 'fp16', 'powersgd rank 4', 'local
-    SGD every 8'), from runs.csv's compression, rank, sync_every and outer (none where absent)."""
+    """Each run's workload.communication as the report names it ('none', 'local SGD every 8', ...: its
+    method's label), from runs.csv's communication columns (none where absent)."""
     cols = {c: runs[c] if c in runs else pd.Series(np.nan, index=runs.index) for c in COMMUNICATION_COLUMNS}
-    return pd.Series([communication.label(c, r, e, o) for c, r, e, o in
-                      zip(cols["compression"], cols["rank"], cols["sync_every"], cols["outer"])], index=runs.index,
-                     dtype=object)
+    return pd.Series([communication.label(dict(zip(cols, cells))) for cells in zip(*cols.values())],
+                     index=runs.index, dtype=object)
 
 
 def plain(runs: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from testbed.cli.common import Command, main_of
 from testbed.units import parse_bandwidth, parse_size, parse_time
+import workloads.communication as comm
 
 
 def add_arguments(ap) -> None:
@@ -29,9 +30,9 @@ def add_arguments(ap) -> None:
     ap.add_argument("--gradient-size", default=None, help="another model's gradient, e.g. 22mb")
     ap.add_argument("--batch", type=float, default=None, help="batch per worker (default: the results')")
     ap.add_argument("--rtt", default=None, help="round-trip time of the network, e.g. 1ms (default: measured)")
-    ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting: none "
-                    "(default), fp16, bf16, powersgd:R (the results' model at rank R), sync:H (local SGD) or a "
-                    "bytes factor such as 0.1 (docs/communication.md)")
+    ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting "
+                    f"(default none): {', '.join(comm.predict_forms(explained=True))} or a bytes factor such as 0.1 "
+                    "(docs/communication.md)")
     ap.add_argument("--out", type=Path, default=None, help="folder for predict.csv and predict.png "
                     "(default RESULTS/predict)")
 

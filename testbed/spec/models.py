@@ -25,7 +25,7 @@ from testbed.spec.values import (EXPERIMENT_NAME, NODE_NAME, Bandwidth, Count, K
                                  Percent, PositiveTime, Scaled, Size, Subnet, Time, TraceStart, Whole,
                                  _count_or_list, check_experiment_name)
 from testbed.spec.workload import (DEFAULT_STEPS_PER_EPOCH, MODEL_PARAMS, AdvisorConf, AllreduceConf,  # noqa: F401
-                                   CommunicationConf, OuterConf,
+                                   CommunicationConf,
                                    DataConf, PsConf, StrategySwitchConf, Workload)
 
 class SpecIssue(NamedTuple):

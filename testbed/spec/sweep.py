@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import workloads.communication as comm
 from testbed.spec.models import CommunicationConf, Experiment
 from testbed.spec.validate import sweep_combos, with_values
 
@@ -85,10 +86,6 @@ def _label(path: str, value: Any) -> str:
 
 
 def _communication_label(value: dict) -> str:
-    """'plain', 'fp16', 'powersgd4', 'sync8', 'sync8outer': a workload.communication value in a run id."""
-    compression, every = value.get("compression", "none"), value.get("sync_every", 1)
-    if compression not in (None, "none"):
-        return f"{compression}{value.get('rank', '')}" if compression == "powersgd" else str(compression)
-    if isinstance(every, int) and every > 1:
-        return f"sync{every}" + ("outer" if value.get("outer") else "")
-    return "plain"
+    """'plain', 'sync8', 'sync8outer', ...: a workload.communication value in a run id (its method's
+    run label, workloads/communication/)."""
+    return comm.run_label(value)

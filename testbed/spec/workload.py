@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, create_model
+from pydantic_core import PydanticCustomError
 
 import testbed.limits as limits
 from testbed.spec.keypaths import KnownKeys
 from testbed.spec.settings import Strict
 from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole
+import workloads.communication as comm
 import workloads.zoo as zoo
 
 MODEL_PARAMS = {
@@ -43,34 +45,46 @@ class AllreduceConf(Strict):
     bytes_per_pack: Annotated[int, Field(ge=0, le=limits.MAX_SIZE)] = 0
 
 
-class OuterConf(Strict):
-    """DiLoCo's outer optimizer: SGD with (Nesterov) momentum over the change the averaging made."""
+def _field(key: comm.Key, name: str):
+    """A communication method's key as a pydantic field: its type, bounds (a cap of limits.py by name) and
+    default; a section is a nested model of its keys (NameConf), null by default."""
+    if key.kind == "section":
+        section = create_model(f"{name.title()}Conf", __base__=Strict, __doc__=key.doc or None,
+                               **{k: _field(v, k) for k, v in key.keys.items()})
+        return section | None, Field(key.default, description=key.description or None)
+    bounds = {b: getattr(limits, v) if isinstance(v, str) else v
+              for b in ("ge", "gt", "le", "lt") if (v := getattr(key, b)) is not None}
+    kind = {"int": int, "float": float, "bool": bool, "name": Annotated[str, AfterValidator(_known_method)]}[key.kind]
+    return (Annotated[kind, Field(**bounds)] if bounds else kind), Field(key.default,
+                                                                         description=key.description or None)
 
-    lr: Annotated[float, Field(gt=0, le=10)] = Field(0.7, description="outer learning rate (1 with momentum 0: "
-                                                      "plain averaging)")
-    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
-    nesterov: bool = True
+
+def _known_method(name: str) -> str:
+    """compression names a method of workloads/communication/ (checked when the file is read, so that a method
+    registered later is known)."""
+    known = comm.names()
+    if name not in known:
+        expected = " or ".join(filter(None, [", ".join(map(repr, known[:-1])), repr(known[-1])]))
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+    return name
 
 
-class CommunicationConf(Strict):
+class _Communication(Strict):
     """Communication-efficient training (all-reduce): gradients compressed before the all-reduce, or local
-    steps with the model averaged every sync_every steps (local SGD), optionally with an outer optimizer."""
-
-    compression: Literal["none", "fp16", "bf16", "powersgd"] = Field(
-        "none", description="fp16, bf16: gradients cast to 16 bits for the all-reduce (half the bytes); powersgd: "
-        "a rank-`rank` approximation of each weight matrix (PyTorch)")
-    rank: Annotated[int, Field(ge=1, le=1024)] = Field(4, description="powersgd: the approximation's rank")
-    start_step: Annotated[int, Field(ge=0, le=limits.MAX_COUNT)] = Field(
-        10, description="powersgd, sync_every: the steps of plain all-reduce before it starts")
-    sync_every: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] = Field(
-        1, description="local SGD: each worker steps alone and the model is averaged every this many steps "
-        "(1: every step's gradients are all-reduced, the usual)")
-    outer: OuterConf | None = Field(None, description="sync_every: DiLoCo's outer optimizer over the averaged "
-                                    "change (lr, momentum, nesterov); null: plain averaging")
+    steps with the model averaged every sync_every steps (local SGD), optionally with an outer optimizer; each
+    method and its keys are declared in workloads/communication/."""
 
     def in_force(self) -> bool:
         """Whether anything but the usual all-reduce of every step's gradients is asked for."""
-        return self.compression != "none" or self.sync_every > 1
+        return comm.method_of(self.model_dump()).NAME != comm.PLAIN
+
+    def settings(self) -> dict:
+        """The setting as the methods read it (a plain dict, sections too)."""
+        return self.model_dump()
+
+
+CommunicationConf = create_model("CommunicationConf", __base__=_Communication, __doc__=_Communication.__doc__,
+                                 **{name: _field(key, name) for name, key in comm.spec_keys().items()})
 
 
 class DataConf(Strict):
@@ -142,8 +156,8 @@ class Workload(Strict):
     ps: PsConf = Field(default_factory=PsConf)
     allreduce: AllreduceConf = Field(default_factory=AllreduceConf)
     communication: CommunicationConf = Field(
-        default_factory=CommunicationConf, description="all-reduce: gradient compression (fp16, bf16, powersgd) "
-        "or local SGD (sync_every), docs/communication.md")
+        default_factory=CommunicationConf, description="all-reduce: gradient compression or local SGD "
+        "(sync_every); docs/communication.md lists the methods")
     advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
     switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
                                        description="strategy switch: start, margin, max_switches")

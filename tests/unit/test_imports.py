@@ -161,10 +161,10 @@ def _offending(graph, importer: str, forbidden: tuple[str, ...]) -> list[str]:
                   for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden))
 
 
-# pure leaves: units, the caps, task placement, the readers of the files a spec names, and the model zoo's names
-# and the profile file (standard library at import)
+# pure leaves: units, the caps, task placement, the readers of the files a spec names, the model zoo's names,
+# the profile file and the communication methods' declarations (standard library at import)
 SPEC_MAY_IMPORT = ("testbed.spec", "testbed.units", "testbed.limits", "testbed.roles", "testbed.readers",
-                   "workloads.zoo", "workloads.profiling.fileformat")
+                   "workloads.zoo", "workloads.profiling.fileformat", "workloads.communication")
 # the readers of the graph and trace files: the units and the caps, nothing of the spec or the run side
 READERS_MAY_IMPORT = ("testbed.readers", "testbed.units", "testbed.limits")
 

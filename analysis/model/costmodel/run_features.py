@@ -65,17 +65,13 @@ def steady_of(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 def setting_factor(run, spec: dict | None, workers: int) -> dict:
     """A run's workload.communication as the cost model's bytes factor and sync every (plain: 1 and 1):
     analysis.model.communication's theory for its model (parameters from its spec.yaml)."""
-    compression = tables.text(getattr(run, "compression", None)) or "none"
-    every = getattr(run, "sync_every", 1)
-    every = int(every) if pd.notna(every) and every >= 1 else 1
-    if compression == "none" and every == 1:
+    c = communication.settings_of({k: getattr(run, k, None) for k in communication.COLUMNS})
+    if communication.label(c) == "none":
         return dict(bytes_factor=1.0, sync_every=1)
-    rank, start = getattr(run, "rank", np.nan), getattr(run, "start_step", np.nan)
+    every = communication.steps_per_sync(c)
     params = ((spec or {}).get("workload") or {}).get("model_params") or {}
     try:
-        plan = communication.plan(str(run.model), params, str(run.strategy), max(workers, 2), compression,
-                                  int(rank) if pd.notna(rank) else 4, int(start) if pd.notna(start) else 0, every,
-                                  run.gradient_bytes)
+        plan = communication.plan(str(run.model), params, str(run.strategy), max(workers, 2), c, run.gradient_bytes)
     except (ValueError, TypeError):
         return dict(bytes_factor=np.nan, sync_every=every)
     bytes_factor, sync = communication.factor(plan)

@@ -71,7 +71,7 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
     row.update(work_columns(spec.workload, tasks, row))
     lead = outcome.events.get(final_tasks(tasks)[0], [])
     times = [e.get("time_s") for e in lead if e.get("event") == "step"]
-    periodic = spec.workload.communication.sync_every > 1     # local SGD: the mean step, as under ps
+    periodic = communication.steps_per_sync(spec.workload.communication.settings()) > 1  # the mean step, as under ps
     row.update(steady.split(times, asynchronous=spec.workload.strategy == "ps" or periodic)
                .columns(row["samples_per_step"]))
     row.update(faults.recovery_columns(outcome.events.get(final_tasks(tasks)[0], []), len(outcome.restarts)))
@@ -79,13 +79,9 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
 
 
 def communication_settings(workload) -> dict:
-    """runs.csv's workload.communication columns: compression, rank (powersgd), start_step (powersgd or
-    sync_every), sync_every, outer (DiLoCo's optimizer as text; empty without)."""
-    c = workload.communication
-    return dict(compression=c.compression, rank=c.rank if c.compression == "powersgd" else math.nan,
-                start_step=c.start_step if c.compression == "powersgd" or c.sync_every > 1 else math.nan,
-                sync_every=c.sync_every, outer=(f"lr {c.outer.lr:g}, momentum {c.outer.momentum:g}"
-                                                + (", nesterov" if c.outer.nesterov else "")) if c.outer else "")
+    """runs.csv's workload.communication columns: each key of the methods (workloads/communication/), NaN where
+    the method in force does not own it (unless recorded always), a section as text (empty without)."""
+    return communication.columns(workload.communication.settings())
 
 
 def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
@@ -100,7 +96,7 @@ def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
         return out
     try:
         plan = communication.plan(workload.model, workload.model_params, workload.strategy, _whole(row.get("workers")),
-                                  c.compression, c.rank, c.start_step, c.sync_every, row.get("gradient_bytes"))
+                                  c.settings(), row.get("gradient_bytes"))
     except (ValueError, ImportError):       # (a zoo model replayed from a profile, its package not here)
         return out
     out["theory_bytes_per_worker_step"] = plan.mean(1, steps)

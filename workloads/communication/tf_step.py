@@ -1,0 +1,38 @@
+"""tf_keras' train step with the gradients all-reduced in another dtype, or applied alone (a local step):
+shared by the methods that change TensorFlow's all-reduce. TensorFlow is imported inside."""
+from __future__ import annotations
+
+
+def train_step(dtype):
+    """tf_keras' train step with the gradients all-reduced in `dtype` (summed, as Keras aggregates them), or
+    with dtype None applied alone: a local step (the loss Keras scaled by 1/replicas scaled back)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    def step(self, data):
+        x, y, weight = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x, y, y_pred, weight)
+        variables = self.trainable_variables
+        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        if dtype is None:
+            replicas = float(tf.distribute.get_strategy().num_replicas_in_sync)
+            grads = [g * replicas for g in grads]
+        else:
+            ctx = tf.distribute.get_replica_context()
+            summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads])
+            grads = [tf.cast(g, v.dtype) for g, v in zip(summed, variables)]
+        self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        return self.compute_metrics(x, y, y_pred, weight)
+    return step
+
+
+def cast_all_reduce(model, dtype_name: str) -> list:
+    """Swap in the train step that all-reduces the gradients cast to `dtype_name` (float16, bfloat16)."""
+    import types
+
+    import tensorflow as tf
+
+    model.train_step = types.MethodType(train_step(getattr(tf, dtype_name)), model)
+    return []
