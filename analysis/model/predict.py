@@ -47,7 +47,7 @@ COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "workers
            "job_time_s", "bound", "better"]
 
 
-# -- arguments (the command line's parsing is testbed/cli/predict.py) ----------------------
+# -- arguments (the command line's parsing is testbed/cli/results/predict.py) ----------------------
 def parse_nodes(text: str) -> list[int]:
     """'1,2,4,...,1024' (geometric), '2,4,...,16' / '1,2,...,8' (arithmetic), or a plain list."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]

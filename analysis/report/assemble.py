@@ -1,6 +1,6 @@
 """Build exp_dir/report.html (+ figures/*.png, tables/*.csv) from stored result tables.
 
-Usage: ``run_experiment.py report RESULTS/EXPERIMENT`` (testbed/cli/report.py) or ``build_report(exp_dir)``.
+Usage: ``run_experiment.py report RESULTS/EXPERIMENT`` (testbed/cli/results/report.py) or ``build_report(exp_dir)``.
 Every HTML table is ``DataFrame.to_html`` of the frame written to ``tables/<name>.csv``. Each section is a module
 of analysis/report/sections/ (its wording, its tables, its figure); this puts them together, in the page's order,
 then the missing data, the figures and the tables.

@@ -2,7 +2,8 @@
 
 Verbs: run, up, exec, validate, report, compare, predict, profile, caption, cleanup, schema, image, cluster.
 
-One parser; each verb is a `Command` (name, help, arguments, handler) of its own module here.
+One parser; each verb is a `Command` (name, help, arguments, handler) of its own module here, the
+verbs that read results under results/, those that look after this machine under machine/.
 Modules import what a verb runs only when it runs, so `--help` and `validate` stay quick."""
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import argparse
 import logging
 import sys
 
-from testbed.cli import (caption, cleanup, cluster, compare, image, predict, profile, report, run, schema, up,
-                         validate)
+from testbed.cli import profile, run, schema, up, validate
+from testbed.cli.machine import cleanup, cluster, image
+from testbed.cli.results import caption, compare, predict, report
 
 COMMANDS = [run.COMMAND, up.UP, up.EXEC, validate.COMMAND, report.COMMAND, compare.COMMAND, predict.COMMAND,
             profile.COMMAND, caption.COMMAND, cleanup.COMMAND, schema.COMMAND, image.COMMAND, cluster.COMMAND]

@@ -104,7 +104,7 @@ def run(args) -> int:
         console.print(f"error: {err}", highlight=False, markup=False)
         return 2
     if draw_report and (summary.done or summary.skipped):
-        from testbed.cli.report import draw
+        from testbed.cli.results.report import draw
         started_report = time.monotonic()
         try:
             report = draw(out)

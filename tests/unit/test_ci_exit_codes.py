@@ -5,7 +5,7 @@ import argparse
 
 from analysis.comparisons.expectations import FAIL, NOT_JUDGED, PASS, Outcome
 from test_reference import _copy, _five_slower_repeats, _slower_two_nodes
-from testbed.cli import report as report_cli
+from testbed.cli.results import report as report_cli
 from testbed.cli.run import exit_code
 
 

@@ -117,7 +117,7 @@ def test_pair_without_common_points_says_so(pair):
 # -- the command line: run_experiment.py compare SHARED_DIR FAITHFUL_DIR [--out DIR] ----------------
 def test_cli_writes_the_pair_report(tmp_path, capsys, pair):
     SHARED, BUDGETS = pair
-    from testbed.cli import compare as compare_command
+    from testbed.cli.results import compare as compare_command
     out = tmp_path / "pair"
     assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out / "compare.html")
@@ -130,7 +130,7 @@ def test_cli_writes_the_pair_report(tmp_path, capsys, pair):
 
 def test_cli_default_out_is_the_twins_folder_whatever_the_order(tmp_path, capsys, pair):
     SHARED, BUDGETS = pair
-    from testbed.cli import compare as compare_command
+    from testbed.cli.results import compare as compare_command
     shared, twin = tmp_path / "shared", tmp_path / "twin"
     shutil.copytree(SHARED, shared)
     shutil.copytree(BUDGETS, twin)
@@ -141,7 +141,7 @@ def test_cli_default_out_is_the_twins_folder_whatever_the_order(tmp_path, capsys
 
 def test_cli_include_degraded_and_errors(tmp_path, capsys, pair):
     SHARED, BUDGETS = pair
-    from testbed.cli import compare as compare_command
+    from testbed.cli.results import compare as compare_command
     out = tmp_path / "a"
     assert compare_command.main([str(SHARED), str(BUDGETS), "--out", str(out), "--include-degraded"]) == 0
     got = pd.read_csv(out / "compare.csv")

@@ -9,8 +9,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from testbed.cli import image as image_command
-from testbed.nodes import build_host, image
+from testbed.cli.machine import image as image_command
+from testbed.nodes import image
+from testbed.nodes.image import build_host
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32

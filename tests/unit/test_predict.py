@@ -9,7 +9,7 @@ import pytest
 from analysis.model import costmodel, predict
 from analysis.tables import tables
 from test_costmodel import synthetic, with_steps
-from testbed.cli import predict as predict_command
+from testbed.cli.results import predict as predict_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 

@@ -14,7 +14,7 @@ from analysis.comparisons import thesis
 from analysis.figures import figures
 from analysis.tables import speedup, tables
 from test_steady import as_new_results
-from testbed.cli import report as report_command
+from testbed.cli.results import report as report_command
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "report_small"
 CAPTION = FIXTURE.parent / "report_caption"  # made-up caption runs with evals.csv (figure 14)

@@ -1,5 +1,5 @@
 """What a worker-image build takes from this machine: the Debian mirror its apt sources name (for
-debootstrap) and its pip settings, made usable inside the build container (testbed/nodes/image.py)."""
+debootstrap) and its pip settings, made usable inside the build container (testbed/nodes/image/)."""
 from __future__ import annotations
 
 import configparser

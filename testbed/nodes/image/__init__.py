@@ -13,7 +13,7 @@ Cached outside the repository, in /var/cache/dltestbed ($DLTB_CACHE): the root f
 (rootfs-bookworm-<hash>.tar), every downloaded wheel (wheels/: pip's own HTTP cache keeps nothing
 when an index sends no caching headers) and the last build's log (build-<hash>.log).
 
-    run_experiment.py image build [--base IMAGE] [--force]     (testbed/cli/image.py)
+    run_experiment.py image build [--base IMAGE] [--force]     (testbed/cli/machine/image.py)
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from testbed.nodes import docker_engine
-from testbed.nodes.build_host import (APT_SOURCES, DEBIAN_SUITE, HOST_DIR, MIRROR_ENV,  # noqa: F401  (this module's API too)
+from testbed.nodes.image.build_host import (APT_SOURCES, DEBIAN_SUITE, HOST_DIR, MIRROR_ENV,  # noqa: F401  (this module's API too)
                                       debian_mirror, find_mirror, host_pip_cache, host_pip_settings)
 from testbed.nodes.docker_engine import DockerUnavailable
 from testbed.spec.rules.image_reference import reference_problem  # noqa: F401  (also this module's API)
@@ -45,7 +45,7 @@ VENV = "/opt/dltestbed/venv"
 IMAGE_PYTHON = f"{VENV}/bin/python"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGE_ENV = (f"PATH={VENV}/bin:{SYSTEM_PATH}", "TF_USE_LEGACY_KERAS=1", "LANG=C.UTF-8")
-REQUIREMENTS = Path(__file__).with_suffix("") / "requirements.txt"
+REQUIREMENTS = Path(__file__).parent / "requirements.txt"
 CACHE_DIR = Path(os.environ.get("DLTB_CACHE", "/var/cache/dltestbed"))
 WHEELHOUSE = CACHE_DIR / "wheels"  # every wheel the builds downloaded, so none is downloaded twice
 STATE_DIR = docker_engine.STATE_DIR
