@@ -1,12 +1,15 @@
 """Replayed compute against real compute: the same points run both ways, the steady step compared.
 
-Per engine (TensorFlow, PyTorch) and model (mlp, cnn), one sweep of 2 and 4 one-core nodes x 10, 100
+Per engine (TensorFlow, PyTorch) and model (mlp, cnn; a zoo model by name, `--params` its model_params, is
+replayed from a profile the bench takes first with `run_experiment.py profile`), one sweep of 2 and 4 one-core nodes x 10, 100
 and 1000 Mbit/s links, all-reduce, with `emulation.compute: real` (dilation auto: the budgets and
 dilation faithful today, within the verdict's limits) and with `emulation.compute: replay` (dilation
 auto), repeated; the repeats interleave the two modes, so that drift of the machine hits both alike.
 Per point it prints the steady step (emulated: the median step after the warm-up) of each mode, the
 median of the repeats with their range, the ratio replay / real, and how many runs of each read `ok`.
-Aim: replay within +-5 % of real. Writes every run's row to OUT/replay_fidelity.csv.
+Aim: replay within +-5 % of real. Then the verdict against the error: how many replayed runs read `ok`
+among those more than 5 % off real compute (aim: none) and among those within 3 % (aim: at least half).
+Writes every run's row to OUT/replay_fidelity.csv.
 
 Run as root, with nothing else running:
   .venv/bin/python bench/replay_fidelity.py [--repeats 3] [--steps 15] [--out DIR]
@@ -28,9 +31,9 @@ sys.path.insert(0, str(REPO))
 from machine import machine_state  # noqa: E402
 
 SPEC = """name: {name}
-topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: 10mbit}}, host: {{cores: 1}}}}
+topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: 10mbit}}, host: {{cores: 1{profile}}}}}
 emulation: {{dilation: auto, compute: {mode}}}
-workload: {{engine: {engine}, strategy: allreduce, model: {model}, batch_per_worker: 32, epochs: 1,
+workload: {{engine: {engine}, strategy: allreduce, model: {model}, model_params: {params}, batch_per_worker: 32, epochs: 1,
            steps_per_epoch: {steps}, fixed: steps, timeout: 20m, seed: {seed}}}
 checks: {{iperf: true, ping: true, duration: 1s}}
 monitor: {{interval: 1s}}
@@ -41,11 +44,34 @@ COLUMNS = ["engine", "model", "mode", "repeat", "hosts", "bw", "bw_bps", "status
            "mem_peak_bytes", "reason"]
 
 
+def zoo(model: str) -> bool:
+    return "/" in model
+
+
+def engine_of(model: str) -> str | None:
+    """The engine a zoo model runs on (None: a built-in model, either engine)."""
+    return None if not zoo(model) else "tensorflow" if model.startswith("keras/") else "pytorch"
+
+
+def profile_of(folder: Path, engine: str, model: str, args) -> Path:
+    """A profile of a zoo model on one core of this machine, taken once per folder."""
+    out = folder / f"profile-{engine}-{model.replace('/', '_')}.json"
+    if not out.exists():
+        proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "profile", model, "--engine", engine,
+                               "--batch", "32", "--cores", "1", "--params", args.params, "--out", str(out)],
+                              cwd=REPO, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"profiling {model} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
+    return out
+
+
 def run_sweep(folder: Path, engine: str, model: str, mode: str, repeat: int, args) -> pd.DataFrame:
-    name = f"{engine}-{model}-{mode}-r{repeat}"
+    name = f"{engine}-{model.replace('/', '_')}-{mode}-r{repeat}"
     spec = folder / f"{name}.yaml"
+    profile = f", profile: {profile_of(folder, engine, model, args)}" if zoo(model) and mode == "replay" else ""
     spec.write_text(SPEC.format(name=name, mode=mode, engine=engine, model=model, steps=args.steps, seed=repeat,
-                                hosts=args.hosts, bws=args.bws))
+                                hosts=args.hosts, bws=args.bws, profile=profile,
+                                params=args.params if zoo(model) else "{}"))
     out = folder / name
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", str(spec), "--out", str(out),
@@ -84,10 +110,26 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def verdict_lines(rows: pd.DataFrame) -> list[str]:
+    """Each replayed run's error against the median real run of its configuration, and what the verdict read."""
+    ok = rows[rows["status"] == "ok"]
+    judged = []
+    for _, g in ok.groupby(["engine", "model", "hosts", "bw_bps"]):
+        real = g[g["mode"] == "real"]["steady_step_s"].median()
+        for _, run in g[g["mode"] == "replay"].iterrows():
+            judged.append((abs(run["steady_step_s"] / real - 1), run["fidelity"] == "ok", run["replay_cpu_bound"]))
+    far = [j for j in judged if j[0] > 0.05]
+    near = [j for j in judged if j[0] <= 0.03]
+    return [f"{len(judged)} replayed runs: {len(far)} more than 5 % off real compute, {sum(j[1] for j in far)} of them "
+            f"read ok (aim: none); {len(near)} within 3 %, {sum(j[1] for j in near)} of them read ok (aim: at least "
+            f"half)"] + [f"  error {e:.3f}  bound {b:.3f}  {'ok' if o else 'degraded'}" for e, o, b in sorted(judged)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engines", default="tensorflow,pytorch")
-    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--models", default="mlp,cnn", help="built-in models, or zoo models by name")
+    ap.add_argument("--params", default="{}", help="a zoo model's model_params (YAML flow map)")
     ap.add_argument("--hosts", default="2, 4")
     ap.add_argument("--bws", default="10mbit, 100mbit, 1gbit")
     ap.add_argument("--repeats", type=int, default=3)
@@ -103,6 +145,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             for engine in args.engines.split(","):
                 for model in args.models.split(","):
+                    if engine_of(model) not in (None, engine):
+                        continue
                     for mode in ("real", "replay"):
                         rows.append(run_sweep(folder, engine, model, mode, repeat, args))
         rows = pd.concat(rows, ignore_index=True)
@@ -110,6 +154,7 @@ def main() -> None:
         print(f"{len(rows)} runs in {(time.monotonic() - t0) / 60:.1f} min; rows in {folder / 'replay_fidelity.csv'}")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table(rows).to_string(index=False))
+    print("\n".join(verdict_lines(rows)))
     print(machine_state())
 
 

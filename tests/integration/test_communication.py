@@ -80,7 +80,7 @@ def test_two_nodes_send_what_the_theory_says(tmp_path, root, no_leftovers, case)
         assert theory < plain / 20          # 7,794 floats a compressed step against 269,322
     exp = tables.load_experiment(out)
     net = tables.network_per_run(tables.counted_runs(exp), exp.usage).iloc[0]
-    assert net["communication"] == communication.label(row["compression"], row.get("rank"), row["sync_every"])
+    assert net["communication"] == communication.label(row.to_dict())
     assert net["steady_ratio_to_theory"] == pytest.approx(measured / theory)
 
 
