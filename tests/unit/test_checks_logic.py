@@ -93,3 +93,38 @@ def test_path_delay_adds_the_links_of_the_path():
     assert path_delay(g, "h2", "h1") == pytest.approx(0.03)
     assert path_delay(g, "h3", "h1") == pytest.approx(0.01)
     assert path_delay(g, "h1", "h9") == 0.0
+
+
+def test_the_pairs_are_pinged_at_once_and_their_rows_keep_the_pairs_order():
+    import threading
+    import time
+    from types import SimpleNamespace
+    from testbed.run.bringup.checks import run_checks
+
+    at_once = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    class Node:
+        def __init__(self, name, address):
+            self.name, self.address = name, address
+
+        def run(self, argv, timeout=30):
+            with lock:
+                at_once["now"] += 1
+                at_once["most"] = max(at_once["most"], at_once["now"])
+            time.sleep(0.2)
+            with lock:
+                at_once["now"] -= 1
+            return ("5 packets transmitted, 5 received, 0% packet loss, time 812ms\n"
+                    f"rtt min/avg/max/mdev = 0.05/{argv[-1][-1]}.0/0.1/0.02 ms\n")
+
+    hosts = [HostNode(f"h{i}", f"10.0.0.{i}") for i in range(1, 9)]
+    graph = Graph(hosts=hosts, switches=[SwitchNode("s1", 1)], links=[LinkEdge(h.name, "s1", lp(None)) for h in hosts])
+    net = SimpleNamespace(nodes={h.name: Node(h.name, h.ip) for h in hosts})
+    spec = SimpleNamespace(ping=True, iperf=False, pairs="first")
+    t0 = time.monotonic()
+    rows = run_checks(net, graph, spec, "e", "r0")
+    assert time.monotonic() - t0 < 7 * 2 * 0.2          # 7 pairs, 2 pings each: not one after another
+    assert at_once["most"] > 1
+    assert [(r["src"], r["dst"]) for r in rows] == [(f"h{i}", "h1") for i in range(2, 9)]
+    assert all(r["passed"] and r["rtt_ms"] == 1.0 for r in rows)     # each pair's own reading (h1's address)
