@@ -3,8 +3,8 @@ engine, batch per worker and fixed mode: tables.GROUP_KEYS), and why.
 
 - Time to the target loss, where every counted run of the group trained the same data (workload.fixed: data),
   computed its steps (not replayed), logged its loss (the lead task's, analysis/tables/stability.py) and
-  learned: its final loss (the mean of its last tenth of steps) below its first (the mean of its first
-  stability.SMOOTH_STEPS). The time to the target and the target are analysis/tables/payoff.py's:
+  learned: its final loss (the mean of its last tenth of steps) clearly below its first (the mean of its
+  first stability.SMOOTH_STEPS), by at least LEARNED_DROP of it. The time to the target and the target are analysis/tables/payoff.py's:
   report.target_loss, else per work the highest of its runs' lowest means of SMOOTH_STEPS losses, a loss
   every run reached. Samples per second count samples, not what the model learns from them: a larger
   global batch (under fixed data it grows with the node count), compression, local SGD and asynchronous
@@ -22,6 +22,9 @@ from analysis.tables import payoff, stability, tables
 
 TARGET = "time to target"
 THROUGHPUT = "steady samples/s"
+# how far below its first losses a run's final loss must end to count as learned: a loss at chance level
+# drifts by a few tenths of a per cent (2.315 to 2.304 for 10 classes); the reference runs fell by 5-85 %
+LEARNED_DROP = 0.03
 
 
 class Yardstick(NamedTuple):
@@ -31,13 +34,14 @@ class Yardstick(NamedTuple):
 
 def learning(exp: tables.Experiment) -> pd.DataFrame:
     """payoff.per_run(exp) (the counted runs under fixed data with per-step losses, their time to the
-    target) with `learns`: the run's final loss below the mean of its first SMOOTH_STEPS losses."""
+    target) with `learns`: the run's final loss at least LEARNED_DROP below the mean of its first
+    SMOOTH_STEPS losses."""
     runs = payoff.per_run(exp)
     if runs.empty:
         return runs.assign(learns=pd.Series(dtype=bool))
     lead = stability.lead_steps(exp.steps)
     first = lead.groupby("run_id", sort=False)["loss"].agg(lambda s: float(s.head(stability.SMOOTH_STEPS).mean()))
-    return runs.assign(learns=(runs["final_loss"] < runs["run_id"].map(first)).to_numpy(bool))
+    return runs.assign(learns=(runs["final_loss"] <= (1 - LEARNED_DROP) * runs["run_id"].map(first)).to_numpy(bool))
 
 
 def choose(group_runs: pd.DataFrame, learned: pd.DataFrame) -> Yardstick:
@@ -56,7 +60,8 @@ def choose(group_runs: pd.DataFrame, learned: pd.DataFrame) -> Yardstick:
         return Yardstick(THROUGHPUT, f"{_runs(n - len(mine), n)} logged no loss to compare by")
     flat = int((~mine["learns"].astype(bool)).sum())
     if flat:
-        return Yardstick(THROUGHPUT, f"the loss did not fall in {'any of the' if flat == n else f'{flat} of'} {n} runs")
+        return Yardstick(THROUGHPUT, f"the loss did not clearly fall ({LEARNED_DROP:.0%} or more) in "
+                                     f"{'any of the' if flat == n else f'{flat} of'} {n} runs")
     return Yardstick(TARGET, "every run's loss fell on the same data, and samples per second alone miss how much "
                              "each sample teaches")
 
