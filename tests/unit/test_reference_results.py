@@ -1,7 +1,9 @@
 """The reference results kept in the repository (results/reference/<set-up file>/): each is the results
 of a bundled set-up file, and its report regenerates from the stored runs' tables alone, without root's
 privileges, to the tables and the answers stored beside them."""
+import html
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,3 +57,73 @@ def test_the_report_regenerates_from_the_stored_tables_without_root(folder, tmp_
     for name in stored:
         pd.testing.assert_frame_equal(pd.read_csv(copy / "tables" / name), pd.read_csv(folder / "tables" / name),
                                       check_dtype=False, rtol=1e-9, obj=name)
+
+
+def _answer_items(page: str) -> list[str]:
+    """The first answer's sentences (its <ul class='answer'>), as text."""
+    start = page.index("<ul class='answer'>")
+    block = page[start:page.index("</ul>", start)]
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", x)).split()) for x in block.split("<li>")[1:]]
+
+
+@pytest.mark.parametrize("folder", KEPT, ids=[p.name for p in KEPT])
+def test_the_stored_first_answer_names_its_yardstick_once_per_job(folder):
+    items = _answer_items((folder / "report.html").read_text())
+    jobs = [x for x in items if x.startswith("The job")]
+    assert jobs and all(x.count("Yardstick: ") == 1 for x in jobs), jobs
+    assert sum(x.count("Yardstick: ") for x in items) == len(jobs)
+    if folder.name == "low_communication":          # every run learned, on the same data
+        assert all("Yardstick: the time to reach the target loss" in x for x in jobs), jobs
+
+
+SETTING = {None: "all-reduce, plain", "allreduce": "all-reduce, plain", "ps": "parameter server"}
+AT = r"^At (\d+ [MG]bit/s)"
+
+
+def _first_answer_claims(sentences: list[str]) -> dict:
+    """(engine, bandwidth, setting) -> (faster or slower than one machine, its sentence), of the 4-node points."""
+    claims, engine = {}, None
+    for s in sentences:
+        if s.startswith("The job"):
+            engine = re.match(r"The job \([^,]+, (\w+),", s).group(1)
+        head = re.match(AT + r"(?: \(([^)]*)\))?, ", s)
+        said = re.search(r"4 one-core machines in [^:;]*: [\d.]+× (slower|faster)", s)
+        if head and said:
+            setting = SETTING.get(head.group(2), f"all-reduce, {(head.group(2) or '').split(', ', 1)[-1]}")
+            claims[(engine, head.group(1), setting)] = (said.group(1), s)
+    return claims
+
+
+def _elsewhere_claims(sentences: list[str]) -> dict:
+    """(engine, bandwidth, setting) -> faster or slower than one machine, from "What would make it pay off here"."""
+    claims = {}
+    for s in sentences:
+        best = re.match(AT + r" \((\w+)\), the fastest way to the target was (.+?) on \d+ nodes: [^,]+, [\d.]+× "
+                             r"(slower|faster) than one machine", s)
+        other = re.match(AT + r" \((\w+)\), .*?the fastest distributed setting, (.+?), was [\d.]+× (slower|faster) "
+                              r"than one machine", s)
+        for m in (best, other):
+            if m:
+                claims[(m.group(2), m.group(1), m.group(3))] = m.group(4)
+    return claims
+
+
+def test_no_setting_is_faster_in_the_first_answer_and_slower_elsewhere_on_the_same_link():
+    """low_communication's stored tables: where the first answer and the pay-off section judge the same setting
+    on the same link against one machine, they agree, or the answer's sentence says both and why."""
+    from analysis.report.sections import answer
+    from analysis.tables import payoff, tables
+
+    exp = tables.load_experiment(REFERENCES / "low_communication")
+    first = _first_answer_claims(answer.answer_sentences(exp, answer.section_tables(exp)))
+    elsewhere = _elsewhere_claims(payoff.payoff_sentences(payoff.per_setting(payoff.per_run(exp)),
+                                                          payoff.left_out(exp)))
+    both = [k for k in elsewhere if k in first]
+    assert ("pytorch", "100 Mbit/s", "all-reduce, powersgd rank 4") in both, (first.keys(), elsewhere)
+    for key in both:
+        way, sentence = first[key]
+        if way != elsewhere[key]:
+            assert re.search(r"process samples [\d.]+× \w+ but learn \w+ from each: they reach the target [\d.]+× "
+                             r"\w+ \(.+\)", sentence), (key, sentence)
+    powersgd = first[("pytorch", "100 Mbit/s", "all-reduce, powersgd rank 4")][1]
+    assert "3.11× slower" in powersgd and "process samples 1.18× faster but learn less from each" in powersgd

@@ -1,6 +1,9 @@
 """The report's first answer: does distributed training pay off here, and by how much. Per group, strategy and
-bandwidth, the time each node count would take to train the job and its steady speedup over one node (the
-summary table, analysis/tables/speedup.py), then the cost model's break-even, marked PREDICTION."""
+bandwidth, by the group's one yardstick (analysis/tables/yardstick.py), said once with why: where every run
+learned on the same data, the time each node count took to reach the target loss and its ratio to one
+machine's (analysis/tables/payoff.py's time to target; where steady samples/s point the other way, one sentence
+says both and why); else the time each node count would take to train the job and its steady speedup over one
+node (the summary table, analysis/tables/speedup.py). Then the cost model's break-even, marked PREDICTION."""
 from __future__ import annotations
 
 import html
@@ -9,12 +12,17 @@ import numpy as np
 import pandas as pd
 
 from analysis.figures import figures
-from analysis.tables import faithful, speedup, tables, trends
+from analysis.tables import faithful, payoff, speedup, spread, stability, tables, trends, yardstick
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
-    """The summary (per configuration: steady samples/s, the speedup, the projected time to train the job)."""
-    return {"summary": speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))}
+    """The summary (per configuration: steady samples/s, the speedup, the projected time to train the job) and,
+    where a run learned, time_to_target (per setting, as analysis/tables/payoff.py's communication table)."""
+    out = {"summary": speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))}
+    learned = yardstick.learning(exp)
+    if learned["learns"].any():
+        out["time_to_target"] = payoff.per_setting(learned[payoff.RUN_COLUMNS])
+    return out
 
 
 def duration(seconds: float) -> str:
@@ -81,7 +89,9 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
         else exp.runs.iloc[0:0]
     job = speedup.training_job(exp)
     bounded = _bounded_summary(runs, left_out, job)
-    out = []
+    learned = yardstick.learning(exp)
+    reached = t.get("time_to_target", pd.DataFrame(columns=payoff.SETTING_COLUMNS))
+    ok, out, stated = tables.ok_runs(runs), [], stability.stated_target(exp) is not None
     groups = list(s.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
     for key, g in groups:
         model, engine, batch, fixed = key
@@ -90,17 +100,36 @@ def answer_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list
         samples = first["job_samples"]
         said = (job.describe(samples, first["job_epochs"], first["job_samples_per_epoch"]) if np.isfinite(samples)
                 else "unknown (no samples per epoch recorded)")
-        out.append(f"The job{label}: {said}. " + MODE_NOTE.get(fixed, ""))
+        stick = yardstick.choose(ok[tables.same_values(ok, dict(zip(tables.GROUP_KEYS, key)))], learned)
+        here = reached[tables.same_values(reached, {"engine": engine, "model": model, "batch_per_worker": batch})] \
+            if stick.kind == yardstick.TARGET else reached.iloc[0:0]
+        out.append(" ".join(x for x in (f"The job{label}: {said}.", MODE_NOTE.get(fixed, ""),
+                                        _yardstick_sentence(stick, here, stated)) if x))
         shown = g[g["strategy"] != "single"] if (g["strategy"] != "single").any() else g
         many_strategies = shown["strategy"].nunique() > 1
         shown = shown.assign(_set=shown["communication"] != "none").sort_values(["strategy", "_set", "communication"])
         for (strategy, _, setting, bw), rows in shown.groupby(["strategy", "_set", "communication", "bw_bps"],
                                                               sort=False):
             rows = rows.sort_values("hosts")
-            out.append(_answer_at(g, strategy, bw, rows, runs, samples, many_strategies or strategy != "allreduce",
-                                  left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)], setting,
+            gone = left_out[(left_out["bw_bps"] == bw) & (left_out["strategy"] == strategy)]
+            say = many_strategies or strategy != "allreduce"
+            if stick.kind == yardstick.TARGET:
+                out.append(_target_at(g, strategy, bw, rows, runs, here, say, gone, setting))
+                continue
+            out.append(_answer_at(g, strategy, bw, rows, runs, samples, say, gone, setting,
                                   _same_point(bounded, key, strategy, setting, bw)))
     return out
+
+
+def _yardstick_sentence(stick: yardstick.Yardstick, reached: pd.DataFrame, stated: bool) -> str:
+    """'Yardstick: ...': which one the group's sentences use, and why, in a few words."""
+    if stick.kind != yardstick.TARGET:
+        return (f"Yardstick: the projected time of the job at steady samples per second, as {stick.why}.")
+    targets = " and ".join(f"{v:.3g}" for v in dict.fromkeys(reached["target_loss"].dropna()))
+    source = "report.target_loss" if stated else "the highest of the runs' lowest such means"
+    return (f"Yardstick: the time to reach the target loss {targets} (the mean of {stability.SMOOTH_STEPS} steps' "
+            f"losses; {source}), as {stick.why} (the job's projected time at steady samples per second: "
+            "tables/summary.csv).")
 
 
 def _bounded_summary(counted: pd.DataFrame, left_out: pd.DataFrame, job) -> pd.DataFrame:
@@ -174,9 +203,84 @@ def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, set
     if gone:
         parts.append(f"{' and '.join(map(str, gone))} node(s): not counted, this machine could not emulate them "
                      "faithfully (see Degraded runs)")
-    return head + ", " + "; ".join(parts) + "." + (" Ranges that far apart come about by chance alone too often "
-                                                    "with so few repeats: run more (sweep.repeats) to decide."
-                                                    if any(few) else "")
+    return head + ", " + "; ".join(parts) + "." + (FEW if any(few) else "")
+
+
+FEW = (" Ranges that far apart come about by chance alone too often with so few repeats: run more (sweep.repeats) "
+       "to decide.")
+
+
+def _target_at(g, strategy, bw, rows, runs, reached: pd.DataFrame, say_strategy, degraded, setting="none") -> str:
+    """One bandwidth's sentence by time to the target loss (`reached`: the group's time_to_target rows): one
+    machine's time (at this bandwidth, else at the others: it sends nothing), each node count's and its ratio
+    to one machine's (payoff's vs_one_machine and verdict); where steady samples/s point the other way, a
+    sentence with both and why."""
+    named = strategy if setting == "none" else f"{strategy}, {setting}"
+    head = f"At {figures.mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
+    ones = reached[reached["setting"] == payoff.ONE]
+    at_bw = (ones["bw_bps"] == bw).any()
+    ones = ones[ones["bw_bps"] == bw] if at_bw else ones
+    one_rows = g[(g["hosts"] == 1) & ((g["bw_bps"] == bw) | (not at_bw))]
+    one_runs = pd.concat([_point_runs(runs, b) for b in one_rows.itertuples()]) if len(one_rows) else runs.iloc[0:0]
+    done = ones[ones["time_to_target_s"].notna()]
+    n_one = int(done["runs"].sum())
+    parts, few, both, verb = [], [], [], " reached the target"
+    if len(ones):
+        kinds = sorted(set(ones["strategy"]))
+        who = machines(1, one_runs) + (f" ({', '.join(kinds)})" if kinds != [strategy] else "")
+        where = "" if at_bw else " (at the other bandwidths: one machine sends nothing)"
+        if len(done) == len(ones):
+            mean = float((done["time_to_target_s"] * done["runs"]).sum() / n_one)
+            lo, hi = done["time_to_target_min_s"].min(), done["time_to_target_max_s"].max()
+            parts.append(f"{who} reached the target in {_span(mean, lo, hi)}{where}")
+            verb = ""
+        else:
+            parts.append(f"{who}: {int(ones['reached'].sum())} of {int(ones['runs'].sum())} runs reached the target")
+    for r in rows[rows["hosts"] > 1].itertuples():
+        point = _point_runs(runs, r)
+        who = machines(int(r.hosts), point)
+        hit = reached[tables.same_values(reached, {k: getattr(r, k) for k in ("bw_bps", "hosts", "strategy",
+                                                                              "communication")})]
+        if hit.empty:
+            parts.append(f"{who}: no loss to compare by")
+            continue
+        p = hit.iloc[0]
+        if not np.isfinite(p["time_to_target_s"]):
+            parts.append(f"{who}: {int(p['reached'])} of {int(p['runs'])} runs reached the target")
+            continue
+        text = f"{who}{verb} in " \
+               f"{_span(p['time_to_target_s'], p['time_to_target_min_s'], p['time_to_target_max_s'])}"
+        verb = ""
+        if np.isfinite(p["vs_one_machine"]):
+            verdict = tables.text(p["vs_one_machine_verdict"])
+            text += (f": {trends.speed_words(p['vs_one_machine'])}, "
+                     f"{trends.spread_words(verdict, n_one, int(p['runs']), short=True)}")
+            few.append(verdict == spread.TOO_FEW)
+            if yardstick.opposite(r.speedup, p["vs_one_machine"]):
+                both.append(_both(who, r.speedup, p["vs_one_machine"],
+                                  yardstick.per_sample_reasons(point, one_runs, strategy, setting)))
+        parts.append(text)
+    if not len(ones):
+        parts.append("no one-node run to compare with")
+    gone = sorted(set(degraded["hosts"].astype(int)) - set(rows["hosts"].astype(int)) - {1})
+    if gone:
+        parts.append(f"{' and '.join(map(str, gone))} node(s): not counted, this machine could not emulate them "
+                     "faithfully (see Degraded runs)")
+    return head + ", " + "; ".join(parts) + "." + "".join(" " + b for b in both) + (FEW if any(few) else "")
+
+
+def _span(mean, lo, hi) -> str:
+    """'3.4 s', '1.1 s (1 s to 1.2 s)'."""
+    span = duration(lo) == duration(hi) or not (np.isfinite(lo) and np.isfinite(hi))
+    return duration(mean) + ("" if span else f" ({duration(lo)} to {duration(hi)})")
+
+
+def _both(who: str, speed: float, ratio: float, reasons: list[str]) -> str:
+    """One sentence where steady samples/s and time to the target point different ways: both, and why."""
+    less = ratio < 1
+    return (f"{who} process samples {trends.speed_words(speed)} but learn {'less' if less else 'more'} from each: "
+            f"they reach the target {(1 / ratio if less else ratio):.3g}× {'later' if less else 'sooner'}"
+            + (f" ({'; '.join(reasons)})" if reasons else "") + ".")
 
 
 def prediction_sentences(exp: tables.Experiment) -> list[str]:
@@ -191,10 +295,13 @@ def parts(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
     """The section's HTML: the answer's sentences, then the prediction where the cost model gives one."""
     e = html.escape
     predicted = prediction_sentences(exp)
-    return ["<h2>Does distributed training pay off here?</h2><p>Measured: the time each point would take to train "
-            "the job (its warm-up plus the job at its steady throughput), and the speedup (steady samples per second "
-            "against one node's), which every table and figure of this report uses.</p><ul class='answer'>"
+    return ["<h2>Does distributed training pay off here?</h2><p>Measured, by one yardstick per job, said with it: "
+            "where every run learned on the same data, the time each point took to reach the target loss; else the "
+            "time each point would take to train the job (its warm-up plus the job at its steady throughput) and "
+            "the speedup (steady samples per second against one node's), which the tables and figures of this "
+            "report use.</p><ul class='answer'>"
             + "".join(f"<li>{e(x)}</li>" for x in answer_sentences(exp, t)) + "</ul>"
             + ("<p class='prediction'><b>PREDICTION</b> of the cost model, not measured: where more machines "
-               "would pay off.</p><ul class='prediction'>" + "".join(f"<li>{e(x)}</li>" for x in predicted)
+               "would beat one machine's steady samples per second (not its time to a target loss).</p>"
+               "<ul class='prediction'>" + "".join(f"<li>{e(x)}</li>" for x in predicted)
                + "</ul>" if predicted else "")]
