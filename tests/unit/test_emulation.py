@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from testbed.emulation import budgets, dilation, fidelity, memory, readers
 from testbed.emulation.budgets import Quota, cpusets, cpuset_text, fits, quota, real_cores, tf_threads
-from testbed.emulation.dilation import choose, scaled_paths, to_emulated, wall_graph, wall_spec
+from testbed.emulation.dilation import _models_in, choose, scaled_paths, to_emulated, wall_graph, wall_spec
 from testbed.emulation.fidelity import ComputeProbe, NodeCpu, RunMeasures, cpu_slices, reasons, verdict
 from testbed.run.training.fidelity_probe import others_on_cpus
 from testbed.shaping import TCP_GOODPUT_CEILING
@@ -133,17 +133,6 @@ def _quantity_kind(annotation, metadata=()) -> str | None:
     if "format_time" in text or "(us|ms|s|m)" in text:
         return "time"
     return None
-
-
-def _models_in(annotation):
-    """(model, path suffix) of every model inside an annotation: '[]' through a list, '.*' a dict."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        yield annotation, ""
-    origin = typing.get_origin(annotation)
-    step = "[]" if origin is list else ".*" if origin is dict else ""
-    for arg in typing.get_args(annotation):
-        for model, suffix in _models_in(arg):
-            yield model, step + suffix
 
 
 def _quantity_paths(model, prefix="") -> dict[str, str]:
