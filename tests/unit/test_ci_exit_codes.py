@@ -55,3 +55,16 @@ def test_too_few_repeats_to_judge_is_said_and_does_not_fail(tmp_path, monkeypatc
 def test_fail_on_regression_without_compare_is_a_usage_error(tmp_path, capsys):
     assert report_cli.main([str(tmp_path), "--fail-on-regression"]) == 2
     assert "add --compare REFERENCE" in capsys.readouterr().err
+
+
+def test_the_test_commands_clean_up_trap_keeps_the_suites_exit_status():
+    """`./testbed.sh test` ends with the tests' status: its EXIT trap (which stops the image builds if
+    they still run) must not turn a passing suite into exit 1 when the builds are already over."""
+    import re
+    import subprocess
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "testbed.sh").read_text()
+    trap = re.search(r"^\s*(trap .* EXIT)", text, flags=re.M).group(1)
+    for status in (0, 3):
+        script = f'set -euo pipefail\nprebuild=999999\nlog=$(mktemp)\n{trap}\nexit {status}\n'
+        assert subprocess.run(["bash", "-c", script]).returncode == status
