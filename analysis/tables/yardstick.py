@@ -18,6 +18,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+import workloads.communication as methods
+from analysis.model import communication
 from analysis.tables import payoff, stability, tables
 
 TARGET = "time to target"
@@ -77,10 +79,10 @@ def opposite(speedup: float, ratio: float) -> bool:
     return bool(ok and (speedup > 1) != (ratio > 1))
 
 
-def per_sample_reasons(point: pd.DataFrame, one: pd.DataFrame, strategy: str, communication: str) -> list[str]:
+def per_sample_reasons(point: pd.DataFrame, one: pd.DataFrame, strategy: str) -> list[str]:
     """Why the runs of a point learn another amount from a sample than one machine's runs (`one`): more or
     fewer samples in each update (under fixed data fewer updates over the same data), its communication
-    setting, asynchronous updates (ps)."""
+    setting (its method's UPDATE_EFFECT, from the point's runs.csv columns), asynchronous updates (ps)."""
     out = []
     mine, theirs = (float(tables.samples_per_step(r).median()) if len(r) else np.nan for r in (point, one))
     if np.isfinite(mine) and np.isfinite(theirs) and mine > 0 and theirs > 0 and mine != theirs:
@@ -88,19 +90,12 @@ def per_sample_reasons(point: pd.DataFrame, one: pd.DataFrame, strategy: str, co
         out.append(f"each update averages {mine:g} samples against one machine's {theirs:g}, so "
                    f"{max(mine, theirs) / min(mine, theirs):.3g}× {'fewer' if fewer else 'more'} updates over the "
                    "same data")
-    if communication and communication != "none":
-        out.append(_setting_reason(communication))
+    cells = {c: point[c].iloc[0] for c in communication.COLUMNS if c in point and len(point)}
+    method = methods.method_of(communication.settings_of(cells))
+    if method.NAME != methods.PLAIN:
+        effect = getattr(method, "UPDATE_EFFECT", "changes what each update carries")
+        out.append(f"{communication.label(cells)} {effect}")
     if strategy == "ps":
         out.append("the parameter server applies each worker's gradients without waiting for the others "
                    "(asynchronous)")
     return out
-
-
-def _setting_reason(communication: str) -> str:
-    if communication.startswith("local SGD"):
-        return f"{communication} lets each node step alone between averages"
-    if communication.startswith("powersgd"):
-        return f"{communication} compresses the gradients to low rank"
-    if communication in ("fp16", "bf16"):
-        return f"{communication} rounds the gradients"
-    return f"{communication} changes what each update carries"

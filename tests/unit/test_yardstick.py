@@ -102,12 +102,14 @@ def test_what_changes_how_much_a_sample_teaches():
     one = pd.DataFrame({"global_batch": [32], "workers": [1], "strategy": ["single"]})
     four = pd.DataFrame({"global_batch": [128], "workers": [4], "strategy": ["allreduce"]})
     ps = pd.DataFrame({"global_batch": [96], "workers": [3], "strategy": ["ps"]})
-    assert yardstick.per_sample_reasons(four, one, "allreduce", "powersgd rank 4") == [
+    powersgd = four.assign(compression="powersgd", rank=4, start_step=2)
+    local_sgd = four.assign(compression="none", sync_every=8, start_step=2)
+    assert yardstick.per_sample_reasons(powersgd, one, "allreduce") == [
         "each update averages 128 samples against one machine's 32, so 4× fewer updates over the same data",
         "powersgd rank 4 compresses the gradients to low rank"]
-    assert yardstick.per_sample_reasons(ps, one, "ps", "none") == [
+    assert yardstick.per_sample_reasons(ps, one, "ps") == [
         "the parameter server applies each worker's gradients without waiting for the others (asynchronous)"]
-    assert yardstick.per_sample_reasons(four, four, "allreduce", "local SGD every 8") == [
+    assert yardstick.per_sample_reasons(local_sgd, local_sgd, "allreduce") == [
         "local SGD every 8 lets each node step alone between averages"]
 
 

@@ -21,7 +21,8 @@ A method module declares:
   sync) given `full` (a plain all-reduce step's bytes per worker), `ring` (2(N-1)/N) and `shapes()` (the
   model's tensor shapes, read only by a method that needs them; MODELS: the models it can read);
 - its names: `label(c)` (the report's), `run_label(value)` (a run id's), PREDICT (predict's
-  --communication form) and `predict_settings(arg)`;
+  --communication form) and `predict_settings(arg)`; UPDATE_EFFECT: what it does to an update, in a few
+  words (why its runs learn another amount from a sample; "changes what each update carries" without one);
 - DOC: its docs entry (its row of docs/communication.md's table of methods, which a test holds to it).
 
 Standard library only at import: the engines are imported by the worker-side functions."""

@@ -10,6 +10,7 @@ KEYS: dict = {}
 ENGINES = ("tensorflow", "pytorch")
 STRATEGIES = ("allreduce",)
 WHAT = "gradient compression"
+UPDATE_EFFECT = "rounds the gradients"
 PREDICT = "bf16"
 DOC = "each gradient cast to bfloat16 (8 significant bits, float32's range) for the all-reduce: half the bytes"
 

@@ -10,6 +10,7 @@ KEYS: dict = {}
 ENGINES = ("tensorflow", "pytorch")
 STRATEGIES = ("allreduce",)
 WHAT = "gradient compression"
+UPDATE_EFFECT = "rounds the gradients"
 PREDICT = "fp16"
 DOC = "each gradient cast to 16 bits (11 significant bits, range to 65,504) for the all-reduce: half the bytes"
 

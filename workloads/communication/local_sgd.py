@@ -34,6 +34,7 @@ KEYS = {"start_step": START_STEP,
 ENGINES = ("tensorflow", "pytorch")
 STRATEGIES = ("allreduce",)
 WHAT = "local SGD (sync_every)"
+UPDATE_EFFECT = "lets each node step alone between averages"
 ALONE = "local SGD averages the float32 model every sync_every steps and sends no gradients"
 PREDICT, PREDICT_HELP = "sync:H", "local SGD"
 DOC = ("each worker steps alone, the model averaged every `sync_every` steps after `start_step` plain steps; "

@@ -18,6 +18,7 @@ KEYS = {"rank": Key(4, "the rank of the low-rank approximation of each weight ma
 ENGINES = ("pytorch",)
 STRATEGIES = ("allreduce",)
 WHAT = "gradient compression"
+UPDATE_EFFECT = "compresses the gradients to low rank"
 MODELS = ("mlp", "cnn")            # the models whose tensor shapes its theory reads
 PREDICT, PREDICT_HELP = "powersgd:R", "the results' built-in model at rank R"
 DOC = ("each weight matrix sent as a rank-`rank` approximation after `start_step` plain steps (PyTorch only; "

@@ -258,7 +258,7 @@ def _target_at(g, strategy, bw, rows, runs, reached: pd.DataFrame, say_strategy,
             few.append(verdict == spread.TOO_FEW)
             if yardstick.opposite(r.speedup, p["vs_one_machine"]):
                 both.append(_both(who, r.speedup, p["vs_one_machine"],
-                                  yardstick.per_sample_reasons(point, one_runs, strategy, setting)))
+                                  yardstick.per_sample_reasons(point, one_runs, strategy)))
         parts.append(text)
     if not len(ones):
         parts.append("no one-node run to compare with")
