@@ -11,7 +11,11 @@ engine's real communication path.
 - PyTorch: a stand-in module owns the real model's parameters. Its forward and backward wait layer by
   layer in proportion to the calibrated per-layer times, and its backward hands zero gradients to each
   layer's parameters as the real one would, so DistributedDataParallel's buckets are all-reduced while
-  the earlier layers' backward still waits: the real overlap.
+  the earlier layers' backward still waits: the real overlap. Where the machine it stands for computes on
+  the CPU cores its communication uses (a CPU profile, a calibration here), the two compete: each
+  layer's backward wait also waits what the communication's CPU since the step began would have taken
+  from the compute there, and the step's end what the communication after the backward pass would
+  have taken on that machine's cores (`Contention`).
 
 The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run by the
 testbed in a process of its own before the network exists, on idle CPUs: testbed/run/point/calibration.py)
@@ -121,7 +125,77 @@ def parameter_layers(model) -> list:
     return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
 
 
-def _wait_function():
+_sampler_cpu_s = 0.0           # the usage sampler's own thread's CPU so far (UsageSampler)
+
+
+def process_cpu_s() -> float:
+    """CPU seconds this process has used, the usage sampler's thread left out."""
+    return time.process_time() - _sampler_cpu_s
+
+
+def others_cpu_s() -> float:
+    """CPU seconds this process's threads but the calling one and the usage sampler's have used: the
+    communication's (gloo's threads), while the stand-in's own thread waits."""
+    return max(0.0, time.process_time() - time.thread_time() - _sampler_cpu_s)
+
+
+class Contention:
+    """The wall time the node's CPU work beyond the stand-in's own would have taken on the machine it
+    stands for, waited for. The node runs unbudgeted: each CPU second took a wall second here.
+    - During the backward pass, where that machine computes on the cores its communication uses, the
+      communication's threads delayed the compute there by 1/cores of a second per CPU second, x K on
+      the wall clock: `during` = K / cores (0: it computes elsewhere, on a GPU). `settle()`, after each
+      layer's backward wait, waits for their CPU since the last call, and again for what they used
+      meanwhile, until they used (almost) none.
+    - The rest of the step's CPU beyond the stand-in's own (`own_cpu_s`: the communication after the
+      backward pass, the framework's work between the waits) ran at a whole CPU where that machine's
+      cores give it 1/K of one each: `after` = K / cores - 1 (at least 0). `close()`, at the end of each
+      step, waits for it.
+    `charged_cpu_s`: all the CPU waited for so far (the verdict bounds only the rest)."""
+
+    MIN_WAIT_S = 1e-4
+    ROUNDS = 50
+
+    def __init__(self, during: float, after: float = 0.0, own_cpu_s: float = 0.0, others=others_cpu_s,
+                 total=process_cpu_s):
+        self.during, self.after, self.own_cpu_s = during, after, own_cpu_s
+        self.others, self.total = others, total
+        self.charged_cpu_s = 0.0
+        self._mark = others()
+        self._step_from: float | None = None     # the process's CPU when the step began (the last close)
+        self._step_charged = 0.0
+
+    def begin(self) -> None:
+        """A step's forward pass starts: the communication's CPU before it is not this step's backward's."""
+        self._mark = self.others()
+        if self._step_from is None:
+            self._step_from = self.total()
+
+    def settle(self) -> None:
+        if self.during <= 0:
+            return
+        for _ in range(self.ROUNDS):
+            now = self.others()
+            used, self._mark = now - self._mark, now
+            if used * self.during < self.MIN_WAIT_S:
+                return
+            self._charge(used, used * self.during)
+
+    def close(self) -> None:
+        if self._step_from is None:
+            return
+        rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
+        if self.after > 0 and rest * self.after >= self.MIN_WAIT_S:
+            self._charge(rest, rest * self.after)
+        self._step_from, self._step_charged = self.total(), 0.0
+
+    def _charge(self, cpu_s: float, wait_s: float) -> None:
+        self.charged_cpu_s += cpu_s
+        self._step_charged += cpu_s
+        time.sleep(wait_s)
+
+
+def _wait_function(contention: Contention | None):
     import torch
 
     class Wait(torch.autograd.Function):
@@ -137,21 +211,23 @@ def _wait_function():
         @staticmethod
         def backward(ctx, grad):
             time.sleep(ctx.backward_s)
+            if contention is not None:
+                contention.settle()
             return (grad, None, None, *[torch.zeros_like(p) for p in ctx.params])
     return Wait
 
 
-def stand_in(model, waits: list[tuple[float, float]], classes: int):
+def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None):
     """A torch module that owns `model`'s parameters and replays its compute: `waits` holds each
-    parameter layer's (forward, backward) seconds (parameter_layers order). Its output has the shape of
-    the model's logits (batch x classes)."""
+    parameter layer's (forward, backward) seconds (parameter_layers order), `contention` what the
+    communication's CPU takes from them. Its output has the shape of the model's logits (batch x classes)."""
     import torch
     from torch import nn
 
     layers = parameter_layers(model)
     if len(waits) != len(layers):
         raise ValueError(f"{len(waits)} layer waits for a model of {len(layers)} parameter layers")
-    wait = _wait_function()
+    wait = _wait_function(contention)
 
     class StandIn(nn.Module):
         def __init__(self):
@@ -159,6 +235,8 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int):
             self.model = model
 
         def forward(self, x):
+            if contention is not None:
+                contention.begin()
             h = torch.zeros(1)
             for layer, (forward_s, backward_s) in zip(layers, waits):
                 h = wait.apply(h, forward_s, backward_s, *layer.parameters(recurse=False))
@@ -238,25 +316,28 @@ def run_delay_s(pid: str = "self", skip: int | None = None) -> float:
 
 class UsageSampler:
     """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's
-    CPU seconds (all threads) and its threads' run delay, with the time they were read. The sampler's
-    own thread is left out of both: on a VM a wake-up can cost a millisecond of CPU, which would
-    otherwise count as the node's."""
+    CPU seconds (all threads), the part of them a `Contention` waited for (charged_cpu_s), and its
+    threads' run delay, with the time they were read. The sampler's own thread is left out: on a VM a
+    wake-up can cost a millisecond of CPU, which would otherwise count as the node's."""
 
-    def __init__(self, emit, interval: float = 0.25):
-        self.emit, self.interval = emit, interval
+    def __init__(self, emit, interval: float = 0.25, contention: Contention | None = None):
+        self.emit, self.interval, self.contention = emit, interval, contention
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="usage", daemon=True)
-        self._own_cpu, self._own_tid = 0.0, None
+        self._own_tid = None
 
     def sample(self) -> None:
-        self.emit("usage", cpu_s=round(time.process_time() - self._own_cpu, 6),
+        charged = self.contention.charged_cpu_s if self.contention is not None else 0.0
+        self.emit("usage", cpu_s=round(time.process_time() - _sampler_cpu_s, 6), charged_cpu_s=round(charged, 6),
                   run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
 
     def _loop(self) -> None:
+        global _sampler_cpu_s
         self._own_tid = threading.get_native_id()
+        before = _sampler_cpu_s          # earlier samplers' threads, ended
         while not self._stop.wait(self.interval):
             self.sample()
-            self._own_cpu = time.thread_time()
+            _sampler_cpu_s = before + time.thread_time()
 
     def __enter__(self) -> "UsageSampler":
         self.sample()

@@ -49,9 +49,12 @@ def run_training(job: dict, emit: Emitter) -> None:
     trainable = torch_models.trainable_count(model)
     batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, bpw)  # noqa: E731
     loss_of = lambda net, x, y: zoo.loss(name, net, x, y)  # noqa: E731  (the built-in models' too)
+    contention = None
     if replayed:
-        waits = [tuple(x) for x in replayed["hosts"][emit.base["host"]]["layers"]]
-        model = replay.stand_in(model, waits, 1)
+        mine = replayed["hosts"][emit.base["host"]]
+        contention = replay.Contention(float(mine.get("charge", 0.0)), float(mine.get("after_charge", 0.0)),
+                                       float(mine.get("own_cpu_s", 0.0)))
+        model = replay.stand_in(model, [tuple(x) for x in mine["layers"]], 1, contention)
         dummy = (torch.zeros(bpw, 1), torch.zeros(bpw, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
@@ -68,7 +71,7 @@ def run_training(job: dict, emit: Emitter) -> None:
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
     clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes)
     batch_id, step = rank, 0
-    with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
+    with replay.UsageSampler(emit, contention=contention) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
                 x, y = batches(batch_id)
@@ -79,6 +82,8 @@ def run_training(job: dict, emit: Emitter) -> None:
                 optimizer.step()
                 step += 1
                 after_step(step)
+                if contention is not None:
+                    contention.close()
                 clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
             clock.epoch_end()
     clock.done()

@@ -9,15 +9,14 @@
 - Dilation auto. Replayed nodes need no CPU budget, only the CPU of their communication and of the
   framework's own step. `auto_factor` slows the world until that, at the estimated step rate, fills
   at most UTILISATION of the CPUs outside the reserve (an estimate: the verdict says whether it held).
-- The verdict. A node runs unbudgeted, so its communication's CPU work (gradients through gRPC or
-  gloo) ran faster than on the machine it stands for. What it could have gained bounds the error:
-  its CPU per steady step in emulated core-seconds, less the stand-in's own CPU (already inside the
-  replayed step), as a share of the step. Where the engine overlaps communication with the backward
-  pass (PyTorch DDP's buckets) all of it could have gone faster: on the real machine it competed with
-  the compute. Where communication follows the backward pass (TensorFlow's strategies) it ran on a
-  whole CPU where the real node has 1/K of one: it gained at most (1 - 1/K) of it. Its tasks' wait
-  for a CPU (run delay) is a delay the real machine would not have had. Each must stay under
-  SHARE_MAX of the step.
+- Contention. Where the machine a node stands for computes on the cores its communication uses (a
+  calibration here, a CPU profile), PyTorch's buckets all-reduced during the backward pass took CPU
+  from the compute there: the stand-in waits for it (`charge`, workloads/replay.py's Contention).
+- The verdict. A node runs unbudgeted, so the CPU work of its communication (gradients through gRPC
+  or gloo) that no contention wait covered ran on a whole CPU where the machine it stands for has 1/K
+  of one per core: it could have gained (1 - 1/K) of it, in emulated core-seconds per steady step,
+  less the stand-in's own CPU (already inside the replayed step). Its tasks' wait for a CPU (run
+  delay) is a delay the real machine would not have had. Each must stay under SHARE_MAX of the step.
 """
 from __future__ import annotations
 
@@ -31,8 +30,6 @@ UTILISATION = 0.1              # of the CPUs outside the reserve, at the estimat
 # CPU seconds per gradient byte a node sends or receives, its switch's share included: measured 15-45 ns for
 # TensorFlow's gRPC ring (2 and 16 nodes) and 8-13 ns for gloo's (docs/benchmarks.md, replayed compute)
 COMM_CPU_PER_BYTE_S = {"tensorflow": 30e-9, "pytorch": 12e-9}
-# whether the engine's gradient exchange overlaps the backward pass (DDP's buckets) or follows it
-OVERLAPS_BACKWARD = {"tensorflow": False, "pytorch": True}
 AUTO_STEP = 0.25
 AUTO_MAX = 16.0                # beyond it a node's own step dominates: the verdict says what that costs
 
@@ -48,17 +45,29 @@ class HostReplay:
     overshoot_s: float = 0.0       # what the stand-in's waits take beyond what they ask (wake-up latency)
     profile: str | None = None     # the compute profile it replays, as the file named it (None: calibrated here)
     shapes: tuple = ()             # a profile's parameters per layer, (shape, dtype) in replay order
+    shares_cpu: bool = True        # its compute ran on the CPU cores its communication uses (not a GPU)
 
     def wall_wait(self, k: float) -> float:
         """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
         overshoot, which take their time at any K."""
         return max(0.0, k * self.step_s - self.stand_in_s - self.overshoot_s)
 
+    def charge(self, k: float) -> float:
+        """Wall seconds of compute each CPU second of its communication takes during the backward pass:
+        K / cores where they share the cores, else 0."""
+        return k / self.cores if self.shares_cpu and self.cores > 0 else 0.0
+
+    def after_charge(self, k: float) -> float:
+        """Wall seconds each CPU second of its communication after the backward pass lasts beyond the one it
+        took here, unbudgeted: K / cores - 1."""
+        return max(0.0, k / self.cores - 1.0) if self.cores > 0 else 0.0
+
     def job(self, k: float) -> dict:
-        """The node's entry of the job document: its wait per step on the wall clock, and with layers,
-        that wait split over them."""
+        """The node's entry of the job document: its wait per step on the wall clock, with layers that wait
+        split over them, and the contention's charge."""
         wait = self.wall_wait(k)
-        return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)]}
+        return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)], "charge": self.charge(k),
+                "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
@@ -68,12 +77,12 @@ def from_calibration(cal: dict, cores: float) -> HostReplay:
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
 
 
-def from_profile(cal: dict, cores: float, name: str, shapes=()) -> HostReplay:
-    """A node's replay from a profile's calibration: the machine profiled (`cores`), its step as measured there,
-    the parameters' `shapes` it all-reduces."""
+def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu") -> HostReplay:
+    """A node's replay from a profile's calibration: the machine profiled (`cores`, computing on `device`), its
+    step as measured there, the parameters' `shapes` it all-reduces."""
     return HostReplay(cores, cal["real_step_s"], cal["stand_in_step_s"], cal["stand_in_cpu_s"],
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name,
-                      tuple(tuple(layer) for layer in shapes))
+                      tuple(tuple(layer) for layer in shapes), device == "cpu")
 
 
 def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
@@ -123,17 +132,16 @@ def _at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, flo
 
 
 def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], start: float, end: float,
-                 k: float, steps: int = 0, hosts: dict[str, HostReplay] | None = None,
-                 overlapped: bool = True) -> list[NodeReplay]:
+                 k: float, steps: int = 0, hosts: dict[str, HostReplay] | None = None) -> list[NodeReplay]:
     """Each node's figures over the steady window [start, end] (wall-clock times, `steps` steps): `samples`
-    maps a node to its tasks' usage samples (t, CPU seconds, run delay seconds). Its CPU bound is its CPU
-    over the window less the stand-in's own CPU per step (`hosts`), per emulated second, per core of the
-    machine it stands for (a GPU server's profile had that many cores for its communication); where the
-    engine's communication follows the backward pass (not `overlapped`), x (1 - 1/K)."""
+    maps a node to its tasks' usage samples (t, CPU seconds no contention wait covered, run delay seconds).
+    Its CPU bound is that CPU over the window less the stand-in's own CPU per step (`hosts`), per emulated
+    second, per core of the machine it stands for (a GPU server's profile had that many cores for its
+    communication), x (1 - 1/K): what it would have taken on 1/K of a core."""
     wall = end - start
     if wall <= 0:
         return []
-    gain = 1.0 if overlapped else 1.0 - 1.0 / k
+    gain = 1.0 - 1.0 / k
     out = []
     for name, tasks in samples.items():
         cpu = delay = 0.0

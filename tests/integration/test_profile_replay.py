@@ -1,6 +1,7 @@
 """Compute profiles replayed on real Mininet, OVS, tc and PyTorch's gloo: the built-in CNN profiled here with
-`run_experiment.py profile` replays 2 and 4 one-core nodes at the steady step of real compute, and an
-unmodified torchrun script, profiled, replays 4 nodes with no code of its own on them."""
+`run_experiment.py profile` replays 2 and 4 one-core nodes at the steady step of real compute, on a slow link
+and on a fast one (where the exchange's CPU is a large share of the step), and an unmodified torchrun script,
+profiled, replays 4 nodes with no code of its own on them."""
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from cli import REPO, cli, run_one, steady_ratio
 pytestmark = pytest.mark.integration
 
 SPEC = """name: {name}
-topology: {{template: star, hosts: {hosts}, link: {{bw: 10mbit}}, host: {{cores: {cores}{profile}}}}}
+topology: {{template: star, hosts: {hosts}, link: {{bw: {bw}}}, host: {{cores: {cores}{profile}}}}}
 emulation: {{dilation: auto, compute: {compute}}}
 workload: {{engine: pytorch, strategy: allreduce, model: cnn, batch_per_worker: 32, epochs: 1, steps_per_epoch: 25,
            fixed: steps, timeout: 15m{script}}}
@@ -20,9 +21,9 @@ monitor: {{interval: 2s}}
 
 
 def run(tmp_path: Path, name: str, hosts: int, compute: str, profile: Path | None = None, script: Path | None = None,
-        cores: float = 1):
+        cores: float = 1, bw: str = "10mbit"):
     spec = tmp_path / f"{name}.yaml"
-    spec.write_text(SPEC.format(name=name, hosts=hosts, compute=compute, cores=cores,
+    spec.write_text(SPEC.format(name=name, hosts=hosts, compute=compute, cores=cores, bw=bw,
                                 profile=f", profile: {profile}" if profile else "",
                                 script=f", script: {script}" if script else ""))
     return run_one(spec, tmp_path / name, timeout=1200)
@@ -36,14 +37,14 @@ def profile(tmp_path: Path, target, *extra, cores: float = 1) -> Path:
     return out
 
 
-@pytest.mark.parametrize("hosts", [2, 4])
-def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, root, no_leftovers, hosts):
+@pytest.mark.parametrize("hosts, bw", [(2, "10mbit"), (4, "10mbit"), (4, "100mbit")])
+def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, root, no_leftovers, hosts, bw):
     taken = profile(tmp_path, "cnn")
-    real = run(tmp_path, "real", hosts, "real")
-    replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken)
+    real = run(tmp_path, "real", hosts, "real", bw=bw)
+    replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken, bw=bw)
     assert replayed["compute"] == "replay" and replayed["profile"] == ";".join(f"h{i}={taken}"
                                                                                for i in range(1, hosts + 1))
-    ratio = steady_ratio(f"{hosts} one-core nodes at 10 Mbit/s, replayed from the profile", real, replayed)
+    ratio = steady_ratio(f"{hosts} one-core nodes at {bw}, replayed from the profile", real, replayed)
     assert ratio == pytest.approx(1, abs=0.05)
 
 

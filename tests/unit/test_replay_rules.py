@@ -51,30 +51,77 @@ def test_node_figures_read_the_steady_window_between_samples():
     h1 = [[(0, 0.0, 0.0), (10, 1.0, 0.0)], [(0, 0.0, 0.0), (10, 1.0, 0.0)]]
     h2 = [[(0, 0.0, 0.0), (5, 0.5, 0.1), (10, 1.0, 0.2)]]
     nodes = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2)}
-    assert nodes["h1"].cpu_share == pytest.approx(0.4)        # 0.2 core x K 2
-    assert nodes["h2"].cpu_share == pytest.approx(0.2) and nodes["h2"].wait_share == pytest.approx(0.02)
+    assert nodes["h1"].cpu_share == pytest.approx(0.2)        # 0.2 core x K 2 x (1 - 1/K)
+    assert nodes["h2"].cpu_share == pytest.approx(0.1) and nodes["h2"].wait_share == pytest.approx(0.02)
     # h1 standing for a 16-core server: its communication had 16 cores there, its bound is a sixteenth
     server = replay.HostReplay(16, 0.02, 0.0, 0.0, ())
     served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2, hosts={"h1": server})}
-    assert served["h1"].cpu_share == pytest.approx(0.4 / 16) and served["h2"].cpu_share == pytest.approx(0.2)
+    assert served["h1"].cpu_share == pytest.approx(0.2 / 16) and served["h2"].cpu_share == pytest.approx(0.1)
 
 
 def test_the_cpu_bound_leaves_out_the_stand_ins_own_cpu_and_what_could_not_have_gone_faster():
     # h1: 0.2 core over 4 wall seconds = 0.8 CPU s; 8 steps whose stand-in uses 0.025 CPU s each (0.2 s): 0.6 s
-    # of communication, x K 2 over 4 s: 0.3 of each emulated second
+    # of communication, x K 2 over 4 s: 0.3 of each emulated second, of which it ran on a whole CPU where the
+    # node had half of one: half
     h1 = {"h1": [[(0, 0.0, 0.0), (10, 2.0, 0.0)]]}
     host = {"h1": replay.HostReplay(1, 0.5, 0.01, 0.025, ())}
-    overlapped = replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host)[0]
-    assert overlapped.cpu_share == pytest.approx(0.3)
-    # communication after the backward pass ran on a whole CPU where the node had half of one: half of it
-    after = replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host, overlapped=False)[0]
-    assert after.cpu_share == pytest.approx(0.15)
-    # at K = 1 such communication had what the machine it stands for has: nothing to gain
-    assert replay.node_figures(h1, 2.0, 6.0, k=1, steps=8, hosts=host, overlapped=False)[0].cpu_share == 0
+    assert replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host)[0].cpu_share == pytest.approx(0.15)
+    # at K = 1 it had what the machine it stands for has: nothing to gain
+    assert replay.node_figures(h1, 2.0, 6.0, k=1, steps=8, hosts=host)[0].cpu_share == 0
     # a stand-in that used more than was measured leaves no negative bound
     greedy = {"h1": replay.HostReplay(1, 0.5, 0.01, 1.0, ())}
     assert replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=greedy)[0].cpu_share == 0
-    assert replay.OVERLAPS_BACKWARD == {"tensorflow": False, "pytorch": True}
+
+
+def test_the_cpu_a_contention_wait_covered_is_left_out_of_the_bound():
+    from testbed.run.point import record
+    from testbed.roles import Task
+
+    def usage(t, cpu, charged):
+        return {"event": "usage", "t": t, "cpu_s": cpu, "charged_cpu_s": charged, "run_delay_s": 0.0}
+    steps = [{"event": "step", "t": float(t)} for t in range(1, 11)]
+    task = Task("h1", "worker", 0, 2222)
+    plain = {task: steps + [usage(0, 0.0, 0.0), usage(10, 2.0, 0.0)]}
+    covered = {task: steps + [usage(0, 0.0, 0.0), usage(10, 2.0, 1.5)]}
+    row = {"warmup_steps": 1}
+    [uncovered_node] = record.replay_nodes(plain, [task], row, 2.0)
+    [covered_node] = record.replay_nodes(covered, [task], row, 2.0)
+    assert covered_node.cpu_share == pytest.approx(uncovered_node.cpu_share / 4)   # 0.5 of 2.0 CPU s left
+
+
+def test_contention_is_charged_as_the_machine_it_stands_for_would_have_shared_its_cores():
+    host = replay.from_calibration(CAL, 1)
+    assert host.job(4)["charge"] == 4 and host.job(4)["after_charge"] == 3
+    assert replay.from_calibration(CAL, 0.5).charge(2) == 4 and replay.from_calibration(CAL, 2).after_charge(1) == 0
+    gpu = replay.from_profile(CAL, 16, "gpu.json", device="cuda")
+    assert gpu.charge(16) == 0 and gpu.after_charge(16) == 0     # its compute is on the GPU, 16 cores to talk
+    assert replay.from_profile(CAL, 1, "cpu.json").charge(2) == 2
+
+
+def test_a_contention_wait_lasts_what_the_cpu_beyond_the_stand_ins_would_have_taken():
+    others, main = [0.0], [0.0]
+    contention = standins.Contention(during=3.0, after=1.0, own_cpu_s=0.002, others=lambda: others[0],
+                                     total=lambda: others[0] + main[0])
+
+    def timed(call):
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0
+    contention.begin()
+    others[0] += 0.010          # 10 ms of the communication's CPU during the backward pass: x 3
+    during = timed(contention.settle)
+    others[0] += 0.020          # 20 ms of it after the backward pass, 7 ms of the framework's, 2 of them the
+    main[0] += 0.007            # stand-in's own: 25 ms x 1
+    after = timed(contention.close)
+    assert during == pytest.approx(0.030, abs=0.01) and after == pytest.approx(0.025, abs=0.01)
+    assert contention.charged_cpu_s == pytest.approx(0.035)
+    contention.begin()          # the next step counts from the end of the last one
+    main[0] += 0.002
+    assert timed(contention.close) < 0.01 and contention.charged_cpu_s == pytest.approx(0.035)
+    idle = standins.Contention(during=0.0, after=0.0, others=lambda: others[0], total=lambda: others[0])
+    idle.begin()
+    others[0] += 1.0
+    assert timed(idle.settle) + timed(idle.close) < 0.01 and idle.charged_cpu_s == 0
 
 
 def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
@@ -195,6 +242,25 @@ def test_the_pytorch_stand_in_waits_layer_by_layer_and_gives_every_parameter_a_g
     assert [i for i, _ in ready] == [3, 2, 1, 0]             # the last layer's gradients first, as DDP expects
     assert ready[-1][1] - t0 >= 0.04                          # every layer's backward wait
     assert all(p.grad is not None and p.grad.shape == p.shape and not p.grad.any() for p in model.parameters())
+
+
+def test_the_pytorch_stand_ins_backward_waits_for_the_communications_cpu_after_each_layer():
+    import torch
+
+    from workloads import torch_models
+    model = torch_models.build("mlp", {"width": 16})
+    used, asked = [0.0], []
+
+    def others():               # 5 ms more of the communication's CPU at each reading
+        asked.append(used[0])
+        used[0] += 0.005
+        return used[0]
+    contention = standins.Contention(during=1.0, others=others, total=lambda: 0.0)
+    net = standins.stand_in(model, [(0.0, 0.0)] * 3, 10, contention)
+    net(torch.zeros(4, 1)).sum().backward()
+    # each layer's settle() charges what was used since the last reading, then sees 5 ms more and charges that
+    # too, up to its rounds: a communication that never stops using CPU is charged a bounded amount
+    assert 3 * 0.005 <= contention.charged_cpu_s <= 3 * standins.Contention.ROUNDS * 0.005 + 1e-9
 
 
 def test_layer_times_measure_each_parameter_layer_of_a_real_step():

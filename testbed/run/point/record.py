@@ -113,8 +113,8 @@ def _whole(value) -> int:
         else 0
 
 
-def replay_nodes(events: dict, tasks, row: dict, k: float, hosts: dict[str, replay.HostReplay] | None = None,
-                 engine: str = "pytorch") -> list[replay.NodeReplay]:
+def replay_nodes(events: dict, tasks, row: dict, k: float,
+                 hosts: dict[str, replay.HostReplay] | None = None) -> list[replay.NodeReplay]:
     """Replayed compute: each node's CPU bound and CPU wait over the run's steady steps, from its tasks'
     `usage` events and what it replays (`hosts`); the window runs from the end of the warm-up to the last
     step of the lead task."""
@@ -126,11 +126,15 @@ def replay_nodes(events: dict, tasks, row: dict, k: float, hosts: dict[str, repl
         return []
     samples: dict[str, list] = {}
     for task, evs in events.items():
-        series = [(e["t"], e["cpu_s"], e["run_delay_s"]) for e in evs if e.get("event") == "usage"
+        series = [(e["t"], e["cpu_s"] - _number(e.get("charged_cpu_s")), e["run_delay_s"]) for e in evs
+                  if e.get("event") == "usage"
                   and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
         samples.setdefault(task.host, []).append(series)
-    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, len(ends) - warm, hosts,
-                               replay.OVERLAPS_BACKWARD.get(engine, True))
+    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, len(ends) - warm, hosts)
+
+
+def _number(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else 0.0
 
 
 def replay_columns(nodes: list[replay.NodeReplay]) -> dict:

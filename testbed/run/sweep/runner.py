@@ -98,8 +98,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     record.add_training(row, observed, outcome, spec, point.run_id, tasks)
     replayed = None
     if point.replay is not None:
-        replayed = tuple(record.replay_nodes(outcome.events, tasks, row, point.k, point.replay,
-                                             spec.workload.engine))
+        replayed = tuple(record.replay_nodes(outcome.events, tasks, row, point.k, point.replay))
         lead = point.replay.get(final_tasks(tasks)[0].host) or next(iter(point.replay.values()), None)
         row.update(record.replay_columns(list(replayed)),
                    compute_per_step_s=lead.step_s * point.k if lead is not None else None)
