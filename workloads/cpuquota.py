@@ -1,18 +1,53 @@
-"""The compute probe's reference: this process's own testbed CPU quota, lifted for a moment.
+"""The compute probe's reference: this process's own testbed CPU quota, lifted for a moment, and the
+node computing alone.
 
 A budget under a core is held as 1 ms slices of CPU with pauses between them, and code run that
-way can cost more CPU than the same code run at once (cold caches after each pause). The probe
-measures that cost after training: CPU time per step under the budget, then with the quota
-lifted, and the ratio of the two. Only a quota the testbed set (a cgroup under /dltestbed/) is
-touched, it is put back at once, and where the cgroup files cannot be written (a Docker
-container) nothing is lifted."""
+way can cost more CPU than the same code run at once (cold caches after each pause). Nodes that
+compute at once on this machine's CPUs also slow each other (shared caches and memory bandwidth),
+which separate machines would not. The probe measures both costs after training: CPU time per step
+under the budget, with the other nodes probing at once as they trained, then with the quota lifted
+and the node alone, and the ratio of the two. Only a quota the testbed set (a cgroup under
+/dltestbed/) is touched, it is put back at once, and where the cgroup files cannot be written (a
+Docker container) nothing is lifted. The nodes take turns through a lock on the job file they share
+(`alone`); nodes that do not share it (containers, other machines) do not wait for each other."""
 from __future__ import annotations
 
+import fcntl
+import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 SUBTREE = "/dltestbed/"
+ALONE_WAIT_S = 300          # at most this long for the other nodes' turns; then it measures anyway
+shared_file: str | None = None      # the file this run's tasks share on this machine (task_main: the job)
+
+
+@contextmanager
+def turn(exclusive: bool, path: str | None = None, wait_s: float = ALONE_WAIT_S):
+    """Hold a lock on `path` (default `shared_file`): shared while the nodes probe under their budgets
+    together, exclusive while one probes alone. Yields whether it holds it (False: no such file, or
+    the wait ran out)."""
+    path = path or shared_file
+    try:
+        fd = os.open(path, os.O_RDONLY) if path else None
+    except OSError:
+        fd = None
+    held, deadline = False, time.monotonic() + wait_s
+    try:
+        while fd is not None and not held:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                held = True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+        yield held
+    finally:
+        if fd is not None:
+            os.close(fd)            # closing releases the lock
 
 
 def quota_file(proc_cgroup: str, root: Path = ROOT) -> tuple[Path, str] | None:
@@ -54,13 +89,16 @@ def lifted(root: Path = ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")):
 def compute_probe(setup, steps: int, emit) -> None:
     """The `compute` event of both engines' probes: setup() makes the probe's model and batches and
     returns timed(), which runs the probe's steps and returns (wall, CPU) seconds per step. They run
-    under the node's budget, then again with its quota lifted. A failure is reported in the event
-    (error) and never fails the task, whose training is done."""
+    under the node's budget, the nodes together, then again with its quota lifted, the node alone
+    (`alone`: whether it was). A failure is reported in the event (error) and never fails the task,
+    whose training is done."""
     try:
         timed = setup()
-        wall, cpu = timed()
-        with lifted() as free:
+        with turn(exclusive=False):
+            wall, cpu = timed()
+        with turn(exclusive=True) as alone, lifted() as free:
             cpu_free = timed()[1] if free else None
-        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps)
+        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps,
+             alone=alone)
     except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
         emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")

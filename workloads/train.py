@@ -331,6 +331,7 @@ def task_main(body, argv=None) -> None:
     body(job, args, emit) under run_task (every failure an `error` event; the process exits)."""
     args = parse_args(argv)
     emit = Emitter(args.task_type, args.task_index, args.host)
+    cpuquota.shared_file = args.job         # the compute probes of this machine's nodes take turns on it
 
     def task():
         with open(args.job) as fh:

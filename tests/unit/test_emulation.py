@@ -288,9 +288,10 @@ def test_slicing_measured_by_the_probe_counts_against_the_step():
     # 10 ms of a 100 ms step at 2x: 5 ms added, 5 %: within; 12 ms at 2x: 6 %: degraded
     assert cpu_slices(at(2.0)) == []
     [slow] = cpu_slices(at(2.0, compute=0.012))
-    assert slow == ("cpu: the quota's slices (1 ms every 2.5 ms) made h1's compute take 2.00 times its CPU time, "
-                    "6% of each step (the compute probe); a budget of a whole real core has no slices: nodes of "
-                    "1 core or more at a dilation of at most their cores")
+    assert slow == ("cpu: the quota's slices (1 ms every 2.5 ms) and the nodes computing at once on this machine's "
+                    "CPUs made h1's compute take 2.00 times its CPU time alone, 6% of each step (the compute probe); "
+                    "a budget of a whole real core has no slices (nodes of 1 core or more at a dilation of at most "
+                    "their cores), and replayed compute (emulation.compute: replay) neither")
     # no slicing cost measured: nothing to say; long pauses still count on their own
     assert cpu_slices(at(1.0, compute=0.090)) == []
     paused = tuple(NodeCpu(f"h{i}", cores=0.8, budget=0.1) for i in (1, 2))
@@ -300,7 +301,23 @@ def test_slicing_measured_by_the_probe_counts_against_the_step():
     one_core = (NodeCpu("h1", cores=2, budget=0.5),)
     [slow] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=4, nodes=one_core,
                                     compute=ComputeProbe("h1", 0.05, 0.1, 1.5)))
-    assert "(1 ms every 2 ms)" in slow and "17% of each step" in slow and slow.endswith("dilation x2 or less")
+    assert "(1 ms every 2 ms)" in slow and "17% of each step" in slow and "(dilation x2 or less)" in slow
+
+
+def test_the_probes_take_turns_alone_and_share_their_budgeted_part(tmp_path):
+    from workloads import cpuquota
+    job = tmp_path / "job.json"
+    job.write_text("{}")
+    with cpuquota.turn(exclusive=False, path=str(job)) as one, cpuquota.turn(exclusive=False, path=str(job)) as two:
+        assert one and two                                  # under their budgets the nodes probe together
+        with cpuquota.turn(exclusive=True, path=str(job), wait_s=0.2) as alone:
+            assert not alone                                # not alone while another still probes: it waited
+    with cpuquota.turn(exclusive=True, path=str(job)) as alone:
+        assert alone
+        with cpuquota.turn(exclusive=False, path=str(job), wait_s=0.2) as other:
+            assert not other                                # the next waits for this one's turn
+    with cpuquota.turn(exclusive=True, path=str(tmp_path / "absent")) as alone:
+        assert not alone                                    # no file to share: nobody waits
 
 
 def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
