@@ -97,8 +97,8 @@ def compute_probe(setup, steps: int, emit) -> None:
         with turn(exclusive=False):
             wall, cpu = timed()
         with turn(exclusive=True) as alone, lifted() as free:
-            cpu_free = timed()[1] if free else None
-        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, cpu_per_step_free_s=cpu_free, steps=steps,
-             alone=alone)
+            wall_free, cpu_free = timed() if free else (None, None)
+        emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, time_per_step_free_s=wall_free,
+             cpu_per_step_free_s=cpu_free, steps=steps, alone=alone)
     except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work
         emit("compute", time_per_step_s=None, steps=0, error=f"{type(exc).__name__}: {exc}")

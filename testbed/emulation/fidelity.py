@@ -126,7 +126,7 @@ class ComputeProbe:
     node: str
     compute_s: float            # compute per step under the budget (emulated)
     step_s: float               # the run's steady step (emulated; its mean step when too few to judge)
-    slicing: float              # CPU time per step under the budget / with the quota lifted
+    slicing: float              # its time per step under the budget / its machine's, alone (record.slicing)
 
 
 def _n(x: float) -> str:
@@ -250,7 +250,7 @@ def _measured_slicing(m: RunMeasures, probe: ComputeProbe) -> list[str]:
     whole = f"dilation x{_n(node.cores)} or less" if node is not None and node.cores and node.cores >= 1 \
         else "nodes of 1 core or more at a dilation of at most their cores"
     return [f"cpu: the quota's slices{slices} and the nodes computing at once on this machine's CPUs made "
-            f"{probe.node}'s compute take {probe.slicing:.2f} times its CPU time alone, {added:.0%} of each step "
+            f"{probe.node}'s compute take {probe.slicing:.2f} times its machine's time alone, {added:.0%} of each step "
             f"(the compute probe); a budget of a whole real core has no slices ({whole}), and replayed compute "
             f"(emulation.compute: replay) neither"]
 

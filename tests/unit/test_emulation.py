@@ -289,7 +289,7 @@ def test_slicing_measured_by_the_probe_counts_against_the_step():
     assert cpu_slices(at(2.0)) == []
     [slow] = cpu_slices(at(2.0, compute=0.012))
     assert slow == ("cpu: the quota's slices (1 ms every 2.5 ms) and the nodes computing at once on this machine's "
-                    "CPUs made h1's compute take 2.00 times its CPU time alone, 6% of each step (the compute probe); "
+                    "CPUs made h1's compute take 2.00 times its machine's time alone, 6% of each step (the compute probe); "
                     "a budget of a whole real core has no slices (nodes of 1 core or more at a dilation of at most "
                     "their cores), and replayed compute (emulation.compute: replay) neither")
     # no slicing cost measured: nothing to say; long pauses still count on their own
@@ -354,6 +354,19 @@ def test_slicing_is_the_cpu_under_the_budget_over_the_cpu_without_it():
     assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": 0.002}) == 2.0
     assert slicing({"cpu_per_step_s": 0.004, "cpu_per_step_free_s": None}) is None
     assert slicing({}) is None
+
+
+def test_slicing_is_the_step_under_the_budget_over_the_nodes_machine_alone():
+    from testbed.run.point.record import slicing
+    probe = {"time_per_step_s": 0.030, "time_per_step_free_s": 0.006, "cpu_per_step_s": 0.007,
+             "cpu_per_step_free_s": 0.006}
+    # a one-core node at x4: 30 ms of wall a step under its budget, 6 ms alone on a whole CPU: 7.5 ms emulated,
+    # 1.25 times its machine's 6 ms, though its CPU time grew only 1.17 times (it also waited for a CPU)
+    assert slicing(probe, 4, 1) == 1.25
+    # a half-core node's machine takes twice the whole CPU's step (60 ms wall at x1: 1.00)
+    assert slicing({**probe, "time_per_step_s": 0.012}, 1, 0.5) == 1.0
+    # no budgeted cores known (a node with none): the CPU times' ratio
+    assert slicing(probe, 4, None) == round(0.007 / 0.006, 3)
 
 
 def test_budgets_on_cluster_servers_are_held_against_each_server():

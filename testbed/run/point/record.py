@@ -67,7 +67,9 @@ def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, task
     its warm-up and steady state, its restarts."""
     observed.steps = step_rows_from(outcome.events, spec.name, run_id, spec.workload.strategy)
     observed.evals = eval_rows_from(outcome.events, spec.name, run_id)
-    row.update(summary_from(outcome.events, tasks))
+    lead_cores = dict(pair.split("=", 1) for pair in str(row.get("node_cores") or "").split(";") if "=" in pair)
+    cores = lead_cores.get(final_tasks(tasks)[0].host)
+    row.update(summary_from(outcome.events, tasks, float(row.get("dilation") or 1), float(cores) if cores else None))
     row.update(work_columns(spec.workload, tasks, row))
     lead = outcome.events.get(final_tasks(tasks)[0], [])
     times = [e.get("time_s") for e in lead if e.get("event") == "step"]
@@ -208,9 +210,10 @@ def _link(edge) -> dict:
     return {**out, "delay": format_time(edge.params.delay)} if edge.params.delay else out
 
 
-def summary_from(events: dict, tasks) -> dict:
+def summary_from(events: dict, tasks, k: float = 1.0, cores: float | None = None) -> dict:
     """Run-level figures from the first final task's events: the workload's start and done, or for
-    a user's script without the callback, the launcher's script_start and script_done."""
+    a user's script without the callback, the launcher's script_start and script_done (`k`, `cores`:
+    the run's dilation and the lead node's budgeted cores, for its compute probe)."""
     lead = final_tasks(tasks)[0]
     evs = events.get(lead, [])
     first = {}
@@ -227,13 +230,20 @@ def summary_from(events: dict, tasks) -> dict:
         "samples_per_s": done.get("samples_per_s"), "final_loss": done.get("final_loss"),
         "steps": done.get("steps"),
         "compute_per_step_s": first.get("compute", {}).get("time_per_step_s"),
-        "compute_slicing": slicing(first.get("compute", {})),
+        "compute_slicing": slicing(first.get("compute", {}), k, cores),
     }
 
 
-def slicing(compute: dict) -> float | None:
-    """What the CPU quota's slices cost the probe's compute: its CPU time per step under the budget
-    over the same with the quota lifted (1: nothing); None where the quota could not be lifted."""
+def slicing(compute: dict, k: float = 1.0, cores: float | None = None) -> float | None:
+    """What the emulation cost the probe's compute (1: nothing): its time per step under the budget, the
+    nodes together, over what the node's machine takes, the step alone with the quota lifted on
+    ceil(cores) CPUs x ceil(cores) / cores, x K. Without the figures for that (events of an older probe, a
+    node with no budget), its CPU time per step under the budget over the same lifted; None where the
+    quota could not be lifted."""
+    under, free = compute.get("time_per_step_s"), compute.get("time_per_step_free_s")
+    if under and free and cores:
+        machine = free * max(1, math.ceil(cores - 1e-9)) / cores
+        return round(under / (k * machine), 3)
     under, free = compute.get("cpu_per_step_s"), compute.get("cpu_per_step_free_s")
     return round(under / free, 3) if under and free else None
 
