@@ -127,3 +127,37 @@ def test_no_setting_is_faster_in_the_first_answer_and_slower_elsewhere_on_the_sa
                              r"\w+ \(.+\)", sentence), (key, sentence)
     powersgd = first[("pytorch", "100 Mbit/s", "all-reduce, powersgd rank 4")][1]
     assert "3.11× slower" in powersgd and "process samples 1.18× faster but learn less from each" in powersgd
+
+
+def _first_section(page: str) -> str:
+    """The report's first section: from its heading to the next one."""
+    start = page.index("<h2>Does distributed training pay off here?</h2>")
+    return page[start:page.index("<h2>", start + 4)]
+
+
+def _words(part: str) -> int:
+    return len(html.unescape(re.sub(r"<[^>]+>", " ", part)).split())
+
+
+WORDS = 150         # the first section of one job's report (the main job's), the table included
+
+
+@pytest.mark.parametrize("folder", KEPT, ids=[p.name for p in KEPT])
+def test_the_stored_first_section_is_a_figure_a_table_and_a_few_sentences(folder):
+    """Each stored report opens with the answer at a glance: the figure, the table (bandwidth x node count, the
+    table of tables/glance.csv), at most one sentence per job and bandwidth, the break-even in at most one
+    sentence; at most WORDS words besides the table per job, and for one job of one setting WORDS in all."""
+    first = _first_section((folder / "report.html").read_text())
+    assert "<figure class='answer'><img src='figures/answer.png'" in first
+    assert (folder / "figures" / "answer.png").is_file()
+    table = re.search(r"<table class='glance'.*?</table>", first, re.S)
+    assert table, first[:2000]
+    glance = pd.read_csv(folder / "tables" / "glance.csv")
+    jobs = glance.groupby(["model", "engine", "batch_per_worker", "fixed"], dropna=False)
+    sentences = re.findall(r"<ul class='glance'>(.*?)</ul>", first, re.S)[0].count("<li>")
+    assert sentences <= sum(g["bw_bps"].nunique() for _, g in jobs)
+    assert first.count("class='break-even'") <= 1 and first.count("PREDICTION") <= 1
+    assert _words(first.replace(table.group(0), "")) <= WORDS * len(jobs)
+    if len(jobs) == 1 and set(glance["setting"]) <= {"one machine", "all-reduce, plain"}:
+        assert _words(first) <= WORDS
+    assert "<ul class='answer'>" not in first and "PREDICTION of the cost model, fitted on" not in first
