@@ -313,11 +313,13 @@ def break_even_line(model: costmodel.CostModel, feats: pd.DataFrame) -> str:
         if rows.empty or not (rows["workers"] > 1).any():
             continue
         job = _BreakEven(model, rows, cores / model.cores)
-        said = []
+        said, never = [], []
         for bw in sorted(rows["bw_bps"].dropna().unique()):
             ns, speedup = job.nodes_speedups(float(rows.loc[rows["bw_bps"] == bw, "bw_meas_bps"].median()))
             beat = ns[speedup > 1]
-            said.append(f"{beat[0]}+ at {mbit(bw)}" if len(beat) else f"none up to {MAX_NODES} at {mbit(bw)}")
+            (said.append(f"{beat[0]}+ at {mbit(bw)}") if len(beat) else never.append(mbit(bw)))
+        if never:
+            said.insert(0, f"none up to {MAX_NODES} at {' and '.join(never)}")
         parts.append((f"{LABEL[fam]}: " if len(families) > 1 else "") + ", ".join(said))
     if not parts:
         return ""
