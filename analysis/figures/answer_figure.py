@@ -92,11 +92,12 @@ def draw(exp: tables.Experiment, g: pd.DataFrame, outdir: Path) -> Path:
     cols = min(3, len(panels))
     n_rows = -(-len(panels) // cols)
     pal = palette_for(exp)
-    many = len(g.groupby(tables.GROUP_KEYS, dropna=False)) > 1
+    labels = glance.job_labels(g)
     with plt.rc_context(RC):
-        fig, axes = plt.subplots(n_rows, cols, figsize=(5.2 * cols + 2.5, 4.2 * n_rows), squeeze=False)
+        fig, axes = plt.subplots(n_rows, cols, figsize=(5.2 * cols + 1, 4.2 * n_rows), squeeze=False)
+        fig.subplots_adjust(hspace=0.35, wspace=0.25)
         for ax, (group, setting, rows) in zip(axes.flat, panels):
-            title = ", ".join(x for x in (glance.job_label(group, many),
+            title = ", ".join(x for x in (labels[tuple(group.values())],
                                           "" if len(panels) == 1 and setting == glance.PLAIN else setting) if x)
             _draw_panel(ax, exp, group, setting, rows, pal, title)
         for ax in list(axes.flat)[len(panels):]:
@@ -110,7 +111,7 @@ def draw(exp: tables.Experiment, g: pd.DataFrame, outdir: Path) -> Path:
             legend(axes.flat[0], loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
         else:
             _figure_legend(fig, axes)
-        fig.suptitle("Where more machines pay off: lower is faster; solid measured, dashed predicted", fontsize=12)
+        fig.suptitle("Does it pay off? Lower is faster; solid: measured, dashed: predicted", fontsize=12)
         return save(fig, outdir / "answer.png")
 
 
@@ -119,4 +120,4 @@ def _figure_legend(fig, axes) -> None:
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    fig.legend(list(seen.values()), list(seen.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="center left", bbox_to_anchor=(0.91, 0.5), fontsize=8)

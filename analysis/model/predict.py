@@ -320,12 +320,12 @@ def break_even_line(model: costmodel.CostModel, feats: pd.DataFrame) -> str:
             (said.append(f"{beat[0]}+ at {mbit(bw)}") if len(beat) else never.append(mbit(bw)))
         if never:
             said.insert(0, f"none up to {MAX_NODES} at {' and '.join(never)}")
-        parts.append((f"{LABEL[fam]}: " if len(families) > 1 else "") + ", ".join(said))
+        parts.append((f"under {LABEL[fam]} with " if len(families) > 1 else "") + ", ".join(said))
     if not parts:
         return ""
     size = "one-core" if cores == 1 else f"{cores:g}-core"
-    return (f"Break-even (a PREDICTION of the cost model, by steady samples/s): {size} machines beat one with "
-            + "; ".join(parts) + ".")
+    return (f"Break-even (a PREDICTION of the cost model, by steady samples/s): {size} machines beat one "
+            + ("with " if len(parts) == 1 else "") + "; ".join(parts) + ".")
 
 
 class _BreakEven:

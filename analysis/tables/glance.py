@@ -148,63 +148,99 @@ def _left_out(left: pd.DataFrame, rows: list[dict]) -> list[dict]:
     return out
 
 
-def cell(row) -> str:
-    """One point as the table and the terminal say it: '45 s', '30 s: 1.5× faster (beyond the spread)'."""
+def common_verdict(glance: pd.DataFrame) -> str:
+    """The verdict every factor of the table shares (two or more of them), said once beside the table instead
+    of in every cell; '' where they differ."""
+    judged = glance[(glance["hosts"] > 1) & np.isfinite(glance["factor"].astype(float))]
+    verdicts = set(judged["verdict"])
+    return verdicts.pop() if len(judged) > 1 and len(verdicts) == 1 else ""
+
+
+def cell(row, common: str = "") -> str:
+    """One point as the table and the terminal say it: '45 s', '30 s: 1.5× faster (beyond the spread)'; without
+    the verdict where it is `common` (common_verdict: said once)."""
     if row["verdict"] == NOT_COUNTED or not np.isfinite(row["time_s"]):
         return row["verdict"]
     if row["verdict"] == REFERENCE:
         return duration(row["time_s"])
+    said = "" if row["verdict"] == common else f" ({row['verdict']})"
     if not np.isfinite(row["factor"]):
-        return f"{duration(row['time_s'])} ({row['verdict']})"
-    return f"{duration(row['time_s'])}: {trends.speed_words(row['factor'])} ({row['verdict']})"
+        return f"{duration(row['time_s'])}{said}"
+    return f"{duration(row['time_s'])}: {trends.speed_words(row['factor'])}{said}"
 
 
-def job_label(group: dict, many: bool) -> str:
-    """'' for the one job of an experiment, else 'mlp, pytorch, batch 128'."""
-    return f"{group['model']}, {group['engine']}, batch {group['batch_per_worker']:g}" if many else ""
+JOB_WORDS = {"model": "{}", "engine": "{}", "batch_per_worker": "batch {:g}", "fixed": "fixed {}"}
+
+
+def job_labels(glance: pd.DataFrame) -> dict:
+    """Per job (its GROUP_KEYS values): '' for the one job of an experiment, else what tells it from the others
+    ('pytorch', 'mlp, batch 128')."""
+    keys = [k for k in tables.GROUP_KEYS if glance[k].nunique(dropna=False) > 1]
+    return {key: ", ".join(JOB_WORDS[k].format(v) for k, v in zip(tables.GROUP_KEYS, key) if k in keys)
+            for key, _ in glance.groupby(tables.GROUP_KEYS, dropna=False, sort=False)}
 
 
 def pivot(glance: pd.DataFrame) -> pd.DataFrame:
     """The table as the report shows it: a row per job (where several), setting (where several) and bandwidth, a
-    column per node count, each cell cell()'s text; one machine's cell of its bandwidth in every row."""
+    column per node count, each cell cell()'s text (the common verdict left out); one machine's cell of its
+    bandwidth in every row."""
     if glance.empty:
         return pd.DataFrame()
-    many = len(glance.groupby(tables.GROUP_KEYS, dropna=False)) > 1
+    labels, common = job_labels(glance), common_verdict(glance)
     nodes = sorted(set(glance["hosts"].astype(int)))
     heads = {n: "1 machine" if n == 1 else f"{n} machines" for n in nodes}
     out = []
     for key, g in glance.groupby(tables.GROUP_KEYS, dropna=False, sort=False):
-        job = job_label(dict(zip(tables.GROUP_KEYS, key)), many)
         settings = list(dict.fromkeys(g.loc[g["setting"] != ONE, "setting"])) or [ONE]
         for setting in settings:
             for bw in sorted(set(g["bw_bps"].dropna())):
                 mine = g[((g["setting"] == setting) | (g["setting"] == ONE)) & (g["bw_bps"] == bw)]
                 if not (mine["setting"] == setting).any():
                     continue
-                row = {"job": job} if many else {}
+                row = {"job": labels[key]} if len(labels) > 1 else {}
                 if len(settings) > 1 or setting not in (ONE, PLAIN):
                     row["setting"] = setting
                 row["bandwidth"] = mbit(bw)
                 for n in nodes:
                     hit = mine[mine["hosts"] == n]
-                    row[heads[n]] = cell(hit.iloc[0]) if len(hit) else ""
+                    row[heads[n]] = cell(hit.iloc[0], common) if len(hit) else ""
                 out.append(row)
     return pd.DataFrame(out).fillna("")
 
 
 def bandwidth_sentences(glance: pd.DataFrame) -> list[str]:
     """At most one sentence per job and bandwidth: where more machines pay off by the yardstick, and by how much,
-    as far as the verdict allows; the points not counted named."""
+    as far as the verdict allows; the points not counted named. Bandwidths where one machine is fastest and the
+    same node count comes closest share one sentence."""
     out = []
-    many = len(glance.groupby(tables.GROUP_KEYS, dropna=False)) > 1
+    labels = job_labels(glance)
     for key, g in glance.groupby(tables.GROUP_KEYS, dropna=False, sort=False):
-        job = job_label(dict(zip(tables.GROUP_KEYS, key)), many)
+        settings = len(set(g.loc[g["setting"] != ONE, "setting"])) > 1
+        said, closest = [], []      # closest: (bandwidth, who, factor) where one machine is fastest, none left out
         for bw in sorted(set(g["bw_bps"].dropna())):
             here = g[(g["bw_bps"] == bw) & (g["setting"] != ONE)]
             if here.empty:
                 continue
-            out.append(_sentence(f"At {mbit(bw)}" + (f" ({job})" if job else ""), here,
-                                 len(set(g.loc[g["setting"] != ONE, "setting"])) > 1))
+            found = _sentence(here, settings)
+            if isinstance(found, tuple):
+                closest.append((bw, *found))
+            else:
+                said.append((bw, f"At {mbit(bw)}{f' ({labels[key]})' if labels[key] else ''}, {found}."))
+        out += [text for _, text in sorted(said + _closest_sentences(closest, labels[key]), key=lambda x: x[0])]
+    return out
+
+
+def _closest_sentences(closest: list, label: str) -> list[tuple]:
+    """(the first bandwidth, 'At 10 and 100 Mbit/s, one machine is fastest; 2 machines came closest, 33.6× and
+    9.08× slower.') per node count that came closest."""
+    out = []
+    for who in dict.fromkeys(w for _, w, _ in closest):
+        mine = [(bw, f) for bw, w, f in closest if w == who]
+        bws = " and ".join(mbit(bw) for bw, _ in mine)
+        factors = " and ".join(trends.speed_words(f).split(" ")[0] for _, f in mine[:-1])
+        last = trends.speed_words(mine[-1][1])
+        out.append((mine[0][0], f"At {bws}{f' ({label})' if label else ''}, one machine is fastest; {who} came "
+                                f"closest, {factors + ' and ' if factors else ''}{last}."))
     return out
 
 
@@ -212,22 +248,25 @@ def _who(r, settings: bool) -> str:
     return f"{int(r['hosts'])} machines" + (f" ({r['setting']})" if settings else "")
 
 
-def _sentence(head: str, here: pd.DataFrame, settings: bool) -> str:
+def _sentence(here: pd.DataFrame, settings: bool):
+    """One bandwidth's sentence (without its head), or (who came closest, its factor) where one machine is
+    fastest and no point was left out."""
     judged = here[np.isfinite(here["factor"].astype(float))]
     gone = here[here["verdict"] == NOT_COUNTED]
     tail = (f"; {' and '.join(_who(r, settings) for _, r in gone.iterrows())} not counted (degraded)"
             if len(gone) else "")
     if judged.empty:
-        return f"{head}, nothing to compare with one machine{tail}."
+        return f"nothing to compare with one machine{tail}"
     best = judged.loc[judged["factor"].astype(float).idxmax()]
     factor = float(best["factor"])
     if factor > 1.005:
         sure = best["verdict"] == VERDICTS[spread.APART]
-        said = (f"{_who(best, settings)} pay off: {trends.speed_words(factor)} than one" if sure else
+        return (f"{_who(best, settings)} pay off: {trends.speed_words(factor)} than one" if sure else
                 f"{_who(best, settings)} were {trends.speed_words(factor)} than one, but "
-                f"{SAID.get(best['verdict'], best['verdict'])}: no verdict yet")
-        return f"{head}, {said}{tail}."
-    return f"{head}, one machine is fastest; {_who(best, settings)} came closest, {trends.speed_words(factor)}{tail}."
+                f"{SAID.get(best['verdict'], best['verdict'])}: no verdict yet") + tail
+    if not tail and factor < 0.995:
+        return _who(best, settings), factor
+    return f"one machine is fastest; {_who(best, settings)} came closest, {trends.speed_words(factor)}{tail}"
 
 
 def goal_words(g: pd.DataFrame) -> str:
@@ -242,16 +281,17 @@ def goal_words(g: pd.DataFrame) -> str:
 
 def lines(glance: pd.DataFrame) -> list[str]:
     """The answer in a few terminal lines: per job a heading with its yardstick, then a line per setting and
-    bandwidth with every node count's cell() (the same text and factors as the report's table)."""
+    bandwidth with every node count's cell() (the same text and factors as the report's table), and the verdict
+    every factor shares, once."""
     if glance.empty:
         return ["answer: no successful run to compare"]
-    shown = pivot(glance)
+    shown, labels, common = pivot(glance), job_labels(glance), common_verdict(glance)
     out = []
-    many = len(glance.groupby(tables.GROUP_KEYS, dropna=False)) > 1
     for key, g in glance.groupby(tables.GROUP_KEYS, dropna=False, sort=False):
-        job = job_label(dict(zip(tables.GROUP_KEYS, key)), many)
-        out.append(f"answer{f' ({job})' if job else ''}: {goal_words(g)}, against one machine")
-        rows = shown[shown["job"] == job] if many else shown
+        job = labels[key]
+        out.append(f"answer{f' ({job})' if job else ''}: {goal_words(g)}, against one machine"
+                   + (f"; every factor: {SAID.get(common, common)}" if common else ""))
+        rows = shown[shown["job"] == job] if len(labels) > 1 else shown
         width = max(len(_label(r)) for _, r in rows.iterrows()) if len(rows) else 0
         for _, r in rows.iterrows():
             cells = [f"{c}: {r[c]}" for c in r.index if c not in ("job", "setting", "bandwidth") and r[c]]

@@ -297,13 +297,13 @@ def yardstick_line(exp: tables.Experiment, g: pd.DataFrame) -> str:
     table."""
     ok = tables.ok_runs(tables.counted_runs(exp))
     learned = yardstick.learning(exp)
-    groups = list(g.groupby(tables.GROUP_KEYS, dropna=False, sort=False))
+    labels = glance.job_labels(g)
     said = []
-    for key, rows in groups:
+    for key, rows in g.groupby(tables.GROUP_KEYS, dropna=False, sort=False):
         group = dict(zip(tables.GROUP_KEYS, key))
         stick = yardstick.choose(ok[tables.same_values(ok, group)], learned)
         why = "every run learned" if stick.kind == yardstick.TARGET else stick.why
-        label = glance.job_label(group, len(groups) > 1)
+        label = labels[key]
         said.append(f"Yardstick{f' ({label})' if label else ''}: {glance.goal_words(rows)}, as {why}.")
     return " ".join(said)
 
@@ -330,6 +330,9 @@ def glance_parts(exp: tables.Experiment, t: dict[str, pd.DataFrame], figdir: Pat
         except figures.FigureSkipped:
             pass
     out.append(table_html("glance", glance.pivot(g)).replace("<table", "<table class='glance'", 1))
+    common = glance.common_verdict(g)
+    if common:
+        out.append(f"<p class='verdict'>Verdict on every factor: {e(glance.SAID.get(common, common))}.</p>")
     out.append("<ul class='glance'>" + "".join(f"<li>{e(x)}</li>" for x in glance.bandwidth_sentences(g)) + "</ul>")
     from analysis.model import predict
     even = predict.break_even_summary(exp)
