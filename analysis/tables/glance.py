@@ -18,8 +18,8 @@ import pandas as pd
 from analysis.figures.plotstyle import mbit
 from analysis.tables import payoff, speedup, spread, tables, trends, yardstick
 
-COLUMNS = [*tables.GROUP_KEYS, "yardstick", "target_loss", "job_samples", "setting", "strategy", "communication", "bw_bps", "hosts", "runs",
-           "time_s", "time_min_s", "time_max_s", "factor", "verdict"]
+COLUMNS = [*tables.GROUP_KEYS, "yardstick", "target_loss", "job_samples", "setting", "strategy", "communication",
+           "bw_bps", "hosts", "runs", "time_s", "time_min_s", "time_max_s", "factor", "verdict"]
 ONE = payoff.ONE
 PLAIN = payoff.setting_name("allreduce", "none", 2)
 REFERENCE = "reference"

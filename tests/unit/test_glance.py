@@ -114,7 +114,8 @@ def test_the_first_section_is_a_figure_a_table_a_sentence_per_bandwidth_and_the_
     page = report.build_report(folder).read_text()
     first = first_section(page)
     assert words(first) <= 150, html.unescape(re.sub(r"<[^>]+>", " ", first))
-    assert "<figure class='answer'><img src='figures/answer.png'" in first and (folder / "figures" / "answer.png").is_file()
+    assert "<figure class='answer'><img src='figures/answer.png'" in first
+    assert (folder / "figures" / "answer.png").is_file()
     assert "<table class='glance'" in first
     sentences = re.findall(r"<ul class='glance'>(.*?)</ul>", first)[0].split("<li>")[1:]
     # one machine is fastest at 10 and 100 Mbit/s, 2 machines closest at both: one sentence says both
@@ -123,7 +124,8 @@ def test_the_first_section_is_a_figure_a_table_a_sentence_per_bandwidth_and_the_
     assert "4 machines were 1.21× faster than one, but one run each: no verdict yet" in sentences[1]
     assert "Verdict on every factor: one run each." in first
     assert "Yardstick: time to the target loss" in first
-    assert first.count("PREDICTION") == 1 and "<p class='break-even'>Break-even (a PREDICTION of the cost model" in first
+    assert first.count("PREDICTION") == 1
+    assert "<p class='break-even'>Break-even (a PREDICTION of the cost model" in first
     # the details are below: every point's sentence, the cost model's PREDICTION sentences
     detail = page[page.index("<h2>The answer in detail</h2>"):]
     assert "<ul class='answer'>" in detail and "reached the target in" in detail
