@@ -48,10 +48,10 @@ def test_the_main_job_trains_the_same_samples_and_gives_one_speedup(tmp_path, ro
     runs = pd.read_csv(out / "runs.csv").sort_values("hosts")
     assert list(runs["hosts"]) == [1, 2, 4] and (runs["status"] == "ok").all(), runs["reason"].tolist()
 
-    # the same data at every node count: 2 epochs of 16384 samples, within one global batch
-    assert (runs["fixed"] == "data").all() and (runs["samples_per_epoch"] == 16384).all()
-    assert list(runs["steps_per_epoch"]) == [32, 16, 8] and list(runs["samples_per_step"]) == [512, 1024, 2048]
-    assert ((runs["samples_trained"] - 32768).abs() < runs["samples_per_step"]).all(), runs["samples_trained"]
+    # the same data at every node count: 2 epochs of 131072 samples, within one global batch
+    assert (runs["fixed"] == "data").all() and (runs["samples_per_epoch"] == 131072).all()
+    assert list(runs["steps_per_epoch"]) == [32, 16, 8] and list(runs["samples_per_step"]) == [4096, 8192, 16384]
+    assert ((runs["samples_trained"] - 262144).abs() < runs["samples_per_step"]).all(), runs["samples_trained"]
 
     # the warm-up apart, and the steady figures as steps.csv says them (within 5 %)
     assert (runs["steady"] == "ok").all() and (runs["warmup_steps"] >= 1).all() and (runs["warmup_s"] > 0).all()

@@ -193,3 +193,22 @@ def test_the_main_jobs_table_gives_the_ratios_of_times_to_the_target_recomputed_
     for _, r in gone.iterrows():
         row = glance[(glance["bw_bps"] == r["bw_bps"]) & (glance["hosts"] == r["hosts"])]
         assert row["verdict"].tolist() == ["not counted (degraded)"]
+
+
+def test_the_glance_table_calls_no_setting_faster_than_the_pay_off_section_calls_slower():
+    """low_communication's first section (its table, tables/glance.csv) and "What would make it pay off here" judge
+    each setting on each link against one machine the same way."""
+    from analysis.tables import glance as glance_table, payoff, tables
+
+    exp = tables.load_experiment(REFERENCES / "low_communication")
+    elsewhere = _elsewhere_claims(payoff.payoff_sentences(payoff.per_setting(payoff.per_run(exp)),
+                                                          payoff.left_out(exp)))
+    g = glance_table.table(exp)
+    g = g[(g["hosts"] == 4) & g["factor"].notna()]
+    checked = 0
+    for (engine, bw, setting), way in elsewhere.items():
+        row = g[(g["engine"] == engine) & (g["bw_bps"].map(payoff.mbit) == bw) & (g["setting"] == setting)]
+        if len(row):
+            checked += 1
+            assert ("faster" if row["factor"].iloc[0] > 1 else "slower") == way, (engine, bw, setting)
+    assert checked >= 3
