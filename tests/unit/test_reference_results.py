@@ -151,7 +151,7 @@ def test_the_stored_first_section_is_a_figure_a_table_and_a_few_sentences(folder
     first = _first_section((folder / "report.html").read_text())
     assert "<figure class='answer'><img src='figures/answer.png'" in first
     assert (folder / "figures" / "answer.png").is_file()
-    table = re.search(r"<table class='glance'.*?</table>", first, re.S)
+    table = re.search(r"<table class='glance .*?</table>", first, re.S)
     assert table, first[:2000]
     glance = pd.read_csv(folder / "tables" / "glance.csv")
     jobs = glance.groupby(["model", "engine", "batch_per_worker", "fixed"], dropna=False)

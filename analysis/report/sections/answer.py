@@ -329,7 +329,8 @@ def glance_parts(exp: tables.Experiment, t: dict[str, pd.DataFrame], figdir: Pat
             out.append(f"<figure class='answer'><img src='{e(rel)}' alt='{e(ALT)}'></figure>")
         except figures.FigureSkipped:
             pass
-    out.append(table_html("glance", glance.pivot(g)).replace("<table", "<table class='glance'", 1))
+    shown = table_html("glance", glance.pivot(g))
+    out.append(shown.replace('class="dataframe tbl"', "class='glance dataframe tbl'", 1))
     common = glance.common_verdict(g)
     if common:
         out.append(f"<p class='verdict'>Verdict on every factor: {e(glance.SAID.get(common, common))}.</p>")
