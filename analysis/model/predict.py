@@ -294,6 +294,40 @@ def break_even(model: costmodel.CostModel, feats: pd.DataFrame) -> list[str]:
     return out
 
 
+def break_even_summary(exp) -> str:
+    """The cost model's break-even in one labelled sentence ('' without a fit): per strategy with a multi-worker
+    run (plain all-reduce), at each measured bandwidth the fewest machines (2..MAX_NODES, of the measured nodes'
+    cores) whose predicted steady samples/s beat one machine's, or none."""
+    ev = costmodel.evaluate_cached(exp)
+    return break_even_line(ev["model"], ev["features"]) if ev else ""
+
+
+def break_even_line(model: costmodel.CostModel, feats: pd.DataFrame) -> str:
+    """break_even_summary for a model and the feature rows it was fitted on."""
+    cores = node_cores(feats, model)
+    parts = []
+    families = [f for f in costmodel.STRATEGIES if ((feats["family"] == f) & (feats["workers"] > 1)).any()]
+    for fam in families:
+        rows = feats[feats["family"] == fam]
+        rows = rows[rows["communication"] == "none"] if "communication" in rows else rows
+        if rows.empty or not (rows["workers"] > 1).any():
+            continue
+        job = _BreakEven(model, rows, cores / model.cores)
+        said, never = [], []
+        for bw in sorted(rows["bw_bps"].dropna().unique()):
+            ns, speedup = job.nodes_speedups(float(rows.loc[rows["bw_bps"] == bw, "bw_meas_bps"].median()))
+            beat = ns[speedup > 1]
+            (said.append(f"{beat[0]}+ at {mbit(bw)}") if len(beat) else never.append(mbit(bw)))
+        if never:
+            said.insert(0, f"none up to {MAX_NODES} at {' and '.join(never)}")
+        parts.append((f"under {LABEL[fam]} with " if len(families) > 1 else "") + ", ".join(said))
+    if not parts:
+        return ""
+    size = "one-core" if cores == 1 else f"{cores:g}-core"
+    return (f"Break-even (a PREDICTION of the cost model, by steady samples/s): {size} machines beat one "
+            + ("with " if len(parts) == 1 else "") + "; ".join(parts) + ".")
+
+
 class _BreakEven:
     """One strategy's predictions for the break-even: its runs' gradient, batch, servers; nodes of
     `fraction` of the fitted machine, each a machine of its own."""
@@ -314,11 +348,16 @@ class _BreakEven:
         return one_node_rate(self.model, self.family, self.s_bits, goodput, self.batch, [self.fraction],
                              False, None, self.s_bits * self.batch)
 
-    def nodes_text(self, goodput: float, machines: str) -> str:
+    def nodes_speedups(self, goodput: float) -> tuple[np.ndarray, np.ndarray]:
+        """(node counts from the fewest the strategy runs on to MAX_NODES, their predicted speedups)."""
         first = 2 + self.servers if self.family == "ps" else 2
         ns = np.arange(first, MAX_NODES + 1)
         workers = ns - 1 - self.servers if self.family == "ps" else ns
-        speedup = np.array([self.rate(int(w), goodput) for w in workers]) / self.one(goodput)
+        return ns, np.array([self.rate(int(w), goodput) for w in workers]) / self.one(goodput)
+
+    def nodes_text(self, goodput: float, machines: str) -> str:
+        ns, speedup = self.nodes_speedups(goodput)
+        first = int(ns[0])
         beat = ns[speedup > 1]
         top = int(np.argmax(speedup))
         if not len(beat):

@@ -97,7 +97,7 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
              f"<style>{CSS}</style></head><body>",
              f"<h1>Experiment {e(exp.name)}</h1>",
              f"<p class='setup'>{e(setup)}</p>",
-             *answer.parts(exp, t), *runs.parts(exp, t), *trend.parts(exp, t),
+             *answer.parts(exp, t, figdir, exp_dir), *runs.parts(exp, t), *trend.parts(exp, t),
              *communication.parts(t, figdir, exp_dir), *thesis_vs_measured.parts(t), *against_parts,
              *closing_parts(exp, t, made, skipped), "</body></html>"]
     out = exp_dir / "report.html"

@@ -25,8 +25,9 @@ import pandas as pd
 from analysis.tables import spread, tables
 
 STRATEGIES = ("ps", "allreduce")
-CURVE_COLUMNS = ["run_id", "strategy", "bw_bps", "repeat", "samples_per_step", "step", "elapsed_s", "loss"]
+CURVE_COLUMNS = ["run_id", "engine", "strategy", "bw_bps", "repeat", "samples_per_step", "step", "elapsed_s", "loss"]
 SMOOTH_STEPS = 5
+ENGINE_NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch"}
 
 
 def lead_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -48,9 +49,9 @@ def loss_curves(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     if lead.empty:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     lead["elapsed_s"] = lead.groupby("run_id")["time_s"].cumsum()
-    ok = ok.assign(samples_per_step=samples_per_step(ok))
-    lead = lead.drop(columns=["strategy"], errors="ignore").merge(
-        ok[["run_id", "strategy", "bw_bps", "repeat", "samples_per_step"]], on="run_id")
+    ok = ok.assign(samples_per_step=samples_per_step(ok), engine=tables.with_engine(ok))
+    lead = lead.drop(columns=["strategy", "engine"], errors="ignore").merge(
+        ok[["run_id", "engine", "strategy", "bw_bps", "repeat", "samples_per_step"]], on="run_id")
     return lead[CURVE_COLUMNS].reset_index(drop=True)
 
 
@@ -70,11 +71,15 @@ def stated_target(exp: tables.Experiment) -> float | None:
 
 
 def analyse(exp: tables.Experiment) -> tuple[pd.DataFrame, pd.DataFrame, float] | None:
-    """(loss curves, per-run figures, target) of the experiment's ps and all-reduce runs, or None
-    when it did not run both."""
+    """(loss curves, per-run figures, target) of the experiment's ps and all-reduce runs of one engine, or None
+    when no engine ran both. The engines are kept apart (each trains its own synthetic task through its own
+    collective): the runs compared are those of the first engine that ran both strategies (only TensorFlow runs
+    ps)."""
     curves = loss_curves(tables.counted_runs(exp), exp.steps)
-    if not set(STRATEGIES) <= set(curves["strategy"]):
+    both = [e for e, c in curves.groupby("engine", sort=True) if set(STRATEGIES) <= set(c["strategy"])]
+    if not both:
         return None
+    curves = curves[curves["engine"] == both[0]].reset_index(drop=True)
     target = stated_target(exp)
     target = default_target(curves) if target is None else target
     return curves, per_run(curves, target), target
@@ -98,7 +103,9 @@ def per_run(curves: pd.DataFrame, target: float) -> pd.DataFrame:
         second_half = loss[len(loss) // 2:]
         noise = float(np.diff(second_half).std()) if len(second_half) > 2 else np.nan
         per_step = float(c["samples_per_step"].iloc[0])
-        rows.append({"run_id": run_id, "strategy": c["strategy"].iloc[0], "bw_bps": c["bw_bps"].iloc[0],
+        rows.append({"run_id": run_id, "engine": c["engine"].iloc[0] if "engine" in c else "tensorflow",
+                     "strategy": c["strategy"].iloc[0],
+                     "bw_bps": c["bw_bps"].iloc[0],
                      "repeat": c["repeat"].iloc[0], "steps": len(loss), "samples_per_step": per_step,
                      "samples": len(loss) * per_step,
                      "training_time_s": float(c["elapsed_s"].iloc[-1]),
@@ -144,9 +151,10 @@ def _range(row: pd.Series, low: str, high: str, fmt: str) -> str:
     return f"{row[low]:{fmt}}-{row[high]:{fmt}}" if row[low] != row[high] else f"{row[low]:{fmt}}"
 
 
-def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
+def sentences(table: pd.DataFrame, target: float, mbit, engine: str = "") -> list[str]:
     """What this run says about "PS is faster" and "all-reduce is more stable", per bandwidth where
-    both strategies ran; `mbit` formats a rate."""
+    both strategies ran; `mbit` formats a rate; `engine`: the engine whose runs these are, said where the
+    experiment ran several."""
     out = []
     for bw, rows in table.groupby("bw_bps"):
         by = rows.set_index("strategy")
@@ -154,7 +162,8 @@ def sentences(table: pd.DataFrame, target: float, mbit) -> list[str]:
             continue
         ps, ar = by.loc["ps"], by.loc["allreduce"]
         n, m = int(ps["runs"]), int(ar["runs"])
-        where, faster, stabler = f"At {mbit(bw)}", '"PS is faster"', '"all-reduce is more stable"'
+        where = f"At {mbit(bw)}" + (f" ({ENGINE_NAMES.get(engine, engine)} runs)" if engine else "")
+        faster, stabler = '"PS is faster"', '"all-reduce is more stable"'
         if ps["reached"] == n and ar["reached"] == m:
             span = ("time_to_target_min_s", "time_to_target_max_s")
             out.append(f"{where}, PS reached the target loss {target:.3g} (the mean of {SMOOTH_STEPS} steps' losses) in "

@@ -116,6 +116,8 @@ def run(args) -> int:
             report = None
         if report is not None:
             console.print(f"report: {report}")
+    if summary.done or summary.skipped:
+        show_answer(out)
     from testbed.run.sweep import expect_run
     expect_run.show(summary.expectations, out, console)
     console.print(f"{len(summary.done)} ok, {len(summary.failed)} failed, {len(summary.skipped)} already done; "
@@ -124,6 +126,20 @@ def run(args) -> int:
         expect_run.write_junit(args.junit, exp, summary.run_ids, out, summary.expectations, started)
         console.print(f"JUnit: {args.junit}", highlight=False)
     return exit_code(len(summary.failed), summary.interrupted, summary.expectations)
+
+
+def show_answer(out: Path) -> list[str]:
+    """The answer at a glance in a few lines: analysis.tables.glance's table of the results, the one the report's
+    first section shows (tables/glance.csv), so both give the same factors. Returns the lines printed."""
+    from analysis.tables import glance
+    from analysis.tables.tables import ResultsError
+    try:
+        lines = glance.answer_lines(out)
+    except (ResultsError, OSError, ValueError, KeyError) as err:
+        lines = [f"answer: not drawn ({err})"]
+    for line in lines:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    return lines
 
 
 COMMAND = Command("run", "run every point of an experiment file (root)", add_arguments, run)

@@ -1,6 +1,7 @@
 """predict: what-if from the fitted cost model (arguments, the grid in steady samples/s and speedup,
 the break-even, the command line)."""
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -115,6 +116,20 @@ def test_break_even_where_the_models_crossing_is_known():
         assert sentence.startswith("PREDICTION of the cost model")
         assert f"{n} machines of 1 core beat one machine's steady samples/s from about " \
                f"{predict.mbit(float(f'{cross:.2g}'))} of link bandwidth" in sentence
+
+
+def test_the_break_even_in_one_labelled_sentence():
+    """The report's first section says the break-even once: per measured bandwidth the fewest machines that beat
+    one machine's steady samples/s, as the sentences of break_even do, labelled a PREDICTION."""
+    feats = _synthetic_feats(bws=(1e8, 1e9))
+    line = predict.break_even_line(_ring_model(), feats)
+    assert line.startswith("Break-even (a PREDICTION of the cost model, by steady samples/s): ")
+    first = [int(re.search(r"at \d+ \w+/s \(.*?\), (\d+) or more", t).group(1))
+             for t in predict.break_even(_ring_model(), feats)[:2]]
+    assert line.endswith(f"one-core machines beat one with {first[0]}+ at 100 Mbit/s, {first[1]}+ at 1 Gbit/s.")
+    never = predict.break_even_line(_ring_model(c=1e-5), feats)
+    assert never.endswith("one-core machines beat one with none up to 1024 at 100 Mbit/s and 1 Gbit/s.")
+    assert predict.break_even_line(_ring_model(), _synthetic_feats(hosts=(1,))) == ""
 
 
 def test_break_even_says_so_when_more_machines_never_beat_one():

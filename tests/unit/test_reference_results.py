@@ -9,15 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCES = REPO / "results" / "reference"
 KEPT = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if REFERENCES.is_dir() else []
-# the set-ups whose reference results are kept: every thesis file that runs on this machine alone, and the
-# comparison of communication settings
-EXPECTED = {"thesis_strategies", "thesis_physical", "thesis_physical_faithful", "thesis_caption",
+# the set-ups whose reference results are kept: every thesis file that runs on this machine alone, the
+# comparison of communication settings and the main job (default)
+EXPECTED = {"default", "thesis_strategies", "thesis_physical", "thesis_physical_faithful", "thesis_caption",
             "thesis_caption_faithful", "thesis_fig15", "thesis_fig15_faithful", "thesis_fig18", "thesis_fig18_faithful",
             "low_communication"}
 # as root: every capability dropped (uid 0 with none of root's privileges), as a user without root has none
@@ -127,3 +128,87 @@ def test_no_setting_is_faster_in_the_first_answer_and_slower_elsewhere_on_the_sa
                              r"\w+ \(.+\)", sentence), (key, sentence)
     powersgd = first[("pytorch", "100 Mbit/s", "all-reduce, powersgd rank 4")][1]
     assert "3.11× slower" in powersgd and "process samples 1.18× faster but learn less from each" in powersgd
+
+
+def _first_section(page: str) -> str:
+    """The report's first section: from its heading to the next one."""
+    start = page.index("<h2>Does distributed training pay off here?</h2>")
+    return page[start:page.index("<h2>", start + 4)]
+
+
+def _words(part: str) -> int:
+    return len(html.unescape(re.sub(r"<[^>]+>", " ", part)).split())
+
+
+WORDS = 150         # the first section of one job's report (the main job's), the table included
+
+
+@pytest.mark.parametrize("folder", KEPT, ids=[p.name for p in KEPT])
+def test_the_stored_first_section_is_a_figure_a_table_and_a_few_sentences(folder):
+    """Each stored report opens with the answer at a glance: the figure, the table (bandwidth x node count, the
+    table of tables/glance.csv), at most one sentence per job and bandwidth, the break-even in at most one
+    sentence; at most WORDS words besides the table per job, and for one job of one setting WORDS in all."""
+    first = _first_section((folder / "report.html").read_text())
+    assert "<figure class='answer'><img src='figures/answer.png'" in first
+    assert (folder / "figures" / "answer.png").is_file()
+    table = re.search(r"<table class='glance .*?</table>", first, re.S)
+    assert table, first[:2000]
+    glance = pd.read_csv(folder / "tables" / "glance.csv")
+    jobs = glance.groupby(["model", "engine", "batch_per_worker", "fixed"], dropna=False)
+    sentences = re.findall(r"<ul class='glance'>(.*?)</ul>", first, re.S)[0].count("<li>")
+    assert sentences <= sum(g["bw_bps"].nunique() for _, g in jobs)
+    assert first.count("class='break-even'") <= 1 and first.count("PREDICTION") <= 1
+    assert _words(first.replace(table.group(0), "")) <= WORDS * len(jobs)
+    if len(jobs) == 1 and set(glance["setting"]) <= {"one machine", "all-reduce, plain"}:
+        assert _words(first) <= WORDS
+    assert "<ul class='answer'>" not in first and "PREDICTION of the cost model, fitted on" not in first
+
+
+def test_the_main_jobs_table_gives_the_ratios_of_times_to_the_target_recomputed_from_runs_and_steps():
+    """The stored main job (topologies/default.yaml) learns, so its yardstick is the time to the target loss; its
+    table's factors are one machine's time over each point's, recomputed here from runs.csv and steps.csv alone
+    (the counted runs: fidelity ok; the target the highest of their lowest means of 5 consecutive losses; a run's
+    time the sum of its lead task's step times up to the first step whose mean of the last 5 is at or below it),
+    within 5 %."""
+    folder = REFERENCES / "default"
+    runs = pd.read_csv(folder / "runs.csv")
+    steps = pd.read_csv(folder / "steps.csv")
+    counted = runs[runs["fidelity"] == "ok"]
+    lead = steps[(steps["kind"] == "step") & (steps["task_index"] == 0) & steps["run_id"].isin(counted["run_id"])]
+    curves = {r: s.sort_values("t") for r, s in lead.groupby("run_id")}
+    for s in curves.values():                       # every run learned, well beyond the 3 % of the yardstick
+        assert s["loss"].iloc[-max(1, len(s) // 10):].mean() < 0.7 * s["loss"].head(5).mean()
+    smooth = {r: s["loss"].rolling(5).mean().to_numpy() for r, s in curves.items()}
+    target = max(float(pd.Series(m).min()) for m in smooth.values())
+    timed = {r: float(curves[r]["time_s"].iloc[:int(np.flatnonzero(m <= target)[0]) + 1].sum())
+             for r, m in smooth.items()}
+    glance = pd.read_csv(folder / "tables" / "glance.csv")
+    assert set(glance["yardstick"]) == {"time to target"} and glance["target_loss"].iloc[0] == pytest.approx(target)
+    judged = glance[(glance["hosts"] > 1) & glance["factor"].notna()]
+    assert len(judged) >= 3
+    for _, g in judged.iterrows():
+        here = counted[counted["bw_bps"] == g["bw_bps"]].set_index("hosts")["run_id"]
+        assert g["factor"] == pytest.approx(timed[here[1]] / timed[here[g["hosts"]]], rel=0.05), g.to_dict()
+    gone = runs[runs["fidelity"] != "ok"]
+    for _, r in gone.iterrows():
+        row = glance[(glance["bw_bps"] == r["bw_bps"]) & (glance["hosts"] == r["hosts"])]
+        assert row["verdict"].tolist() == ["not counted (degraded)"]
+
+
+def test_the_glance_table_calls_no_setting_faster_than_the_pay_off_section_calls_slower():
+    """low_communication's first section (its table, tables/glance.csv) and "What would make it pay off here" judge
+    each setting on each link against one machine the same way."""
+    from analysis.tables import glance as glance_table, payoff, tables
+
+    exp = tables.load_experiment(REFERENCES / "low_communication")
+    elsewhere = _elsewhere_claims(payoff.payoff_sentences(payoff.per_setting(payoff.per_run(exp)),
+                                                          payoff.left_out(exp)))
+    g = glance_table.table(exp)
+    g = g[(g["hosts"] == 4) & g["factor"].notna()]
+    checked = 0
+    for (engine, bw, setting), way in elsewhere.items():
+        row = g[(g["engine"] == engine) & (g["bw_bps"].map(payoff.mbit) == bw) & (g["setting"] == setting)]
+        if len(row):
+            checked += 1
+            assert ("faster" if row["factor"].iloc[0] > 1 else "slower") == way, (engine, bw, setting)
+    assert checked >= 3

@@ -114,3 +114,36 @@ def test_report_draws_convergence_and_keeps_the_tables(tmp_path):
     assert "PS is faster" in html and "all-reduce is more stable" in html and "asynchronous" in html
     exp = tables.load_experiment(folder)
     assert stability.stated_target(exp) is None       # no spec.yaml: the default target
+
+
+def test_the_engines_are_kept_apart(tmp_path):
+    """PyTorch's all-reduce runs beside TensorFlow's ps and all-reduce (another synthetic task, another collective,
+    with a loss that ends far lower) are not pooled into TensorFlow's: the comparison, its target and its
+    sentences are TensorFlow's alone, and say so."""
+    runs, steps = _tables()
+    runs = runs.assign(engine="tensorflow")
+    torch_runs = runs[runs["strategy"] == "allreduce"].assign(engine="pytorch")
+    torch_runs["run_id"] = "torch-" + torch_runs["run_id"]
+    torch_steps = steps[steps["run_id"].isin(set(runs.loc[runs["strategy"] == "allreduce", "run_id"]))].copy()
+    torch_steps["run_id"] = "torch-" + torch_steps["run_id"]
+    torch_steps["loss"] = torch_steps["loss"] - 0.45
+    folder = tmp_path / "engines"
+    folder.mkdir()
+    pd.concat([runs, torch_runs]).to_csv(folder / "runs.csv", index=False)
+    pd.concat([steps, torch_steps]).to_csv(folder / "steps.csv", index=False)
+    exp = tables.load_experiment(folder)
+    curves, per, target = stability.analyse(exp)
+    assert set(curves["engine"]) == set(per["engine"]) == {"tensorflow"} and len(per) == 12
+    alone = stability.analyse(tables.load_experiment(_write(tmp_path / "alone", runs, steps)))
+    assert target == alone[2]
+    page = report.build_report(folder).read_text()
+    assert "At 10 Mbit/s (TensorFlow runs), PS reached the target loss" in page
+    kept = pd.read_csv(folder / "tables" / "stability.csv")
+    assert (kept["runs"] == 3).all()
+
+
+def _write(folder, runs, steps):
+    folder.mkdir()
+    runs.to_csv(folder / "runs.csv", index=False)
+    steps.to_csv(folder / "steps.csv", index=False)
+    return folder

@@ -3,35 +3,36 @@ bandwidth, by the group's one yardstick (analysis/tables/yardstick.py), said onc
 learned on the same data, the time each node count took to reach the target loss and its ratio to one
 machine's (analysis/tables/payoff.py's time to target; where steady samples/s point the other way, one sentence
 says both and why); else the time each node count would take to train the job and its steady speedup over one
-node (the summary table, analysis/tables/speedup.py). Then the cost model's break-even, marked PREDICTION."""
+node (the summary table, analysis/tables/speedup.py).
+
+The first section is the answer at a glance (analysis/tables/glance.py): one figure
+(analysis/figures/answer_figure.py), the table (glance.csv) as bandwidth x node count, at most one sentence per
+bandwidth and the cost model's break-even in one labelled sentence. The section below it gives the details: every
+point's sentence with its repeats' range, the points left out, and the cost model's PREDICTION sentences."""
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis.figures import figures
-from analysis.tables import faithful, payoff, speedup, spread, stability, tables, trends, yardstick
+from analysis.figures import answer_figure, figures
+from analysis.report.markup import table_html
+from analysis.tables import faithful, glance, payoff, speedup, spread, stability, tables, trends, yardstick
+from analysis.tables.glance import duration
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
-    """The summary (per configuration: steady samples/s, the speedup, the projected time to train the job) and,
-    where a run learned, time_to_target (per setting, as analysis/tables/payoff.py's communication table)."""
-    out = {"summary": speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))}
+    """glance (the answer at a glance: glance.table), the summary (per configuration: steady samples/s, the speedup,
+    the projected time to train the job) and, where a run learned, time_to_target (per setting, as
+    analysis/tables/payoff.py's communication table)."""
+    out = {"glance": glance.table(exp),
+           "summary": speedup.summary(tables.counted_runs(exp), speedup.training_job(exp))}
     learned = yardstick.learning(exp)
     if learned["learns"].any():
         out["time_to_target"] = payoff.per_setting(learned[payoff.RUN_COLUMNS])
     return out
-
-
-def duration(seconds: float) -> str:
-    """'45 s', '3.1 min', '2.5 h': two significant figures, whole numbers from 10 up."""
-    if not np.isfinite(seconds):
-        return "?"
-    value, unit = ((seconds, "s") if seconds < 120 else (seconds / 60, "min") if seconds < 7200
-                   else (seconds / 3600, "h"))
-    return f"{value:.2g} {unit}" if value < 10 else f"{value:.0f} {unit}"
 
 
 def _point_runs(runs: pd.DataFrame, row) -> pd.DataFrame:
@@ -291,11 +292,64 @@ def prediction_sentences(exp: tables.Experiment) -> list[str]:
     return list(predict.break_even_sentences(exp))
 
 
-def parts(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[str]:
-    """The section's HTML: the answer's sentences, then the prediction where the cost model gives one."""
+def yardstick_line(exp: tables.Experiment, g: pd.DataFrame) -> str:
+    """'Yardstick: time to the target loss 1.9, as every run learned.' (per job where several), `g` the glance
+    table."""
+    ok = tables.ok_runs(tables.counted_runs(exp))
+    learned = yardstick.learning(exp)
+    labels = glance.job_labels(g)
+    said = []
+    for key, rows in g.groupby(tables.GROUP_KEYS, dropna=False, sort=False):
+        group = dict(zip(tables.GROUP_KEYS, key))
+        stick = yardstick.choose(ok[tables.same_values(ok, group)], learned)
+        why = "every run learned" if stick.kind == yardstick.TARGET else stick.why
+        label = labels[key]
+        said.append(f"Yardstick{f' ({label})' if label else ''}: {glance.goal_words(rows)}, as {why}.")
+    return " ".join(said)
+
+
+ALT = ("the time by the yardstick against the number of machines, a line per bandwidth: measured solid, one "
+       "machine dotted, the cost model's prediction dashed and hollow")
+
+
+def glance_parts(exp: tables.Experiment, t: dict[str, pd.DataFrame], figdir: Path | None = None,
+                 exp_dir: Path | None = None) -> list[str]:
+    """The first section: the yardstick in one line, the figure, the table, a sentence per bandwidth, the
+    break-even."""
+    e = html.escape
+    g = t["glance"]
+    out = ["<h2>Does distributed training pay off here?</h2>"]
+    if g.empty:
+        return out + ["<p>No successful run, so there is no answer.</p>"]
+    out.append(f"<p class='yardstick'>{e(yardstick_line(exp, g))}</p>")
+    if figdir is not None:
+        try:
+            path = answer_figure.draw(exp, g, Path(figdir))
+            rel = path.relative_to(Path(exp_dir)).as_posix() if exp_dir is not None else path.name
+            out.append(f"<figure class='answer'><img src='{e(rel)}' alt='{e(ALT)}'></figure>")
+        except figures.FigureSkipped:
+            pass
+    shown = table_html("glance", glance.pivot(g))
+    out.append(shown.replace('class="dataframe tbl"', "class='glance dataframe tbl'", 1))
+    common = glance.common_verdict(g)
+    if common:
+        out.append(f"<p class='verdict'>Verdict on every factor: {e(glance.SAID.get(common, common))}.</p>")
+    out.append("<ul class='glance'>" + "".join(f"<li>{e(x)}</li>" for x in glance.bandwidth_sentences(g)) + "</ul>")
+    from analysis.model import predict
+    even = predict.break_even_summary(exp)
+    if even:
+        out.append(f"<p class='break-even'>{e(even)}</p>")
+    return out
+
+
+def parts(exp: tables.Experiment, t: dict[str, pd.DataFrame], figdir: Path | None = None,
+          exp_dir: Path | None = None) -> list[str]:
+    """The section's HTML: the answer at a glance (glance_parts), then the answer in detail: every point's
+    sentence, and the prediction where the cost model gives one."""
     e = html.escape
     predicted = prediction_sentences(exp)
-    return ["<h2>Does distributed training pay off here?</h2><p>Measured, by one yardstick per job, said with it: "
+    return [*glance_parts(exp, t, figdir, exp_dir),
+            "<h2>The answer in detail</h2><p>Measured, by one yardstick per job, said with it: "
             "where every run learned on the same data, the time each point took to reach the target loss; else the "
             "time each point would take to train the job (its warm-up plus the job at its steady throughput) and "
             "the speedup (steady samples per second against one node's), which the tables and figures of this "

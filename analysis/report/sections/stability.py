@@ -1,5 +1,6 @@
 """Parameter server against all-reduce on speed and stability: each run's time to the target loss and how
-steadily it got there (analysis/tables/stability.py); its figure is convergence.png."""
+steadily it got there (analysis/tables/stability.py), the runs of one engine (named where the experiment ran
+several); its figure is convergence.png."""
 from __future__ import annotations
 
 import pandas as pd
@@ -20,4 +21,7 @@ def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
 def sentences(t: dict[str, pd.DataFrame]) -> list[str]:
     if "stability" not in t:
         return []
-    return stability.sentences(t["stability"], float(t["stability_runs"]["target_loss"].iloc[0]), figures.mbit)
+    engines = set(t["summary"]["engine"]) if "summary" in t and "engine" in t["summary"] else set()
+    runs = t["stability_runs"]
+    engine = str(runs["engine"].iloc[0]) if len(engines) > 1 and "engine" in runs else ""
+    return stability.sentences(t["stability"], float(runs["target_loss"].iloc[0]), figures.mbit, engine)
