@@ -1,0 +1,121 @@
+"""workload.balance in the experiment file: the methods' registry, each form, each refusal at its key and
+line naming the setting and the engine or strategy, the written form round-tripping, run ids of files without
+the setting unchanged; and the shares: batches proportional to speed keeping the global batch."""
+import pytest
+
+import workloads.balance as balance
+from spec_helpers import load, one
+from testbed.spec import expand_points
+
+BASE = """
+name: bal
+topology: {{hosts: 3, host: {{cores: 1}}, host_overrides: {{h2: {{cores: 0.5}}}}}}
+workload:
+  engine: {engine}
+  strategy: {strategy}
+  balance: {setting}
+  epochs: 2
+"""
+
+
+def spec(tmp_path, setting, engine="pytorch", strategy="allreduce"):
+    return load(tmp_path, BASE.format(engine=engine, strategy=strategy, setting=setting))
+
+
+def refusal(tmp_path, setting, engine="pytorch", strategy="allreduce"):
+    return one(tmp_path, BASE.format(engine=engine, strategy=strategy, setting=setting))
+
+
+def test_every_method_declares_itself():
+    assert balance.names()[:2] == ["none", "static"] and {"dynamic", "backup"} <= set(balance.names())
+    for m in balance.METHODS.values():
+        assert m.TITLE and m.DOC and isinstance(m.ENGINES, tuple) and isinstance(m.STRATEGIES, tuple)
+        assert callable(m.parse) and callable(m.plan)
+    assert balance.forms() == "none | static | dynamic | {backup: k}"
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "tensorflow"])
+def test_static_is_taken_under_all_reduce_by_both_engines(tmp_path, engine):
+    w = spec(tmp_path, "static", engine=engine).workload
+    assert w.balance == {"method": "static"} and balance.method_of(w.balance).NAME == "static"
+
+
+def test_left_out_it_is_none_and_dumps_as_the_file_writes_it(tmp_path):
+    exp = load(tmp_path, "name: x\ntopology: {hosts: 2}\n")
+    assert balance.method_of(exp.workload.balance).NAME == "none"
+    assert exp.workload.model_dump(mode="json")["balance"] == "none"
+    assert spec(tmp_path, "static").workload.model_dump(mode="json")["balance"] == "static"
+
+
+@pytest.mark.parametrize("strategy", ["single", "ps", "auto", "switch"])
+def test_static_is_refused_where_there_is_no_global_batch_to_share(tmp_path, strategy):
+    found = refusal(tmp_path, "static", engine="tensorflow", strategy=strategy)
+    assert (found.line, found.key) == (6, "workload.balance")
+    assert f"strategy {strategy}" in found.message and "set strategy allreduce" in found.message
+
+
+def test_dynamic_is_refused_with_its_reason(tmp_path):
+    found = refusal(tmp_path, "dynamic")
+    assert found.key == "workload.balance" and "not built" in found.message and "balance: static" in found.message
+
+
+@pytest.mark.parametrize("engine,strategy", [("pytorch", "allreduce"), ("tensorflow", "allreduce"),
+                                             ("tensorflow", "ps")])
+def test_backup_workers_are_refused_naming_the_setting_and_the_engine(tmp_path, engine, strategy):
+    found = refusal(tmp_path, "{backup: 1}", engine=engine, strategy=strategy)
+    assert found.key == "workload.balance"
+    assert "{backup: k}" in found.message and f"engine {engine}" in found.message and "drop" in found.message
+
+
+@pytest.mark.parametrize("setting,words", [("bogus", "none | static | dynamic | {backup: k}"),
+                                           ("{backup: 0}", "at least 1"), ("{static: 2}", "takes no value"),
+                                           ("backup", "needs its value"), ("{static: , dynamic: }", "one of")])
+def test_a_wrong_value_is_refused_at_its_line(tmp_path, setting, words):
+    found = refusal(tmp_path, setting)
+    assert (found.line, found.key) == (6, "workload.balance") and words in found.message
+
+
+def test_local_sgd_a_script_and_recovery_do_not_combine_with_static(tmp_path):
+    text = BASE.format(engine="pytorch", strategy="allreduce", setting="static")
+    found = one(tmp_path, text + "  communication: {sync_every: 4}\n")
+    assert found.key == "workload.balance" and "local SGD" in found.message
+    found = one(tmp_path, text.replace("engine: pytorch", "engine: tensorflow") + "  recovery: backup\n")
+    assert "recovery" in found.message
+    assert spec(tmp_path, "static").workload.balance            # fp16 and the like are weighted as they are
+    assert load(tmp_path, text + "  communication: {compression: fp16}\n")
+
+
+def test_run_ids_of_files_without_balance_keep_their_hash_and_a_sweep_names_it(tmp_path):
+    plain = expand_points(load(tmp_path, "name: x\ntopology: {hosts: 2}\n"))[0].run_id
+    said = expand_points(load(tmp_path, "name: x\ntopology: {hosts: 2}\nworkload: {balance: none}\n"))[0].run_id
+    assert plain == said
+    swept = expand_points(spec(tmp_path, "none").model_copy(
+        update={"sweep": None}))       # the file without a sweep: one point
+    assert len(swept) == 1
+    text = BASE.format(engine="pytorch", strategy="allreduce", setting="none") + \
+        "sweep: {workload.balance: [none, static]}\n"
+    ids = [p.run_id for p in expand_points(load(tmp_path, text))]
+    assert [i.split("-")[0] for i in ids] == ["balnone", "balstatic"]
+
+
+@pytest.mark.parametrize("total,speeds,want", [(64, [1, 0.5], [43, 21]), (96, [1, 0.5], [64, 32]),
+                                               (128, [1, 1, 0.5, 0.25], [47, 46, 23, 12]),
+                                               (10, [1, 1, 0.5, 0.25], [4, 3, 2, 1]), (4, [100, 1, 1], [2, 1, 1]),
+                                               (6, [None, 1, 1], [2, 2, 2])])
+def test_batches_follow_the_speeds_and_keep_the_global_batch(total, speeds, want):
+    got = balance.batches(total, speeds)
+    assert got == want and sum(got) == total and min(got) >= 1
+
+
+def test_weights_make_the_mean_of_the_workers_means_the_global_mean():
+    sizes = [43, 21]
+    w = balance.weights(sizes)
+    assert sum(wi / len(sizes) for wi in w) == pytest.approx(1.0)
+    assert [wi / len(sizes) / b for wi, b in zip(w, sizes)] == pytest.approx([1 / 64, 1 / 64])
+
+
+def test_the_static_plan_gives_each_host_its_batch_and_weight():
+    plan = balance.METHODS["static"].plan({"method": "static"}, 96, {"h1": 1.0, "h2": 0.5})
+    assert plan["batches"] == {"h1": 64, "h2": 32}
+    assert balance.worker(plan, "h2", 48) == (32, pytest.approx(32 * 2 / 96))
+    assert balance.worker(None, "h2", 48) == (48, 1.0)
