@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
+from workloads import balance, cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -42,17 +42,18 @@ def run_training(job: dict, emit: Emitter) -> None:
     name, seed = job["model"], int(job.get("seed", 0))
     p = resolve_params(name, job.get("model_params"))
     bpw, epochs, per_epoch = int(job.get("batch_per_worker", 32)), int(job.get("epochs", 1)), int(job["steps_per_epoch"])
+    own, weight = balance.worker(job.get("balance"), emit.base["host"], bpw)   # balanced: its batch, its share
     torch.manual_seed(seed)                 # the same initial weights on every worker (DDP also broadcasts them)
     replayed = job.get("replay")
     shapes = (replayed or {}).get("shapes")     # replayed from profiles: no model code, its parameters' shapes
     model = replay.profile_model(shapes) if shapes else torch_models.build(name, p)
     trainable = torch_models.trainable_count(model)
-    batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, bpw)  # noqa: E731
+    batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, own)  # noqa: E731
     loss_of = lambda net, x, y: zoo.loss(name, net, x, y)  # noqa: E731  (the built-in models' too)
     if replayed:
-        waits = [tuple(x) for x in replayed["hosts"][emit.base["host"]]["layers"]]
+        waits = [tuple(x) for x in balance.scale_waits(replayed["hosts"][emit.base["host"]]["layers"], own, bpw)]
         model = replay.stand_in(model, waits, 1)
-        dummy = (torch.zeros(bpw, 1), torch.zeros(bpw, dtype=torch.long))
+        dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
     after_step = lambda step: None  # noqa: E731
@@ -64,9 +65,9 @@ def run_training(job: dict, emit: Emitter) -> None:
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",
-         communication=lowcomm.in_force(comm))
+         communication=lowcomm.in_force(comm), **balance.in_force(job.get("balance"), own, weight))
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
-    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes)
+    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes, batch=own)
     batch_id, step = rank, 0
     with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
@@ -75,7 +76,7 @@ def run_training(job: dict, emit: Emitter) -> None:
                 batch_id += world
                 optimizer.zero_grad()
                 loss = loss_of(model, x, y)
-                loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
+                (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
                 optimizer.step()
                 step += 1
                 after_step(step)
@@ -83,7 +84,7 @@ def run_training(job: dict, emit: Emitter) -> None:
             clock.epoch_end()
     clock.done()
     if not replayed:            # a replayed step's compute was calibrated before the run
-        compute_probe(name, p, seed, bpw, emit, loss_of)
+        compute_probe(name, p, seed, own, emit, loss_of)
     for line in held:
         emit.write(line)
 

@@ -119,3 +119,18 @@ def test_the_static_plan_gives_each_host_its_batch_and_weight():
     assert plan["batches"] == {"h1": 64, "h2": 32}
     assert balance.worker(plan, "h2", 48) == (32, pytest.approx(32 * 2 / 96))
     assert balance.worker(None, "h2", 48) == (48, 1.0)
+
+
+def test_the_job_document_gives_each_worker_its_batch_and_runs_csv_records_them(tmp_path):
+    from testbed.roles import assign_tasks
+    from testbed.run.point.record import balance_columns, step_rows_from
+    from testbed.run.training.training import balance_plan
+
+    w = spec(tmp_path, "static").workload.model_copy(update={"batch_per_worker": 48})
+    tasks = assign_tasks(w, ["h1", "h2", "h3"])
+    plan = balance_plan(w, tasks, {"h1": 1.0, "h2": 0.5, "h3": 0.5})
+    assert plan["batches"] == {"h1": 72, "h2": 36, "h3": 36} and sum(plan["batches"].values()) == 144
+    assert balance_columns(plan, tasks) == {"batches": "72/36/36"} and balance_columns(None, tasks) == {"batches": ""}
+    assert balance_plan(w.model_copy(update={"balance": {"method": "none"}}), tasks, {"h1": 1.0}) is None
+    events = {tasks[1]: [{"event": "step", "epoch": 1, "step": 1, "time_s": 0.1, "batch": 36}]}
+    assert step_rows_from(events, "bal", "r")[0]["batch"] == 36

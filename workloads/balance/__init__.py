@@ -128,6 +128,13 @@ def worker(section: dict | None, host: str, default_batch: int) -> tuple[int, fl
     return int(section["batches"][host]), float(section["weights"][host])
 
 
+def in_force(section: dict | None, batch: int, weight: float) -> dict:
+    """What the `start` event says of a balanced worker: its method, batch and weight ({} without)."""
+    if not section:
+        return {}
+    return {"balance": section.get("method"), "batch": batch, "batch_weight": round(weight, 6)}
+
+
 def scale_waits(layers: list, batch: int, default_batch: int) -> list:
     """A replayed worker's (forward, backward) waits for its own batch: a step's compute is proportional to the
     samples it computes."""

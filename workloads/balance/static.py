@@ -26,3 +26,17 @@ def plan(setting: dict, global_batch: int, speeds: dict) -> dict | None:
     sizes = balance.batches(global_batch, [speeds[h] for h in hosts])
     return {"method": NAME, "batches": dict(zip(hosts, sizes)),
             "weights": dict(zip(hosts, balance.weights(sizes)))}
+
+
+# -- worker side -------------------------------------------------------------------------------------
+def tf_setup(model, weight: float) -> None:
+    """A tf_keras model's train step takes the gradients of its loss x `weight` (its share of the global batch x
+    N), all-reduced as before: Keras' own step swapped for the same step weighted, a communication method's step
+    (workloads/communication/tf_step.py) weighted in place; the loss it reports stays the plain one."""
+    import types
+
+    from workloads.communication import tf_step
+
+    model.gradient_weight = float(weight)
+    if "train_step" not in vars(model):
+        model.train_step = types.MethodType(tf_step.train_step(tf_step.AGGREGATE), model)

@@ -17,6 +17,7 @@ from testbed.roles import final_tasks
 from testbed.run.faults import faults
 from testbed.run import results
 from testbed.units import format_bandwidth, format_time
+import workloads.balance as balance
 
 
 @dataclass
@@ -49,7 +50,7 @@ def runs_row(point, graph, tasks) -> dict:
                 servers=sum(t.task_type == "ps" for t in tasks),
                 asynchronous=spec.workload.strategy == "ps",
                 started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                **communication_settings(spec.workload))
+                **communication_settings(spec.workload), balance=balance.label(spec.workload.balance))
 
 
 def begin(folder: Path, spec, graph, tasks) -> None:
@@ -82,6 +83,15 @@ def communication_settings(workload) -> dict:
     """runs.csv's workload.communication columns: each key of the methods (workloads/communication/), NaN where
     the method in force does not own it (unless recorded always), a section as text (empty without)."""
     return communication.columns(workload.communication.settings())
+
+
+def balance_columns(plan: dict | None, tasks) -> dict:
+    """runs.csv's per-worker batches under workload.balance, in the workers' order ("43/21"; empty where every
+    worker kept batch_per_worker)."""
+    if not plan:
+        return {"batches": ""}
+    workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
+    return {"batches": "/".join(str(plan["batches"][t.host]) for t in workers if t.host in plan["batches"])}
 
 
 def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
@@ -243,7 +253,7 @@ def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | N
                 rows.append(dict(experiment=experiment, run_id=run_id, role=task.task_type, task_index=task.index,
                                  host=task.host, strategy=e.get("strategy", strategy), kind=e["event"],
                                  epoch=e.get("epoch"), step=e.get("step"),
-                                 time_s=e.get("time_s"), loss=e.get("loss"),
+                                 time_s=e.get("time_s"), loss=e.get("loss"), batch=e.get("batch", math.nan),
                                  samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
     return rows
 
