@@ -94,6 +94,24 @@ def balance_columns(plan: dict | None, tasks) -> dict:
     return {"batches": "/".join(str(plan["batches"][t.host]) for t in workers if t.host in plan["batches"])}
 
 
+def worker_compute(events: dict, tasks, plan: dict | None, replay: dict | None, batch: int, k: float) -> str:
+    """runs.csv's worker_compute_s: each all-reduce worker's compute per step at its own batch, in emulated
+    seconds ("h1=0.118;h2=0.236"): its compute probe's step (`compute` event) / K, or under replayed compute
+    its replayed step x its batch / batch_per_worker; empty where no worker measured one."""
+    out = []
+    for t in sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index):
+        own = (plan or {}).get("batches", {}).get(t.host, batch)
+        if replay and t.host in replay:
+            seconds = replay[t.host].step_s * own / batch
+        else:
+            probe = next((e for e in events.get(t, []) if e.get("event") == "compute"), {})
+            step = probe.get("time_per_step_s")
+            seconds = step / k if isinstance(step, (int, float)) and step > 0 else None
+        if seconds is not None:
+            out.append(f"{t.host}={seconds:.6g}")
+    return ";".join(out)
+
+
 def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
     """runs.csv's wire figures of workload.communication: the theory's gradient bytes per worker step over
     the run (analysis/model/communication.py), and over the steady steps beside what the lead task's node sent in

@@ -99,6 +99,9 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                             speeds=_speeds(point, graph))
         outcome = training.run()
         row.update(record.balance_columns(training.balance, tasks))
+    if spec.workload.strategy == "allreduce":
+        row["worker_compute_s"] = record.worker_compute(outcome.events, tasks, training.balance, point.replay,
+                                                        spec.workload.batch_per_worker, point.k)
     observed.link_changes = tracer.rows if tracer is not None else []
     row["tf_threads"] = min(training.threads.values())
     if monitor is not None:
