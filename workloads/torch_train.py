@@ -69,24 +69,42 @@ def run_training(job: dict, emit: Emitter) -> None:
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
     clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes, batch=own)
     batch_id, step = rank, 0
+    resizer = balance.resizer(job.get("balance"), rank)      # balance dynamic: the batches re-sized as it trains
     with replay.UsageSampler(emit) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
+                t0 = time.perf_counter()
                 x, y = batches(batch_id)
                 batch_id += world
                 optimizer.zero_grad()
                 loss = loss_of(model, x, y)
+                if resizer is not None:
+                    resizer.timed(time.perf_counter() - t0)    # the step's data and forward pass: no collective
                 (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
                 optimizer.step()
                 step += 1
                 after_step(step)
                 clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
+                if resizer is not None and resizer.after_step(step, _all_gather):
+                    own, weight = resizer.batch, resizer.weight
+                    clock.batch = own
             clock.epoch_end()
     clock.done()
     if not replayed:            # a replayed step's compute was calibrated before the run
         compute_probe(name, p, seed, own, emit, loss_of)
     for line in held:
         emit.write(line)
+
+
+def _all_gather(value: float) -> list[float]:
+    """Every rank's `value`, in rank order (a small all-gather over the process group)."""
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor([float(value)], dtype=torch.float64)
+    every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return [float(t) for t in every]
 
 
 def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss_of,

@@ -54,9 +54,35 @@ def test_static_is_refused_where_there_is_no_global_batch_to_share(tmp_path, str
     assert f"strategy {strategy}" in found.message and "set strategy allreduce" in found.message
 
 
-def test_dynamic_is_refused_with_its_reason(tmp_path):
-    found = refusal(tmp_path, "dynamic")
-    assert found.key == "workload.balance" and "not built" in found.message and "balance: static" in found.message
+def test_dynamic_runs_under_pytorch_only_and_not_on_replayed_compute(tmp_path):
+    assert spec(tmp_path, "dynamic").workload.balance == {"method": "dynamic", "every": 10}
+    assert spec(tmp_path, "{dynamic: 4}").workload.balance == {"method": "dynamic", "every": 4}
+    found = refusal(tmp_path, "dynamic", engine="tensorflow")
+    assert found.key == "workload.balance" and "engine tensorflow" in found.message and "balance: static" in found.message
+    text = BASE.format(engine="pytorch", strategy="allreduce", setting="dynamic") + "emulation: {compute: replay}\n"
+    found = one(tmp_path, text)
+    assert found.key == "workload.balance" and "replayed compute" in found.message
+    assert refusal(tmp_path, "{dynamic: 0}").message.startswith("balance dynamic takes the steps")
+
+
+def test_the_dynamic_rule_follows_the_measured_speeds_within_bounds():
+    from workloads.balance import dynamic
+
+    plan = dynamic.plan({"every": 2}, 96, {"h1": 1.0, "h2": 1.0})
+    assert plan["batches"] == {"h1": 48, "h2": 48} and plan["min_batch"] == 6
+    workers = [dynamic.Resizer(plan, rank) for rank in range(2)]
+    seconds_per_sample = [0.001, 0.003]         # h2 became three times slower
+    for step in (1, 2):
+        for w, s in zip(workers, seconds_per_sample):
+            w.timed(w.batch * s)
+        speeds = [w.samples / w.seconds for w in workers]
+        changed = [w.after_step(step, lambda mine: speeds) for w in workers]
+    assert changed == [True, True] and [w.batch for w in workers] == [72, 24]
+    assert sum(w.weight for w in workers) == pytest.approx(2.0)
+    slow = dynamic.Resizer({**plan, "min_batch": 30}, 1)
+    slow.timed(1.0)
+    slow.after_step(2, lambda mine: [100.0, 1.0])
+    assert slow.batch == 30             # the bound holds
 
 
 @pytest.mark.parametrize("engine,strategy", [("pytorch", "allreduce"), ("tensorflow", "allreduce"),
@@ -69,7 +95,8 @@ def test_backup_workers_are_refused_naming_the_setting_and_the_engine(tmp_path, 
 
 @pytest.mark.parametrize("setting,words", [("bogus", "none | static | dynamic | {backup: k}"),
                                            ("{backup: 0}", "at least 1"), ("{static: 2}", "takes no value"),
-                                           ("backup", "needs its value"), ("{static: , dynamic: }", "one of")])
+                                           ("backup", "needs its value"), ("{static: , dynamic: }", "one of"),
+                                           ("{dynamic: x}", "whole number")])
 def test_a_wrong_value_is_refused_at_its_line(tmp_path, setting, words):
     found = refusal(tmp_path, setting)
     assert (found.line, found.key) == (6, "workload.balance") and words in found.message

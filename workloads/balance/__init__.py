@@ -7,10 +7,11 @@ A method module declares:
 
 - NAME, TITLE, ORDER: its name (how a file chooses it: `balance: NAME`, or `balance: {NAME: VALUE}` for a
   method that takes a value), how prose names it, and its place in lists;
-- VALUE: what its mapping form takes ("" when it takes none), and `parse(value)` -> its settings (a dict),
-  raising ValueError with the reason where the value is wrong;
+- VALUE: what its mapping form takes ("" when it takes none; OPTIONAL: the name alone takes its default), and
+  `parse(value)` -> its settings (a dict; value None: the name alone), raising ValueError with the reason;
 - ENGINES, STRATEGIES: where it is built; REFUSAL: why it is refused elsewhere (formatted with engine and
-  strategy); optionally `run_problems(setting, run)` -> (key, message, related keys) triples;
+  strategy); optionally `run_problems(setting, run)` -> (message, related keys) pairs (run: engine, strategy,
+  compute);
 - its worker-side plan: `plan(setting, global_batch, speeds)` -> the job document's `balance` section (each
   worker's batch and its gradient's weight), None where every worker keeps the plain batch;
 - its theory: `balanced` (whether a step is set by the mean speed rather than the slowest node);
@@ -42,7 +43,8 @@ def names() -> list[str]:
 
 def forms() -> str:
     """How a file writes each method: 'none | static | dynamic | {backup: k}'."""
-    return " | ".join(f"{{{m.NAME}: {m.VALUE}}}" if m.VALUE else m.NAME for m in METHODS.values())
+    return " | ".join(f"{{{m.NAME}: {m.VALUE}}}" if m.VALUE and not getattr(m, "OPTIONAL", False) else m.NAME
+                      for m in METHODS.values())
 
 
 def parse(value) -> dict:
@@ -126,6 +128,12 @@ def worker(section: dict | None, host: str, default_batch: int) -> tuple[int, fl
     if not section or host not in (section.get("batches") or {}):
         return default_batch, 1.0
     return int(section["batches"][host]), float(section["weights"][host])
+
+
+def resizer(section: dict | None, rank: int):
+    """The worker's re-sizer of a method that re-sizes the batches while training (its `Resizer`), else None."""
+    method = METHODS.get((section or {}).get("method", PLAIN))
+    return method.Resizer(section, rank) if hasattr(method, "Resizer") else None
 
 
 def in_force(section: dict | None, batch: int, weight: float) -> dict:

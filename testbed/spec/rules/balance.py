@@ -32,6 +32,9 @@ def balance_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(KEY, f"balance {name} weights each step's gradients by the workers' shares; "
                            f"{chosen.TITLE} averages models instead: remove one of the two",
                            (f"workload.communication.{chosen.KEY}",)))
+    run = {"engine": w.engine, "strategy": w.strategy, "compute": exp.emulation.compute}
+    out += [Problem(KEY, message, related) for message, related in getattr(method, "run_problems", lambda s, r: [])(
+        setting, run)]
     if w.recovery != "none":
         out.append(Problem(KEY, f"balance {name} with recovery backup is not built (a restarted worker would "
                            "keep its old batch): set recovery: none", ("workload.recovery",)))
