@@ -77,10 +77,13 @@ def run_training(job: dict, emit: Emitter) -> None:
                 x, y = batches(batch_id)
                 batch_id += world
                 optimizer.zero_grad()
-                loss = loss_of(model, x, y)
+                # balance dynamic: the step's compute timed apart from its collective (DDP's held back, one after)
+                with model.no_sync() if resizer is not None else contextlib.nullcontext():
+                    loss = loss_of(model, x, y)
+                    (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
                 if resizer is not None:
-                    resizer.timed(time.perf_counter() - t0)    # the step's data and forward pass: no collective
-                (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
+                    resizer.timed(time.perf_counter() - t0)
+                    _average_gradients(model)
                 optimizer.step()
                 step += 1
                 after_step(step)
@@ -94,6 +97,19 @@ def run_training(job: dict, emit: Emitter) -> None:
         compute_probe(name, p, seed, own, emit, loss_of)
     for line in held:
         emit.write(line)
+
+
+def _average_gradients(model) -> None:
+    """What DDP's backward does, after it: every gradient averaged over the ranks (one all-reduce of them all)."""
+    import torch.distributed as dist
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for g, mean in zip(grads, _unflatten_dense_tensors(flat, grads)):
+        g.copy_(mean)
 
 
 def _all_gather(value: float) -> list[float]:

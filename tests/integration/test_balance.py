@@ -64,3 +64,53 @@ def test_static_balance_beats_plain_sync_on_a_fast_and_a_slow_node(tmp_path, roo
     workers = pd.read_csv(out / "tables" / "mixed_workers.csv")
     plain_workers = workers[workers["balance"] == "none"].set_index("host")
     assert plain_workers.loc["h1", "wait_s"] > plain_workers.loc["h2", "wait_s"]     # the fast node waits
+
+
+DYNAMIC = """
+name: mixed-dynamic
+topology:
+  template: star
+  hosts: 2
+  link: {bw: 1gbit}
+  host: {cores: 1}
+emulation: {dilation: auto}
+workload:
+  engine: pytorch
+  strategy: allreduce
+  model: mlp
+  batch_per_worker: 1536             # compute-bound steps: 25 ms of compute, 9 ms of wire
+  epochs: 1
+  fixed: steps
+  steps_per_epoch: 80
+  balance: {dynamic: 5}
+  timeout: 10m
+checks: {iperf: false, ping: true}
+faults:
+  - {at: step 10, action: set_cpu, host: h2, cpu: 0.15}      # h2 slowed for the rest of the run
+"""
+
+
+def test_dynamic_balance_follows_a_node_slowed_mid_run(tmp_path, root, no_leftovers):
+    path = tmp_path / "dynamic.yaml"
+    path.write_text(DYNAMIC)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", str(path), "--out", str(out),
+                           "--quiet", "--no-report"], cwd=REPO, capture_output=True, text=True, timeout=1500)
+    assert (out / "runs.csv").exists(), proc.stderr[-3000:]
+    run = pd.read_csv(out / "runs.csv").iloc[0]
+    assert proc.returncode == 0 and run["status"] == "ok", proc.stderr[-3000:] + str(run["reason"])
+    steps = pd.read_csv(out / "steps.csv")
+    batches = steps[steps["kind"] == "step"].pivot_table(index="step", columns="host", values="batch")
+    assert (batches.loc[1] == 1536).all()                            # both nodes alike before the fault
+    assert (batches.sum(axis=1) == 2 * 1536).all()                   # the global batch kept at every step
+    late = batches.loc[batches.index > batches.index.max() - 20]
+    ratio = float((late["h1"] / late["h2"]).mean())
+    # the speed ratio: each node's samples per second of compute, measured by its compute probe after training (a
+    # whole local step at its last batch, no collective); and the one the budgets set (1 core / K over h2's 0.15)
+    final = dict(zip(("h1", "h2"), map(int, run["batches"].split("/"))))
+    compute = dict(item.split("=") for item in run["worker_compute_s"].split(";"))
+    speed = {h: final[h] / float(compute[h]) for h in final}
+    measured, budgets = speed["h1"] / speed["h2"], 1 / float(run["dilation"]) / float(run["machine_cores"]) / 0.15
+    print(f"K {run['dilation']}: batches over the last 20 steps {late['h1'].mean():.0f}/{late['h2'].mean():.0f}, "
+          f"ratio {ratio:.2f}; speed ratio measured {measured:.2f}, the budgets' {budgets:.2f}")
+    assert measured > 1.4 and abs(ratio / measured - 1) <= 0.10

@@ -1,6 +1,7 @@
 """Dynamic balancing (LB-BSP, Chen et al. 2020): the batches re-sized every `every` steps from the workers'
 measured compute, each worker's new batch proportional to its measured samples per second of compute (its
-data and forward pass, which hold no collective), the global batch kept and every batch at least `min_batch`;
+data, forward and backward passes: the loop takes the gradients without DDP's collective and averages them in one
+all-reduce after, so that a step's compute is timed apart from its wait), the global batch kept and every batch at least `min_batch`;
 each worker's gradient weighted by its share, as under static balancing. It starts from static's batches (the
 nodes' cores). PyTorch only: the built-in loop draws a new batch each step; TensorFlow's Keras fit draws every
 worker's batches from a dataset made once."""
@@ -36,6 +37,9 @@ def label(setting: dict) -> str:
 
 
 def run_problems(setting: dict, run: dict) -> list[tuple]:
+    if run.get("communication", "none") != "none":
+        return [(f"balance dynamic averages the gradients itself (one all-reduce after the timed backward pass), "
+                 f"without DDP's communication hook: remove workload.communication", ("workload.communication",))]
     if run["compute"] == "replay":
         return [("balance dynamic measures each worker's compute while it trains; replayed compute waits times "
                  "known in advance: use balance: static, which sizes the batches from them", ("emulation.compute",))]

@@ -85,13 +85,18 @@ def communication_settings(workload) -> dict:
     return communication.columns(workload.communication.settings())
 
 
-def balance_columns(plan: dict | None, tasks) -> dict:
-    """runs.csv's per-worker batches under workload.balance, in the workers' order ("43/21"; empty where every
-    worker kept batch_per_worker)."""
+def balance_columns(plan: dict | None, tasks, events: dict | None = None) -> dict:
+    """runs.csv's per-worker batches under workload.balance, in the workers' order ("43/21": each worker's last
+    step's, which balance dynamic re-sizes; the plan's where a worker logged none; empty where every worker kept
+    batch_per_worker)."""
     if not plan:
         return {"batches": ""}
     workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
-    return {"batches": "/".join(str(plan["batches"][t.host]) for t in workers if t.host in plan["batches"])}
+    out = []
+    for t in workers:
+        steps = [e["batch"] for e in (events or {}).get(t, []) if e.get("event") == "step" and "batch" in e]
+        out.append(str(steps[-1] if steps else plan["batches"].get(t.host, "")))
+    return {"batches": "/".join(out)}
 
 
 def worker_compute(events: dict, tasks, plan: dict | None, replay: dict | None, batch: int, k: float) -> str:

@@ -98,7 +98,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                             applier, switcher, spec.script_files() if own_code else [], tracer, point.replay_job(),
                             speeds=_speeds(point, graph))
         outcome = training.run()
-        row.update(record.balance_columns(training.balance, tasks))
+        row.update(record.balance_columns(training.balance, tasks, outcome.events))
     if spec.workload.strategy == "allreduce":
         row["worker_compute_s"] = record.worker_compute(outcome.events, tasks, training.balance, point.replay,
                                                         spec.workload.batch_per_worker, point.k)

@@ -32,7 +32,8 @@ def balance_problems(exp: Experiment) -> list[Problem]:
         out.append(Problem(KEY, f"balance {name} weights each step's gradients by the workers' shares; "
                            f"{chosen.TITLE} averages models instead: remove one of the two",
                            (f"workload.communication.{chosen.KEY}",)))
-    run = {"engine": w.engine, "strategy": w.strategy, "compute": exp.emulation.compute}
+    run = {"engine": w.engine, "strategy": w.strategy, "compute": exp.emulation.compute,
+           "communication": comm.label(c)}
     out += [Problem(KEY, message, related) for message, related in getattr(method, "run_problems", lambda s, r: [])(
         setting, run)]
     if w.recovery != "none":
