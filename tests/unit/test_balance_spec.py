@@ -161,3 +161,23 @@ def test_the_job_document_gives_each_worker_its_batch_and_runs_csv_records_them(
     assert balance_plan(w.model_copy(update={"balance": {"method": "none"}}), tasks, {"h1": 1.0}) is None
     events = {tasks[1]: [{"event": "step", "epoch": 1, "step": 1, "time_s": 0.1, "batch": 36}]}
     assert step_rows_from(events, "bal", "r")[0]["batch"] == 36
+
+
+def test_the_docs_list_every_method_as_declared():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mixed-machines.md").read_text()
+    for m in balance.METHODS.values():
+        row = f"| `{m.NAME}` | {', '.join(m.ENGINES) or 'none (refused)'} | {', '.join(m.STRATEGIES) or 'none'} | {m.DOC} |"
+        assert row in text, f"docs/mixed-machines.md's table of methods lacks: {row}"
+
+
+def test_the_heterogeneous_file_sweeps_every_setting_it_promises():
+    from pathlib import Path
+
+    from testbed.spec import load_spec
+
+    points = expand_points(load_spec(Path(__file__).resolve().parents[2] / "topologies" / "heterogeneous.yaml"))
+    settings = {(p.spec.workload.strategy, balance.label(p.spec.workload.balance)) for p in points}
+    assert settings == {("allreduce", "none"), ("allreduce", "static"), ("allreduce", "dynamic5"), ("ps", "none")}
+    assert {p.spec.topology.link.bw for p in points} == {100e6, 1e9} or len(points) == 8
