@@ -252,7 +252,7 @@ def run_training(job, task_type, task_index, emit) -> None:
     timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=holding_done(emit, held),
                              asynchronous=strategy_name == "ps",
                              counter=lowcomm.sent_bytes if strategy_name != "ps" else None,
-                             batch=own if strategy_name == "allreduce" else None)
+                             batch=own if strategy_name != "ps" else None)
     try:
         with usage_sampler(job, emit):
             model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
