@@ -136,11 +136,13 @@ class StepClock:
 
     The clock starts when it is made: make it just before the loop. An epoch's loss is the mean of
     its steps' losses unless `epoch_end(loss)` says otherwise. `counter`: a function giving the bytes
-    the node has sent so far, put in each step event as tx_bytes (the built-in loops' lowcomm.sent_bytes)."""
+    the node has sent so far, put in each step event as tx_bytes (the built-in loops' lowcomm.sent_bytes);
+    `batch`: this worker's own batch, put in each step event (a balanced worker's, workloads/balance/)."""
 
-    def __init__(self, global_batch: int | None = None, emit: Emitter | None = None, counter=None):
+    def __init__(self, global_batch: int | None = None, emit: Emitter | None = None, counter=None,
+                 batch: int | None = None):
         self.emit = emit or Emitter()
-        self.global_batch, self.counter = global_batch, counter
+        self.global_batch, self.counter, self.batch = global_batch, counter, batch
         self.t0 = self.last = self.epoch_t0 = time.time()
         self.epoch, self.steps, self.first, self.losses, self.final_loss = 1, 0, 0, [], None
 
@@ -154,6 +156,8 @@ class StepClock:
         if loss is not None:
             self.losses.append(loss)
         sent = {"tx_bytes": self.counter()} if self.counter is not None else {}
+        if self.batch is not None:
+            sent["batch"] = self.batch
         self.emit("step", epoch=self.epoch, step=self.steps, time_s=now - self.last, loss=loss, **sent)
         self.last = now
 
@@ -216,16 +220,17 @@ class _TestbedTiming:
     left out of the training time); start: also emit a `start` event from the model (the
     built-in workload emits its own); emit: an Emitter (default: stdout, identity from
     TF_CONFIG); asynchronous/replicas: default from the model's distribution strategy; counter: a
-    function giving the bytes the node has sent so far, put in each step event as tx_bytes.
+    function giving the bytes the node has sent so far, put in each step event as tx_bytes; batch: this
+    worker's own batch, put in each step event (a balanced worker's, workloads/balance/).
     """
 
     __test__ = False  # not a pytest test class, despite its name
 
     def __init__(self, global_batch: int | None = None, eval_fn=None, start: bool = True,
                  emit: Emitter | None = None, asynchronous: bool | None = None,
-                 replicas: int | None = None, counter=None):
+                 replicas: int | None = None, counter=None, batch: int | None = None):
         super().__init__()
-        self.counter = counter
+        self.counter, self.batch = counter, batch
         self._supports_tf_logs = True  # lets it see RemoteValues under ps
         self.emit = emit or Emitter()
         self.global_batch, self.eval_fn, self.announce = global_batch, eval_fn, start
@@ -239,6 +244,8 @@ class _TestbedTiming:
     def _step_event(self, epoch, step, loss):
         now = time.time()
         sent = {"tx_bytes": self.counter()} if self.counter is not None else {}
+        if self.batch is not None:
+            sent["batch"] = self.batch
         self.emit("step", epoch=epoch, step=step, time_s=now - self.last, loss=loss, **sent)
         self.last = now
         self.emitted += 1

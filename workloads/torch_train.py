@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
+from workloads import balance, cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -42,20 +42,22 @@ def run_training(job: dict, emit: Emitter) -> None:
     name, seed = job["model"], int(job.get("seed", 0))
     p = resolve_params(name, job.get("model_params"))
     bpw, epochs, per_epoch = int(job.get("batch_per_worker", 32)), int(job.get("epochs", 1)), int(job["steps_per_epoch"])
+    own, weight = balance.worker(job.get("balance"), emit.base["host"], bpw)   # balanced: its batch, its share
     torch.manual_seed(seed)                 # the same initial weights on every worker (DDP also broadcasts them)
     replayed = job.get("replay")
     shapes = (replayed or {}).get("shapes")     # replayed from profiles: no model code, its parameters' shapes
     model = replay.profile_model(shapes) if shapes else torch_models.build(name, p)
     trainable = torch_models.trainable_count(model)
-    batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, bpw)  # noqa: E731
+    batches = lambda batch_id: torch_models.synthetic_batch(name, p, seed, batch_id, own)  # noqa: E731
     loss_of = lambda net, x, y: zoo.loss(name, net, x, y)  # noqa: E731  (the built-in models' too)
     contention = None
     if replayed:
         mine = replayed["hosts"][emit.base["host"]]
         contention = replay.Contention(float(mine.get("charge", 0.0)), float(mine.get("after_charge", 0.0)),
                                        float(mine.get("own_cpu_s", 0.0)))
-        model = replay.stand_in(model, [tuple(x) for x in mine["layers"]], 1, contention)
-        dummy = (torch.zeros(bpw, 1), torch.zeros(bpw, dtype=torch.long))
+        waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
+        model = replay.stand_in(model, waits, 1, contention)
+        dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
     after_step = lambda step: None  # noqa: E731
@@ -67,30 +69,64 @@ def run_training(job: dict, emit: Emitter) -> None:
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",
-         communication=lowcomm.in_force(comm))
+         communication=lowcomm.in_force(comm), **balance.in_force(job.get("balance"), own, weight))
     held = []               # `done`, stamped when training ended, written after the probe: it stays last
-    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes)
+    clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes, batch=own)
     batch_id, step = rank, 0
+    resizer = balance.resizer(job.get("balance"), rank)      # balance dynamic: the batches re-sized as it trains
     with replay.UsageSampler(emit, contention=contention) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
+                t0 = time.perf_counter()
                 x, y = batches(batch_id)
                 batch_id += world
                 optimizer.zero_grad()
-                loss = loss_of(model, x, y)
-                loss.backward()                 # DDP all-reduces the gradients here, bucket by bucket
+                # balance dynamic: the step's compute timed apart from its collective (DDP's held back, one after)
+                with model.no_sync() if resizer is not None else contextlib.nullcontext():
+                    loss = loss_of(model, x, y)
+                    (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
+                if resizer is not None:
+                    resizer.timed(time.perf_counter() - t0)
+                    _average_gradients(model)
                 optimizer.step()
                 step += 1
                 after_step(step)
                 if contention is not None:
                     contention.close()
                 clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
+                if resizer is not None and resizer.after_step(step, _all_gather):
+                    own, weight = resizer.batch, resizer.weight
+                    clock.batch = own
             clock.epoch_end()
     clock.done()
     if not replayed:            # a replayed step's compute was calibrated before the run
-        compute_probe(name, p, seed, bpw, emit, loss_of)
+        compute_probe(name, p, seed, own, emit, loss_of)
     for line in held:
         emit.write(line)
+
+
+def _average_gradients(model) -> None:
+    """What DDP's backward does, after it: every gradient averaged over the ranks (one all-reduce of them all)."""
+    import torch.distributed as dist
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for g, mean in zip(grads, _unflatten_dense_tensors(flat, grads)):
+        g.copy_(mean)
+
+
+def _all_gather(value: float) -> list[float]:
+    """Every rank's `value`, in rank order (a small all-gather over the process group)."""
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor([float(value)], dtype=torch.float64)
+    every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return [float(t) for t in every]
 
 
 def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss_of,

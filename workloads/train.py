@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import cpuquota, lowcomm, models  # noqa: E402  (no TensorFlow import at module level)
+from workloads import balance, cpuquota, lowcomm, models  # noqa: E402  (no TensorFlow import at module level)
 from workloads.events import Emitter, holding_done, model_sizes, run_task  # noqa: E402
 
 ROLES = ("single", "worker", "chief", "ps")
@@ -181,6 +181,7 @@ def run_training(job, task_type, task_index, emit) -> None:
     servers = len(cluster.get("ps", [])) if strategy_name == "ps" else 0
     bpw = int(job.get("batch_per_worker", 32))
     global_batch = bpw * workers
+    own, weight = balance.worker(job.get("balance"), emit.base["host"], bpw)   # balanced: its batch, its share
     samples_per_step = bpw if strategy_name == "ps" else global_batch
     seed = int(job.get("seed", 0))
     name = job["model"]
@@ -211,13 +212,7 @@ def run_training(job, task_type, task_index, emit) -> None:
         model = models.build_model(name, p)
         models.compile_model(model, steps_per_execution=spe)
     replayed = job.get("replay")
-    if replayed:
-        from workloads import replay
-        if strategy_name == "ps":
-            replay.replay_tensorflow(model, replayed["workers"],
-                                     tf.distribute.coordinator.experimental_get_current_worker_index)
-        else:
-            replay.replay_tensorflow(model, replayed["hosts"][emit.base["host"]]["layers"])
+    set_train_step(model, job, emit.base["host"], own, weight)
 
     def dataset_fn(ctx):
         if strategy_name == "ps":
@@ -225,7 +220,7 @@ def run_training(job, task_type, task_index, emit) -> None:
             n, batch = workers, bpw
         else:
             shard, n = ctx.input_pipeline_id, ctx.num_input_pipelines
-            batch = ctx.get_per_replica_batch_size(global_batch)
+            batch = own if job.get("balance") else ctx.get_per_replica_batch_size(global_batch)
         if caption is not None:
             return wdata.flickr8k_dataset(caption, batch, seed, shard, n)
         return wdata.synthetic_dataset(name, p, seed, batch, shard, n)
@@ -249,13 +244,15 @@ def run_training(job, task_type, task_index, emit) -> None:
          global_batch=global_batch, workers=workers, servers=servers,
          steps_per_epoch=int(steps_per_epoch), epochs=int(job.get("epochs", 1)),
          steps_per_execution=spe, compute="replay" if replayed else "real",
-         communication=lowcomm.in_force(comm) if strategy_name == "allreduce" else {})
+         communication=lowcomm.in_force(comm) if strategy_name == "allreduce" else {},
+         **balance.in_force(job.get("balance"), own, weight))
     from workloads.events import TestbedCallback
     held = []           # `done`, stamped when training ended, written after the probe: it stays last
 
     timing = TestbedCallback(samples_per_step, eval_fn, start=False, emit=holding_done(emit, held),
                              asynchronous=strategy_name == "ps",
-                             counter=lowcomm.sent_bytes if strategy_name != "ps" else None)
+                             counter=lowcomm.sent_bytes if strategy_name != "ps" else None,
+                             batch=own if strategy_name != "ps" else None)
     try:
         with usage_sampler(job, emit):
             model.fit(x, epochs=int(job.get("epochs", 1)), steps_per_epoch=int(steps_per_epoch),
@@ -266,11 +263,30 @@ def run_training(job, task_type, task_index, emit) -> None:
             emit("saved", path=str(caption_model.save(job["save_model"], model, tokenizer, p)))
         if not replayed:        # a replayed step's compute was calibrated before the run
             compute_probe(lambda: models.build_model(name, p),
-                          lambda: wdata.flickr8k_dataset(caption, bpw, seed) if caption is not None
-                          else wdata.synthetic_dataset(name, p, seed, bpw), emit)
+                          lambda: wdata.flickr8k_dataset(caption, own, seed) if caption is not None
+                          else wdata.synthetic_dataset(name, p, seed, own), emit)
     finally:
         for line in held:
             emit.write(line)
+
+
+def set_train_step(model, job: dict, host: str, own: int, weight: float) -> None:
+    """Replayed compute's stand-in step (its waits for this worker's own batch), or under workload.balance the
+    step whose gradient is weighted by the worker's share of the global batch (workloads/balance/)."""
+    replayed = job.get("replay")
+    if replayed:
+        import tensorflow as tf
+
+        from workloads import replay
+        if job["strategy"] == "ps":
+            replay.replay_tensorflow(model, replayed["workers"],
+                                     tf.distribute.coordinator.experimental_get_current_worker_index)
+        else:
+            bpw = int(job.get("batch_per_worker", 32))
+            replay.replay_tensorflow(model, balance.scale_waits(replayed["hosts"][host]["layers"], own, bpw))
+    elif job.get("balance"):
+        from workloads.balance import static
+        static.tf_setup(model, weight)
 
 
 PROBE_WARMUP, PROBE_STEPS = 2, 10     # the first steps trace the function: left out of the timing

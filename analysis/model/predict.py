@@ -42,7 +42,7 @@ from analysis.model import communication, costmodel
 from analysis.tables import tables
 from analysis.figures.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
 
-COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "workers", "servers", "samples_per_step",
+COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "balance", "workers", "servers", "samples_per_step",
            "steady_step_s", "steady_samples_per_s", "speedup", "efficiency", "warmup_s", "job_samples",
            "job_time_s", "bound", "better"]
 
@@ -97,13 +97,16 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
                  gradient_bytes: float | None = None, batch: float | None = None,
                  rtt_s: float | None = None, ref_s_bits: float | None = None,
                  ref_batch: float | None = None, samples: float | None = None,
-                 setting: "Setting | None" = None) -> pd.DataFrame:
+                 setting: "Setting | None" = None, balance: str = "none") -> pd.DataFrame:
     """Predicted steady step and samples/s, speedup, efficiency, warm-up, a job's time and the
     better strategy per point. gradient_bytes / batch default to the fitted runs' (ref_s_bits,
     ref_batch); the job is `samples`, else `steps` steps of one node (steps x batch samples), else
     the fitted runs' samples trained (model.samples); setting: a workload.communication setting of the
-    all-reduce strategies (parse_setting), plain all-reduce by default."""
+    all-reduce strategies (parse_setting), plain all-reduce by default; balance: workload.balance of the
+    all-reduce strategies (none: a mixed cluster's step is set by its slowest node; static or dynamic: by the
+    mean speed, each worker's batch proportional to its speed)."""
     setting = setting or Setting()
+    balanced = balance != "none"
     s_bits = gradient_bytes * 8 if gradient_bytes else (ref_s_bits or model.work / 32)
     b = batch or ref_batch or 32
     work = s_bits * b
@@ -122,12 +125,13 @@ def predict_grid(model: costmodel.CostModel, nodes, bandwidths, strategies=("all
                     fr = [mix[(i + (0 if strat != "ps" else 1 + servers)) % len(mix)]
                           for i in range(workers)]
                     comm = {} if strat == "ps" else dict(bytes_factor=setting.bytes_factor,
-                                                         sync_every=setting.sync_every)
+                                                         sync_every=setting.sync_every, balanced=balanced)
                     t = model.rates(strat, workers, s_bits, goodput, b, samples=job, servers=servers,
                                     shards=servers, rtt_s=rtt_s, fractions=fr, shared=shared, work=work, **comm)
                     speedup = t["steady_samples_per_s"] / base
                     rows.append(dict(nodes=n, bw=mbit(bw), bw_bps=bw, cpu=cpu_label(mix), strategy=strat,
                                      communication="none" if strat == "ps" else setting.name,
+                                     balance="none" if strat == "ps" else balance,
                                      workers=workers, servers=servers if strat == "ps" else 0,
                                      samples_per_step=t["samples_per_step"], steady_step_s=t["steady_s"],
                                      steady_samples_per_s=t["steady_samples_per_s"], speedup=speedup,
@@ -486,7 +490,7 @@ def _fmt_table(df: pd.DataFrame) -> str:
 def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strategies: list[str], cpus,
         servers: int = 1, steps: int | None = None, machine: str = "separate", gradient_bytes: float | None = None,
         batch: float | None = None, rtt_s: float | None = None, out: Path | None = None,
-        samples: float | None = None, communication_setting: str | None = None) -> int:
+        samples: float | None = None, communication_setting: str | None = None, balance: str = "none") -> int:
     """`run_experiment.py predict` once its arguments are parsed: fit, predict, write predict.csv and
     predict.png to `out` (default RESULTS/predict), print the model and the table; 2 when nothing fits.
     The job projected: `samples`, else `steps` steps of one node, else the fitted runs' samples;
@@ -506,7 +510,7 @@ def run(results: list[Path], names: str, nodes: list[int], bws: list[int], strat
     ref = reference(feats)
     pred = predict_grid(model, nodes, bws, strategies, cpus, servers=servers, steps=steps,
                         shared=machine == "shared", gradient_bytes=gradient_bytes, batch=batch,
-                        rtt_s=rtt_s, samples=samples, setting=setting, **ref)
+                        rtt_s=rtt_s, samples=samples, setting=setting, balance=balance, **ref)
     out = out or Path(results[0]) / "predict"
     out.mkdir(parents=True, exist_ok=True)
     outputs.write_text(out / "predict.csv", tables.csv_text(pred))

@@ -15,8 +15,9 @@ import pandas as pd
 from analysis import outputs
 from analysis.figures import figures
 from analysis.report.markup import CSS, table_html
-from analysis.report.sections import (against_reference, answer, bleu, communication, cost_model, faults, network,
-                                      runs, stability, thesis_vs_measured, time_split, trend)
+from analysis.report.sections import (against_reference, answer, bleu, cost_model, faults, network, runs, stability,
+                                      thesis_vs_measured, time_split, trend)
+from analysis.report.sections.settings import communication, mixed_machines
 from analysis.tables import faithful, tables
 
 MISSING_MEANS = {
@@ -31,7 +32,8 @@ def derived_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
     Degraded runs are left out of them (and listed in degraded_runs) unless exp.include_degraded."""
     derived = {**answer.section_tables(exp), **runs.section_tables(exp), **time_split.section_tables(exp),
                **network.section_tables(exp), **cost_model.section_tables(exp), **bleu.section_tables(exp),
-               **stability.section_tables(exp), **communication.section_tables(exp), **faults.section_tables(exp)}
+               **stability.section_tables(exp), **communication.section_tables(exp), **mixed_machines.section_tables(exp),
+               **faults.section_tables(exp)}
     return {**derived, **thesis_vs_measured.section_tables(exp, derived)}
 
 
@@ -98,7 +100,8 @@ def build_report(exp_dir, include_degraded: bool = False, reference_dir=None) ->
              f"<h1>Experiment {e(exp.name)}</h1>",
              f"<p class='setup'>{e(setup)}</p>",
              *answer.parts(exp, t, figdir, exp_dir), *runs.parts(exp, t), *trend.parts(exp, t),
-             *communication.parts(t, figdir, exp_dir), *thesis_vs_measured.parts(t), *against_parts,
+             *communication.parts(t, figdir, exp_dir), *mixed_machines.parts(exp, t), *thesis_vs_measured.parts(t),
+             *against_parts,
              *closing_parts(exp, t, made, skipped), "</body></html>"]
     out = exp_dir / "report.html"
     outputs.write_text(out, "\n".join(parts))

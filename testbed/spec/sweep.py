@@ -8,11 +8,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import workloads.balance as balance
 import workloads.communication as comm
 from testbed.spec.models import CommunicationConf, Experiment
 from testbed.spec.validate import sweep_combos, with_values
 
 _PLAIN = CommunicationConf().model_dump(mode="json")     # the usual all-reduce: not part of a run id
+_NO_BALANCE = ("none", {"method": "none"})            # workload.balance none: not part of a run id either
 _SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
           "workload.model": "", "faults": ""}
 
@@ -44,12 +46,14 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
     a stable hash of the whole resolved point (`resolved`: its spec as JSON), so a file changed
     outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
     out: it judges the results, it does not change the run (a changed bound judges the same runs again).
-    Settings added later are left out at their defaults too (workload.communication plain, a host's profile
-    null), so that files written before them keep their ids."""
+    Settings added later are left out at their defaults too (workload.communication plain, workload.balance
+    none, a host's profile null), so that files written before them keep their ids."""
     point = {key: value for key, value in resolved.items() if key != "expect"}
     workload = point.get("workload")
     if isinstance(workload, dict) and workload.get("communication") == _PLAIN:
-        point["workload"] = {k: v for k, v in workload.items() if k != "communication"}
+        point["workload"] = workload = {k: v for k, v in workload.items() if k != "communication"}
+    if isinstance(workload, dict) and workload.get("balance") in _NO_BALANCE:
+        point["workload"] = {k: v for k, v in workload.items() if k != "balance"}
     if isinstance(point.get("topology"), dict):
         point["topology"] = _without_null_profiles(point["topology"])
     blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,
@@ -79,6 +83,8 @@ def _label(path: str, value: Any) -> str:
         value = "+".join(v["action"] for v in value) or "nofaults"     # a list of faults: their actions
     if path == "workload.communication" and isinstance(value, dict):
         prefix, value = "", _communication_label(value)
+    if path == "workload.balance":
+        prefix, value = "bal", balance.label(value)
     if path.endswith(".trace") and isinstance(value, str):
         value = value.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]    # a trace file: its name
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, create_model
+from pydantic import AfterValidator, Field, PlainSerializer, create_model
 from pydantic_core import PydanticCustomError
 
 import testbed.limits as limits
 from testbed.spec.keypaths import KnownKeys
 from testbed.spec.settings import Strict
 from testbed.spec.values import Count, NodeName, PositiveTime, Size, Whole
+import workloads.balance as balance
 import workloads.communication as comm
 import workloads.zoo as zoo
 
@@ -87,6 +88,17 @@ CommunicationConf = create_model("CommunicationConf", __base__=_Communication, _
                                  **{name: _field(key, name) for name, key in comm.spec_keys().items()})
 
 
+def _balance(value) -> dict:
+    """workload.balance as its method reads it ({"method": NAME, ...}; workloads/balance/)."""
+    try:
+        return balance.parse(value)
+    except ValueError as err:
+        raise PydanticCustomError("balance_error", "{reason}", {"reason": str(err)}) from None
+
+
+Balance = Annotated[str | dict[str, Any], AfterValidator(_balance), PlainSerializer(lambda v: balance.written(v))]
+
+
 class DataConf(Strict):
     """Training data: synthetic, or Flickr8k features/captions at path."""
 
@@ -158,6 +170,10 @@ class Workload(Strict):
     communication: CommunicationConf = Field(
         default_factory=CommunicationConf, description="all-reduce: gradient compression or local SGD "
         "(sync_every); docs/communication.md lists the methods")
+    balance: Balance = Field(
+        {"method": "none"}, description=f"machines of different speeds, strategy allreduce: {balance.forms()}; static: each "
+        "worker's batch proportional to its node's speed (cores, or its replayed step time), the global batch kept "
+        "(docs/mixed-machines.md)", json_schema_extra={"default": "none"})
     advisor: AdvisorConf = Field(default_factory=AdvisorConf, description="strategy auto and switch: the cost model")
     switch: StrategySwitchConf = Field(default_factory=StrategySwitchConf,
                                        description="strategy switch: start, margin, max_switches")

@@ -162,9 +162,10 @@ def _offending(graph, importer: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 # pure leaves: units, the caps, task placement, the readers of the files a spec names, the model zoo's names,
-# the profile file and the communication methods' declarations (standard library at import)
+# the profile file, the communication and balancing methods' declarations (standard library at import)
 SPEC_MAY_IMPORT = ("testbed.spec", "testbed.units", "testbed.limits", "testbed.roles", "testbed.readers",
-                   "workloads.zoo", "workloads.profiling.fileformat", "workloads.communication")
+                   "workloads.zoo", "workloads.profiling.fileformat", "workloads.communication",
+                   "workloads.balance")
 # the readers of the graph and trace files: the units and the caps, nothing of the spec or the run side
 READERS_MAY_IMPORT = ("testbed.readers", "testbed.units", "testbed.limits")
 

@@ -214,3 +214,23 @@ def test_cli_subcommand(tmp_path):
     assert run_experiment.main(["predict", str(FIXTURE), "--nodes", "1,2", "--bw", "1gbit",
                                 "--out", str(tmp_path)]) == 0
     assert (tmp_path / "predict.csv").is_file()
+
+
+def test_a_mixed_cluster_steps_at_its_slowest_node_unless_balanced():
+    model = _model()
+    kw = dict(ref_s_bits=1.6e6, ref_batch=32, strategies=("allreduce",))
+    even = predict.predict_grid(model, [4], [1_000_000_000], cpus=[(1.0,)], **kw).iloc[0]
+    mixed = predict.predict_grid(model, [4], [1_000_000_000], cpus=[(1.0, 1.0, 0.5, 0.25)], **kw).iloc[0]
+    balanced = predict.predict_grid(model, [4], [1_000_000_000], cpus=[(1.0, 1.0, 0.5, 0.25)], balance="static",
+                                    **kw).iloc[0]
+    assert mixed["balance"] == "none" and balanced["balance"] == "static"
+    assert mixed["steady_samples_per_s"] < balanced["steady_samples_per_s"] < even["steady_samples_per_s"]
+    slow = model.terms("allreduce", 4, 1.6e6, 1e9 * model.rho, fractions=[1, 1, 0.5, 0.25], shared=False,
+                       work=1.6e6 * 32)
+    fair = model.terms("allreduce", 4, 1.6e6, 1e9 * model.rho, fractions=[1, 1, 0.5, 0.25], shared=False,
+                       work=1.6e6 * 32, balanced=True)
+    # balanced: every worker at the mean speed's pace, N / sum(1 / slowdown), not the slowest's
+    assert fair["compute_s"] < slow["compute_s"] and slow["slowdown"] >= fair["slowdown"]
+    assert fair["slowdown"] == pytest.approx(4 / sum(1 / s for s in
+                                                     costmodel.slowdowns(4, model.u, model.cores, [1, 1, 0.5, 0.25],
+                                                                         False)))

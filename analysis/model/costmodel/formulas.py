@@ -184,14 +184,20 @@ class CostModel:
     samples: float = 0.0                          # samples a fitted run trained (median; 0: unknown)
 
     def point(self, strategy, workers, s_bits, b_bps, servers=1, shards=None, rtt_s=None,
-              fractions=None, shared=True, work=None, share=1.0, bytes_factor=1.0, sync_every=1) -> Point:
+              fractions=None, shared=True, work=None, share=1.0, bytes_factor=1.0, sync_every=1,
+              balanced=False) -> Point:
         """A configuration; b_bps at goodput level (measured, or configured x rho); share: the ring
         hops sharing the busiest link (1 on a star; ring_share of the topology); bytes_factor, sync_every:
-        a workload.communication setting's (analysis.model.communication.factor), all-reduce only."""
+        a workload.communication setting's (analysis.model.communication.factor), all-reduce only; balanced:
+        workload.balance static or dynamic, all-reduce only: each worker's batch proportional to its speed, so
+        every worker computes as long as the mean speed's (N / sum of 1/slowdown), not the slowest's."""
         n = max(int(workers), 1)
         r = self.rtt_s if rtt_s is None or not np.isfinite(rtt_s) else float(rtt_s)
+        slow = slowdowns(n, self.u, self.cores, fractions, shared)
+        if balanced and _family(strategy) != "ps":
+            slow = np.full(n, n / float(np.sum(1.0 / slow)))
         return Point(_family(strategy), n, int(shards or servers or 1), float(s_bits), float(b_bps), r,
-                     slowdowns(n, self.u, self.cores, fractions, shared),
+                     slow,
                      (work / self.work) if work else 1.0, float(share or 1.0), float(bytes_factor or 1.0),
                      float(sync_every or 1))
 

@@ -33,6 +33,9 @@ def add_arguments(ap) -> None:
     ap.add_argument("--communication", default=None, help="the all-reduce's workload.communication setting "
                     f"(default none): {', '.join(comm.predict_forms(explained=True))} or a bytes factor such as 0.1 "
                     "(docs/communication.md)")
+    ap.add_argument("--balance", choices=["none", "static"], default="none",
+                    help="all-reduce's workload.balance: none (a mixed --cpu's step is set by its slowest node, "
+                    "default) or static (each worker's batch proportional to its speed: set by the mean speed)")
     ap.add_argument("--out", type=Path, default=None, help="folder for predict.csv and predict.png "
                     "(default RESULTS/predict)")
 
@@ -69,7 +72,7 @@ def run(args) -> int:
     return predict.run(args.results, " + ".join(e.name for e in exps), nodes, bws, strategies, cpus,
                        servers=args.servers, steps=args.steps, machine=args.machine, gradient_bytes=grad,
                        batch=args.batch, rtt_s=rtt, out=args.out, samples=args.samples,
-                       communication_setting=args.communication)
+                       communication_setting=args.communication, balance=args.balance)
 
 
 COMMAND = Command("predict", "what-if from the cost model fitted on results: time per step, speedup and "

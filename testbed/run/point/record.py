@@ -17,6 +17,7 @@ from testbed.roles import final_tasks
 from testbed.run.faults import faults
 from testbed.run import results
 from testbed.units import format_bandwidth, format_time
+import workloads.balance as balance
 
 
 @dataclass
@@ -49,7 +50,7 @@ def runs_row(point, graph, tasks) -> dict:
                 servers=sum(t.task_type == "ps" for t in tasks),
                 asynchronous=spec.workload.strategy == "ps",
                 started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                **communication_settings(spec.workload))
+                **communication_settings(spec.workload), balance=balance.label(spec.workload.balance))
 
 
 def begin(folder: Path, spec, graph, tasks) -> None:
@@ -84,6 +85,38 @@ def communication_settings(workload) -> dict:
     """runs.csv's workload.communication columns: each key of the methods (workloads/communication/), NaN where
     the method in force does not own it (unless recorded always), a section as text (empty without)."""
     return communication.columns(workload.communication.settings())
+
+
+def balance_columns(plan: dict | None, tasks, events: dict | None = None) -> dict:
+    """runs.csv's per-worker batches under workload.balance, in the workers' order ("43/21": each worker's last
+    step's, which balance dynamic re-sizes; the plan's where a worker logged none; empty where every worker kept
+    batch_per_worker)."""
+    if not plan:
+        return {"batches": ""}
+    workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
+    out = []
+    for t in workers:
+        steps = [e["batch"] for e in (events or {}).get(t, []) if e.get("event") == "step" and "batch" in e]
+        out.append(str(steps[-1] if steps else plan["batches"].get(t.host, "")))
+    return {"batches": "/".join(out)}
+
+
+def worker_compute(events: dict, tasks, plan: dict | None, replay: dict | None, batch: int, k: float) -> str:
+    """runs.csv's worker_compute_s: each all-reduce worker's compute per step at its own batch, in emulated
+    seconds ("h1=0.118;h2=0.236"): its compute probe's step (`compute` event) / K, or under replayed compute
+    its replayed step x its batch / batch_per_worker; empty where no worker measured one."""
+    out = []
+    for t in sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index):
+        own = (plan or {}).get("batches", {}).get(t.host, batch)
+        if replay and t.host in replay:
+            seconds = replay[t.host].step_s * own / batch
+        else:
+            probe = next((e for e in events.get(t, []) if e.get("event") == "compute"), {})
+            step = probe.get("time_per_step_s")
+            seconds = step / k if isinstance(step, (int, float)) and step > 0 else None
+        if seconds is not None:
+            out.append(f"{t.host}={seconds:.6g}")
+    return ";".join(out)
 
 
 def communication_columns(workload, row: dict, lead: list[dict]) -> dict:
@@ -257,7 +290,7 @@ def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | N
                 rows.append(dict(experiment=experiment, run_id=run_id, role=task.task_type, task_index=task.index,
                                  host=task.host, strategy=e.get("strategy", strategy), kind=e["event"],
                                  epoch=e.get("epoch"), step=e.get("step"),
-                                 time_s=e.get("time_s"), loss=e.get("loss"),
+                                 time_s=e.get("time_s"), loss=e.get("loss"), batch=e.get("batch", math.nan),
                                  samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
     return rows
 

@@ -59,6 +59,13 @@ def run_point(point: ResolvedPoint, exp_dir: Path, progress=lambda msg: None) ->
     return row
 
 
+def _speeds(point, graph) -> dict:
+    """Each host's speed for workload.balance: its cores, or under replayed compute 1 / its replayed step."""
+    if point.replay:
+        return {name: 1 / host.step_s for name, host in point.replay.items() if host.step_s > 0}
+    return {h.name: h.cores for h in graph.hosts}
+
+
 def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observed, progress) -> None:
     """Checks, strategy decision, training under the monitor, the faults and the fidelity probe;
     raises RunFailed. Works on the wall spec: every time and rate as this machine runs it."""
@@ -88,8 +95,13 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
                                point.run_id, progress) if followed else None
         own_code = not point.replays_profiles        # a script replayed from its profile needs no user code
         training = Training(net, workload, tasks, folder, progress, spec.script_path() if own_code else None,
-                            applier, switcher, spec.script_files() if own_code else [], tracer, point.replay_job())
+                            applier, switcher, spec.script_files() if own_code else [], tracer, point.replay_job(),
+                            speeds=_speeds(point, graph))
         outcome = training.run()
+        row.update(record.balance_columns(training.balance, tasks, outcome.events))
+    if spec.workload.strategy == "allreduce":
+        row["worker_compute_s"] = record.worker_compute(outcome.events, tasks, training.balance, point.replay,
+                                                        spec.workload.batch_per_worker, point.k)
     observed.link_changes = tracer.rows if tracer is not None else []
     row["tf_threads"] = min(training.threads.values())
     if monitor is not None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.run import phases
+import workloads.balance as balance
 from testbed.roles import (Task, assign_tasks, cluster_spec, final_tasks, restart_group, tf_config,
                            threads_per_task, torchrun_env)
 
@@ -41,6 +42,19 @@ def job_document(workload, cluster: dict) -> dict:
         "ps": {"partition": workload.ps.partition, "steps_per_execution": workload.ps.steps_per_execution},
         "data": workload.data.model_dump(), "eval": workload.eval,
     }
+
+
+def balance_plan(workload, tasks: list[Task], speeds: dict | None) -> dict | None:
+    """The job's `balance` section (workloads/balance/): each all-reduce worker's batch and gradient weight from
+    its node's speed (`speeds`: host -> cores, or 1 / its replayed step time); None for balance none and for
+    the strategies without a global batch to share."""
+    method = balance.method_of(workload.balance)
+    workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
+    if workload.strategy != "allreduce" or not workers or method.NAME == balance.PLAIN:
+        return None
+    speeds = speeds or {}
+    return method.plan(workload.balance, workload.batch_per_worker * len(workers),
+                       {t.host: speeds.get(t.host) for t in workers})
 
 
 def read_events(path: Path) -> list[dict]:
@@ -77,8 +91,10 @@ class Training:
 
     def __init__(self, net, workload, tasks: list[Task], run_dir: Path, progress=lambda msg: None,
                  script: str | None = None, faults=None, switcher=None, script_files: list[str] = (), tracer=None,
-                 replay: dict | None = None):
+                 replay: dict | None = None, speeds: dict | None = None):
         self.net, self.workload, self.tasks, self.run_dir = net, workload, tasks, run_dir
+        self.speeds = speeds            # workload.balance: each host's speed (balance_plan)
+        self.balance: dict | None = None   # the job's balance section, once written
         self.replay = replay            # compute: replay, each host's waits (ResolvedPoint.replay_job), or None
         self.progress = progress
         self.script = script            # the user's own script (absolute path), or None for the built-in
@@ -138,6 +154,10 @@ class Training:
         self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
                         else {t: self.workload.threads for t in self.tasks})
         job = job_document(self.workload, self.cluster)
+        plan = balance_plan(self.workload, self.tasks, self.speeds)
+        if plan is not None:
+            job["balance"] = plan
+        self.balance = plan
         if self.backup_dir:      # a switch resumes from the backup of the epoch it decided at
             every = "epoch" if self.switcher is not None else self.workload.backup_every_steps
             job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": every}

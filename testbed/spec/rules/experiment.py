@@ -20,6 +20,7 @@ from testbed.spec.rules.problems import Problem, host_kinds, real_machines
 from testbed.spec.settings import example_address
 from testbed.spec.rules.topology import shape_problems, topology_problems
 from testbed.spec.rules.faults import fault_problems, trace_problems
+from testbed.spec.rules.balance import balance_problems
 from testbed.spec.rules.communication import communication_problems
 
 
@@ -114,6 +115,7 @@ def workload_problems(exp: Experiment) -> list[Problem]:
     found = profiles(exp)
     every = bool(found) and len(found) == len(hosts)
     out = model_problems(exp, every) + profile_problems(exp, found) + communication_problems(exp)
+    out += balance_problems(exp)
     if w.engine == "pytorch":
         out += _pytorch_problems(exp)
     if w.strategy == "ps":
