@@ -149,13 +149,15 @@ class StepClock:
     def _per_s(self, steps: int, seconds: float):
         return steps * self.global_batch / seconds if self.global_batch and seconds > 0 else None
 
-    def step(self, loss=None) -> None:
+    def step(self, loss=None, **fields) -> None:
+        """`fields`: more of the step event's (balance dynamic's compute_s)."""
         now = time.time()
         self.steps += 1
         loss = None if loss is None else float(loss)
         if loss is not None:
             self.losses.append(loss)
         sent = {"tx_bytes": self.counter()} if self.counter is not None else {}
+        sent.update(fields)
         if self.batch is not None:
             sent["batch"] = self.batch
         self.emit("step", epoch=self.epoch, step=self.steps, time_s=now - self.last, loss=loss, **sent)

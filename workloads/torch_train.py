@@ -85,15 +85,17 @@ def run_training(job: dict, emit: Emitter) -> None:
                 with model.no_sync() if resizer is not None else contextlib.nullcontext():
                     loss = loss_of(model, x, y)
                     (loss * weight if weight != 1.0 else loss).backward()   # DDP all-reduces the gradients, by bucket
+                computed = time.perf_counter() - t0
                 if resizer is not None:
-                    resizer.timed(time.perf_counter() - t0)
+                    resizer.timed(computed)
                     _average_gradients(model)
                 optimizer.step()
                 step += 1
                 after_step(step)
                 if contention is not None:
                     contention.close()
-                clock.step(None if replayed else loss.item())     # a replayed step's loss means nothing
+                clock.step(None if replayed else loss.item(),      # a replayed step's loss means nothing
+                           **({"compute_s": round(computed, 6)} if resizer is not None else {}))
                 if resizer is not None and resizer.after_step(step, _all_gather):
                     own, weight = resizer.batch, resizer.weight
                     clock.batch = own

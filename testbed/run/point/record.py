@@ -291,6 +291,7 @@ def step_rows_from(events: dict, experiment: str, run_id: str, strategy: str | N
                                  host=task.host, strategy=e.get("strategy", strategy), kind=e["event"],
                                  epoch=e.get("epoch"), step=e.get("step"),
                                  time_s=e.get("time_s"), loss=e.get("loss"), batch=e.get("batch", math.nan),
+                                 compute_s=e.get("compute_s", math.nan),
                                  samples_per_s=e.get("samples_per_s", math.nan), t=e.get("t")))
     return rows
 
