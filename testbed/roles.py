@@ -107,6 +107,11 @@ def torchrun_env(cluster: dict[str, list[str]], task: Task, interface: str | Non
     return env
 
 
+def workers(tasks: list[Task]) -> list[Task]:
+    """The worker tasks in index order (the order of an all-reduce's ranks and of the ps strategy's workers)."""
+    return sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
+
+
 def final_tasks(tasks: list[Task]) -> list[Task]:
     """Tasks whose exit means training is over; the others (ps strategy servers) are ended by us."""
     if any(t.task_type == "chief" for t in tasks):

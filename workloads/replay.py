@@ -328,7 +328,7 @@ class UsageSampler:
 
     def sample(self) -> None:
         charged = self.contention.charged_cpu_s if self.contention is not None else 0.0
-        self.emit("usage", cpu_s=round(time.process_time() - _sampler_cpu_s, 6), charged_cpu_s=round(charged, 6),
+        self.emit("usage", cpu_s=round(process_cpu_s(), 6), charged_cpu_s=round(charged, 6),
                   run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
 
     def _loop(self) -> None:

@@ -13,7 +13,7 @@ import yaml
 from analysis.model import communication
 from analysis.tables import steady
 from testbed.emulation import replayed_compute as replay
-from testbed.roles import final_tasks
+from testbed.roles import final_tasks, workers
 from testbed.run.faults import faults
 from testbed.run import results
 from testbed.units import format_bandwidth, format_time
@@ -63,14 +63,14 @@ def write_topology(folder: Path, graph, tasks, nodes=None) -> None:
     results.write_json(folder / "topology.json", topology_document(graph, tasks, nodes))
 
 
-def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, tasks) -> None:
+def add_training(row: dict, observed: Observed, outcome, spec, run_id: str, tasks, k: float = 1.0,
+                 lead_cores: float | None = None) -> None:
     """What the training's events say: steps and evals rows, the run's figures, the work it trained,
-    its warm-up and steady state, its restarts."""
+    its warm-up and steady state, its restarts (`k`, `lead_cores`: the dilation and the lead node's budgeted
+    cores, which its compute probe is judged by)."""
     observed.steps = step_rows_from(outcome.events, spec.name, run_id, spec.workload.strategy)
     observed.evals = eval_rows_from(outcome.events, spec.name, run_id)
-    lead_cores = dict(pair.split("=", 1) for pair in str(row.get("node_cores") or "").split(";") if "=" in pair)
-    cores = lead_cores.get(final_tasks(tasks)[0].host)
-    row.update(summary_from(outcome.events, tasks, float(row.get("dilation") or 1), float(cores) if cores else None))
+    row.update(summary_from(outcome.events, tasks, k, lead_cores))
     row.update(work_columns(spec.workload, tasks, row))
     lead = outcome.events.get(final_tasks(tasks)[0], [])
     times = [e.get("time_s") for e in lead if e.get("event") == "step"]
@@ -93,9 +93,8 @@ def balance_columns(plan: dict | None, tasks, events: dict | None = None) -> dic
     batch_per_worker)."""
     if not plan:
         return {"batches": ""}
-    workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
     out = []
-    for t in workers:
+    for t in workers(tasks):
         steps = [e["batch"] for e in (events or {}).get(t, []) if e.get("event") == "step" and "batch" in e]
         out.append(str(steps[-1] if steps else plan["batches"].get(t.host, "")))
     return {"batches": "/".join(out)}
@@ -106,7 +105,7 @@ def worker_compute(events: dict, tasks, plan: dict | None, replay: dict | None, 
     seconds ("h1=0.118;h2=0.236"): its compute probe's step (`compute` event) / K, or under replayed compute
     its replayed step x its batch / batch_per_worker; empty where no worker measured one."""
     out = []
-    for t in sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index):
+    for t in workers(tasks):
         own = (plan or {}).get("batches", {}).get(t.host, batch)
         if replay and t.host in replay:
             seconds = replay[t.host].step_s * own / batch
@@ -201,12 +200,12 @@ def work_columns(workload, tasks, row: dict) -> dict:
     """What the point trained (workload.fixed): the mode (data, steps, or script: the script decides), its
     steps per epoch, the samples per epoch (fixed data: the file's, which every point trains to the nearest
     step), the samples per step and the samples trained (steps done x per step)."""
-    workers = sum(t.task_type == "worker" for t in tasks)
+    count = len(workers(tasks))
     if workload.script:
         per_step, mode, per_epoch, epoch_samples = row.get("global_batch"), "script", None, None
     else:
-        per_step, mode = workload.samples_per_step(workers), workload.fixed
-        per_epoch = workload.steps_at(workers)
+        per_step, mode = workload.samples_per_step(count), workload.fixed
+        per_epoch = workload.steps_at(count)
         epoch_samples = workload.epoch_samples() if mode == "data" else per_epoch * per_step
     steps = row.get("steps")
     trained = steps * per_step if isinstance(steps, (int, float)) and isinstance(per_step, (int, float)) else None

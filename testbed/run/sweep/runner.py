@@ -107,16 +107,18 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     if monitor is not None:
         observed.usage = monitor.rows
         row.update(summarize(observed.usage), monitor_overhead_pct=round(monitor.overhead_pct, 3))
-    record.add_training(row, observed, outcome, spec, point.run_id, tasks)
+    lead_host = final_tasks(tasks)[0].host
+    budgeted = next((h.cores for h in point.graph.hosts if h.name == lead_host and h.budget is not None), None)
+    record.add_training(row, observed, outcome, spec, point.run_id, tasks, point.k, budgeted)
     replayed = None
     if point.replay is not None:
         replayed = tuple(record.replay_nodes(outcome.events, tasks, row, point.k, point.replay))
-        lead = point.replay.get(final_tasks(tasks)[0].host) or next(iter(point.replay.values()), None)
+        lead = point.replay.get(lead_host) or next(iter(point.replay.values()), None)
         row.update(record.replay_columns(list(replayed)),
                    compute_per_step_s=lead.step_s * point.k if lead is not None else None)
     row["fidelity"] = verdict(probe.measures(point.machine_cores, point.k, spec.emulation.reserve,
                                              checked.timers or timer_overshoot(), observed.checks,
-                                             spec.checks.tolerance, _compute_probe(row, final_tasks(tasks)[0].host),
+                                             spec.checks.tolerance, _compute_probe(row, lead_host),
                                              replayed))
     if row["fidelity"] != "ok":
         progress(f"fidelity: {row['fidelity']}")

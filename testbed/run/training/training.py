@@ -11,7 +11,7 @@ from pathlib import Path
 from testbed.run import phases
 import workloads.balance as balance
 from testbed.roles import (Task, assign_tasks, cluster_spec, final_tasks, restart_group, tf_config,
-                           threads_per_task, torchrun_env)
+                           threads_per_task, torchrun_env, workers)
 
 TRAIN_PY = {"tensorflow": "workloads/train.py",     # relative to the project's code in the node (Node.repo)
             "pytorch": "workloads/torch_train.py"}
@@ -49,12 +49,12 @@ def balance_plan(workload, tasks: list[Task], speeds: dict | None) -> dict | Non
     its node's speed (`speeds`: host -> cores, or 1 / its replayed step time); None for balance none and for
     the strategies without a global batch to share."""
     method = balance.method_of(workload.balance)
-    workers = sorted((t for t in tasks if t.task_type == "worker"), key=lambda t: t.index)
-    if workload.strategy != "allreduce" or not workers or method.NAME == balance.PLAIN:
+    ranked = workers(tasks)
+    if workload.strategy != "allreduce" or not ranked or method.NAME == balance.PLAIN:
         return None
     speeds = speeds or {}
-    return method.plan(workload.balance, workload.batch_per_worker * len(workers),
-                       {t.host: speeds.get(t.host) for t in workers})
+    return method.plan(workload.balance, workload.batch_per_worker * len(ranked),
+                       {t.host: speeds.get(t.host) for t in ranked})
 
 
 def read_events(path: Path) -> list[dict]:
@@ -162,8 +162,8 @@ class Training:
             every = "epoch" if self.switcher is not None else self.workload.backup_every_steps
             job["recovery"] = {"backup_dir": self.backup_dir, "every_steps": every}
         if self.replay is not None:     # the ps strategy's workers wait by index: their hosts' waits in that order
-            workers = sorted((t for t in self.tasks if t.task_type == "worker"), key=lambda t: t.index)
-            job["replay"] = {**self.replay, "workers": [self.replay["hosts"][t.host]["layers"] for t in workers]}
+            job["replay"] = {**self.replay, "workers": [self.replay["hosts"][t.host]["layers"]
+                                                        for t in workers(self.tasks)]}
         saved = self._model_dir()
         if saved:
             job["save_model"] = saved
