@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Takes the shipped GPU profiles (profiles/gpu/) on a machine with one CUDA GPU and PyTorch,
+# Takes the shipped GPU profiles (profiles/h100/, profiles/h200/: one folder per GPU) on a machine with one CUDA GPU and PyTorch,
 # torchvision, timm and transformers installed; nothing else of the testbed's is needed:
 #   bash scripts/gpu_profiles.sh OUT_DIR [PYTHON]
 # Each profile runs in a process of its own (its own peak memory); one that fails is reported and

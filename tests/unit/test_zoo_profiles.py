@@ -38,12 +38,14 @@ def take(out, *args, env=None, cwd=REPO) -> dict:
 
 def test_every_shipped_profile_reads_back_and_names_its_device():
     shipped = [os.path.join(top, f) for top, _, files in os.walk(os.path.join(REPO, "profiles")) for f in files]
-    assert len(shipped) >= 14
+    assert len(shipped) >= 20
+    gpus = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
     for path in shipped:
         doc = fileformat.load(path)
         assert doc["machine"]["device_name"] and doc["step_s"] > 0 and doc["gradient_bytes"] > 0
-        if "/h200/" in path:
-            assert doc["device"] == "cuda" and doc["machine"]["device_name"] == "NVIDIA H200"
+        folder = os.path.basename(os.path.dirname(path))
+        if folder in gpus:
+            assert doc["device"] == "cuda" and doc["machine"]["device_name"] == gpus[folder]
             assert doc["model"] in ("torchvision/resnet50", "timm/vit_small_patch16_224", "transformers/gpt2")
 
 
