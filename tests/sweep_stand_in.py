@@ -10,7 +10,7 @@ def stand_in_sweep(monkeypatch, run_point) -> None:
     """`run` with no root, lock, preflight or signal handlers, each point resolved as is and run by
     `run_point(resolved, exp_dir, progress)`, which writes the point's runs.csv row itself."""
     monkeypatch.setattr(sweep, "run_lock", nullcontext)
-    monkeypatch.setattr(sweep.point, "resolve_all", lambda points, machine, progress=None: [
+    monkeypatch.setattr(sweep.point, "resolve_all", lambda points, machine, progress=None, switch=None: [
         SimpleNamespace(run_id=p.run_id, repeat=p.repeat, spec=p.spec) for p in points])
     monkeypatch.setattr(sweep, "preflight", lambda exp, points, progress=None: None)
     monkeypatch.setattr(sweep, "run_point", run_point)

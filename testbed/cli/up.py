@@ -23,6 +23,7 @@ def up(args) -> int:
     need_root("up")
     from testbed.run.live.live import up as keep_up
     from testbed.run.bringup.network_up import preflight
+    from testbed.run.point import switch_capacity
     from testbed.run.point.point import machine_cores, resolve_all
     if len(points) > 1:
         console.print(f"the file sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
@@ -35,7 +36,8 @@ def up(args) -> int:
                       f"{next(iter(nodes))} -- ping -c1 {list(nodes.values())[-1].address}; Ctrl-C tears it down",
                       highlight=False)
     try:
-        first = resolve_all(points[:1], machine_cores(), progress=console.print)
+        first = resolve_all(points[:1], machine_cores(), progress=console.print,
+                            switch=lambda kind: switch_capacity.capacity(kind, console.print))
         preflight(exp, first, progress=console.print)
         keep_up(first[0], progress=lambda msg: console.print(f"  {msg}", highlight=False), ready=ready)
     except SpecError as err:

@@ -42,7 +42,9 @@ Rules and thresholds:
   dilation 4 (0.2 core, 4 ms pauses) 1.07-1.12 and dilation 8 (0.1 core, 9 ms) 1.11-1.17, beyond
   it, though the probe put compute's share of that at 1-2 %.
 - switch: ovs-vswitchd over SWITCH_CORES_MAX of a core is a forwarder close to saturation (its
-  user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet.
+  user-space datapath forwards in a single thread per port); any lost upcall is a dropped packet. Under
+  replayed compute, the links that send at once must not ask more of the switch, at their wall rates,
+  than it carried when measured (testbed.emulation.replayed_compute.switch_reasons).
 - timers: analysis.tables.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
 - shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
   within checks.tolerance of it.
@@ -117,6 +119,7 @@ class RunMeasures:
     tolerance: float = 0.10                 # checks.tolerance
     compute: "ComputeProbe | None" = None   # the workload's probe on the lead task, where it ran
     replay: tuple[replay.NodeReplay, ...] | None = None   # compute: replay, each node's figures (else None)
+    switch_demand: tuple | None = None      # compute: replay, (links' demand, emulated bits/s; switch capacity)
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,8 @@ def switch(m: RunMeasures) -> list[str]:
         out.append(f"switch: ovs-vswitchd used {m.switch_cpu_s / m.wall_s:.2f} of a core")
     if m.switch_lost:
         out.append(f"switch: ovs-vswitchd lost {m.switch_lost} packets")
+    if m.switch_demand is not None:
+        out.extend(replay.switch_reasons(m.switch_demand[0], m.switch_demand[1], m.dilation))
     return out
 
 

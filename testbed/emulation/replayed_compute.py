@@ -12,6 +12,10 @@
 - Contention. Where the machine a node stands for computes on the cores its communication uses (a
   calibration here, a CPU profile), PyTorch's buckets all-reduced during the backward pass took CPU
   from the compute there: the stand-in waits for it (`charge`, workloads/replay.py's Contention).
+- The switch. A switch on this machine forwards only so much (testbed/run/point/switch_capacity.py measures
+  it): the links that send at once (a ring all-reduce's every worker; a parameter server's link, in and
+  out) at their wall rates, bw/K, must ask at most SWITCH_UTILISATION of it. `auto` raises K until they
+  do; a run whose links asked more than the switch carried reads degraded (`switch_reasons`).
 - The verdict. A node runs unbudgeted, so the CPU work of its communication (gradients through gRPC
   or gloo) that no contention wait covered ran on a whole CPU where the machine it stands for has 1/K
   of one per core: it could have gained (1 - 1/K) of it, in emulated core-seconds per steady step,
@@ -30,6 +34,7 @@ UTILISATION = 0.1              # of the CPUs outside the reserve, at the estimat
 # CPU seconds per gradient byte a node sends or receives, its switch's share included: measured 15-45 ns for
 # TensorFlow's gRPC ring (2 and 16 nodes) and 8-13 ns for gloo's (docs/benchmarks.md, replayed compute)
 COMM_CPU_PER_BYTE_S = {"tensorflow": 30e-9, "pytorch": 12e-9}
+SWITCH_UTILISATION = 0.8       # of the switch's measured capacity, by the links that send at once (wall rates)
 AUTO_STEP = 0.25
 AUTO_MAX = 16.0                # beyond it a node's own step dominates: the verdict says what that costs
 
@@ -110,6 +115,38 @@ def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_by
     room = max(machine_cores - reserve, 0.1) * UTILISATION
     k = cpu / (step * room) if step > 0 else 1.0
     return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
+
+
+def switch_demand_bps(strategy: str, workers: int, servers: int, bw_bps: int | None) -> float:
+    """The most the nodes' links ask of the switch at once (emulated bits/s): every worker of a ring
+    all-reduce sends at its link's rate together; a parameter server's link carries pushes in and
+    variables out."""
+    if not bw_bps:
+        return 0.0
+    if strategy == "allreduce":
+        return float(workers * bw_bps) if workers > 1 else 0.0
+    if strategy == "ps":
+        return 2.0 * max(servers, 1) * bw_bps
+    return 0.0
+
+
+def switch_factor(demand_bps: float, switch_bps: float | None) -> float:
+    """The smallest K (a multiple of AUTO_STEP, 1 to AUTO_MAX) at which the links' demand on the wall clock
+    (demand / K) fills at most SWITCH_UTILISATION of the switch's capacity (1 where it is not known)."""
+    if not switch_bps or demand_bps <= 0:
+        return 1.0
+    k = demand_bps / (switch_bps * SWITCH_UTILISATION)
+    return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
+
+
+def switch_reasons(demand_bps: float, switch_bps: float | None, k: float) -> list[str]:
+    """The verdict's switch reason: the links that send at once asked more of the switch, on the wall clock,
+    than it carried when measured."""
+    if not switch_bps or demand_bps / k <= switch_bps:
+        return []
+    return [f"switch: the links that send at once ask {demand_bps / k / 1e6:.0f} Mbit/s of the switch at x{k:g}, "
+            f"more than the {switch_bps / 1e6:.0f} Mbit/s it carried on this machine (measured): their transfers "
+            f"took longer than on the network emulated (a larger emulation.dilation, fewer nodes or slower links)"]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from testbed.emulation import dilation as dil
 from testbed.run.faults import faults
 from testbed.run.live import live
 from testbed.run.bringup.network_up import preflight
+from testbed.run.point import switch_capacity
 from testbed.run.point.point import machine_cores, resolve_all
 from testbed.spec import LinkParams, expand_points
 from testbed.spec.rules.capabilities import NO_NETEM, SHAPERS, rate_problem
@@ -334,7 +335,8 @@ def open_network(exp, checks: bool | None = None, progress=lambda msg: None) -> 
         points = expand_points(exp)
         if len(points) > 1:
             progress(f"the spec sweeps {len(points)} points; bringing up the first ({points[0].run_id})")
-        first = resolve_all(points[:1], machine_cores(), progress=progress)
+        first = resolve_all(points[:1], machine_cores(), progress=progress,
+                            switch=lambda kind: switch_capacity.capacity(kind, progress))
         preflight(exp, first, progress=progress)
         asked = checks if checks is not None else "checks" in exp.model_fields_set
         with live.kept(first[0], progress, checks=asked) as (brought, checked):

@@ -21,8 +21,9 @@ from typing import Any
 from testbed.emulation import dilation as dil
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
+from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor
 from testbed.emulation.budgets import cpuset_text, cpusets
-from testbed.run.point import calibration
+from testbed.run.point import calibration, switch_capacity
 from testbed.run.point.record import link_bandwidth
 from testbed.spec import build_graph
 from testbed.spec.kinds import real_machine
@@ -89,6 +90,8 @@ class ResolvedPoint:
     traces: tuple[LinkTrace, ...] = ()    # the links that follow a trace, in emulated units
     pinned: str = ""          # where the budgeted hosts are pinned, said at bring-up ("" : not pinned)
     replay: dict[str, HostReplay] | None = None    # compute: replay, what each node replays
+    switch: tuple[float, float | None] | None = None   # compute: replay, (links' demand, bits/s emulated;
+    #                                                    the switch's measured capacity, wall; None: unknown)
 
     def replay_job(self) -> dict | None:
         """The job document's `replay` section: each node's waits on the wall clock (None: real compute)."""
@@ -158,22 +161,27 @@ def _scale(rows: list[dict], k: float, times, rates) -> None:
 
 
 def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
-            progress=lambda msg: None, calibrate_profile=calibration.calibrate_profile) -> ResolvedPoint:
+            progress=lambda msg: None, calibrate_profile=calibration.calibrate_profile,
+            switch=switch_capacity.cached) -> ResolvedPoint:
     """A point resolved: its wall spec and its graph, built once, on both clocks, budgeted hosts pinned
     to CPUs of their own where this machine's CPUs allow. Its dilation is a number, or `auto` under
-    compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/point/calibration.py)."""
+    compute: replay, which resolves it from the nodes' calibrations (`calibrate`, testbed/run/point/calibration.py)
+    and from what the switch carries (`switch`: kind -> bits/s or None, testbed/run/point/switch_capacity.py)."""
     spec = point.spec
     k = spec.emulation.factor
     graph = build_graph(spec.topology, spec.ssh, k, machine, engine=spec.workload.engine)
-    hosts = None
+    hosts = carried = None
     if spec.emulation.compute == "replay":
         graph = _unbudgeted(graph)
         hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
+        w = spec.workload
+        strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
+        demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, link_bandwidth(graph))
+        carried = (demand, switch(spec.topology.switch.kind) if demand and spec.cluster is None else None)
         if spec.emulation.dilation == "auto":
-            w = spec.workload
-            strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
-            k = replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec, hosts),
-                              link_bandwidth(graph), machine, spec.emulation.reserve)
+            k = max(replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec, hosts),
+                                  link_bandwidth(graph), machine, spec.emulation.reserve),
+                    switch_factor(*carried))
             spec = with_dilation(spec, k)
     wall = dil.wall_spec(spec, k)
     traces = tuple(link_traces(spec, graph=graph))
@@ -182,7 +190,7 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
     if spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
         wall_graph = pinned(wall_graph, spec.emulation.reserve, said.append)
     return ResolvedPoint(point.run_id, point.repeat, point.params, spec, wall, k, graph, wall_graph, machine,
-                         traces, "".join(said), hosts)
+                         traces, "".join(said), hosts, carried)
 
 
 def _unbudgeted(graph: Graph) -> Graph:
@@ -224,15 +232,15 @@ def replayed_gradient_bytes(spec, hosts: dict[str, HostReplay]) -> int:
 
 
 def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None,
-                calibrate=calibration.calibrate) -> list[ResolvedPoint]:
+                calibrate=calibration.calibrate, switch=switch_capacity.cached) -> list[ResolvedPoint]:
     """A sweep's points resolved, each `auto` dilation its point's own (auto_factor; under compute: replay,
-    replay.auto_factor), said once, by factor."""
+    replay.auto_factor and the switch's capacity), said once, by factor."""
     auto = [p for p in points if p.spec.emulation.dilation == "auto" and p.spec.emulation.compute == "real"]
     factors = {id(p): auto_factor(p.spec, machine) for p in auto}
     if auto:
         progress(_auto_note([p.spec for p in auto], [factors[id(p)] for p in auto], machine))
     out = [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, factors[id(p)])) if id(p) in factors
-                   else p, machine, calibrate, progress) for p in points]
+                   else p, machine, calibrate, progress, switch=switch) for p in points]
     replayed = [(p, r) for p, r in zip(points, out) if id(p) not in factors and p.spec.emulation.dilation == "auto"]
     if replayed:
         progress(_replay_note([r for _, r in replayed], machine))
@@ -247,7 +255,7 @@ def _replay_note(points: list[ResolvedPoint], machine: int) -> str:
     parts = [f"x{k:g} for {' and '.join(f'{n} node(s)' for n in sorted(sizes))}" for k, sizes in sorted(by_k.items())]
     return (f"dilation auto (replayed compute): {'; '.join(parts)} (each point the smallest factor at which its "
             f"nodes' communication and framework fill at most a tenth of this machine's {machine} cores outside the "
-            "reserve)")
+            f"reserve, and the links that send at once at most {SWITCH_UTILISATION:.0%} of what its switch carries)")
 
 
 def _first_values(graph: Graph, traced: dict) -> Graph:

@@ -119,7 +119,7 @@ def _execute(point, up, tasks, folder: Path, row: dict, observed: record.Observe
     row["fidelity"] = verdict(probe.measures(point.machine_cores, point.k, spec.emulation.reserve,
                                              checked.timers or timer_overshoot(), observed.checks,
                                              spec.checks.tolerance, _compute_probe(row, lead_host),
-                                             replayed))
+                                             replayed, point.switch))
     if row["fidelity"] != "ok":
         progress(f"fidelity: {row['fidelity']}")
     if switcher is not None:

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from testbed.cleanup import run_lock
 from testbed.run.sweep import expect_run
 from testbed.run import phases, results
-from testbed.run.point import point
+from testbed.run.point import point, switch_capacity
 from testbed.run.bringup.network_up import preflight
 from testbed.run.sweep.runner import run_point
 from testbed.spec import expand_points
@@ -55,8 +55,9 @@ def run_sweep(exp, exp_dir: Path, *, retry_failed: bool = False, quiet: bool = F
 
 def _sweep(exp, exp_dir: Path, retry_failed: bool, quiet: bool, console: Console) -> SweepSummary:
     run_points = expand_points(exp)
-    points = point.resolve_all(run_points, point.machine_cores(),
-                               progress=lambda msg: console.print(msg, highlight=False))
+    say = lambda msg: console.print(msg, highlight=False)  # noqa: E731
+    points = point.resolve_all(run_points, point.machine_cores(), progress=say,
+                               switch=lambda kind: switch_capacity.capacity(kind, say))
     preflight(exp, points, progress=lambda msg: console.print(msg, highlight=False))
     skip = completed_ids(exp_dir, retry_failed)
     todo = [p for p in points if p.run_id not in skip]

@@ -59,7 +59,8 @@ class Probe:
 
     def measures(self, machine: int, dilation: float, reserve: float, timers: dict | None,
                  checks: list[dict], tolerance: float,
-                 compute: fidelity.ComputeProbe | None = None, replay: tuple | None = None) -> fidelity.RunMeasures:
+                 compute: fidelity.ComputeProbe | None = None, replay: tuple | None = None,
+                 switch: tuple | None = None) -> fidelity.RunMeasures:
         b, a = self._before, self._after
         nodes = []
         for name, (node, host) in self.nodes.items():
@@ -78,4 +79,4 @@ class Probe:
         diff = lambda key: None if b[key] is None or a[key] is None else a[key] - b[key]  # noqa: E731
         return fidelity.RunMeasures(self.wall_s, machine, dilation, reserve, tuple(nodes), diff("busy"),
                                     diff("wait"), diff("switch"), diff("lost"), timers or None,
-                                    tuple(checks), tolerance, compute, replay)
+                                    tuple(checks), tolerance, compute, replay, switch)
