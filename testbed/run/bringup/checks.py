@@ -140,8 +140,8 @@ PING_INTERVALS_S = (0.05, 0.2)     # the checks' pings: 50 ms apart, else 0.2 s 
 def ping_pair(src, dst) -> tuple[float, float]:
     """(RTT ms, loss %) of 5 pings src -> dst, 50 ms apart, after one that lets ARP and the switches learn;
     (nan, 100) when the node cannot ping. 0.2 s apart took 0.6 s more of every run's checks for the same
-    figures (each round trip is on its own); a node whose ping refuses 50 ms to a user (iputils before
-    2021: 200 ms at least) is asked again at 0.2 s."""
+    figures (each round trip is on its own); a node whose ping refuses 50 ms to a user (older iputils:
+    200 ms at least; 20221126 here allows it) is asked again at 0.2 s."""
     try:
         src.run(["ping", "-c", "1", "-W", "2", "-q", dst.address])   # ARP and switch learning first
     except NodeError:
