@@ -54,7 +54,19 @@ def guest(root):
           f"{img.manifest['kernel']}; run {result.seconds:.0f} s, boot {result.text('boot_seconds').strip()} s")
     for line in summary(result):
         print("  " + line)
+    print("  where the run's time went (guest uptime, s): " + step_times(result))
     return img, result
+
+
+def step_times(result) -> str:
+    """The job log's `== STEP at UPTIME s` marks as `STEP SECONDS` each (the boot: up to the first mark)."""
+    marks = [(line.split()[1], float(line.split()[3])) for line in result.text("job.log").splitlines()
+             if line.startswith("== ") and len(line.split()) >= 4]
+    if not marks:
+        return "no marks in the job log"
+    parts = [f"boot {marks[0][1]:.1f}"]
+    parts += [f"{name} {end - start:.1f}" for (name, start), (_, end) in zip(marks, marks[1:])]
+    return ", ".join(parts) + f"; QEMU's wall time {result.seconds:.0f}"
 
 
 def summary(result) -> list[str]:

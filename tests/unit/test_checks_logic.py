@@ -128,3 +128,26 @@ def test_the_pairs_are_pinged_at_once_and_their_rows_keep_the_pairs_order():
     assert at_once["most"] > 1
     assert [(r["src"], r["dst"]) for r in rows] == [(f"h{i}", "h1") for i in range(2, 9)]
     assert all(r["passed"] and r["rtt_ms"] == 1.0 for r in rows)     # each pair's own reading (h1's address)
+
+
+def test_a_pair_is_pinged_50_ms_apart_and_at_0_2_s_where_the_node_refuses_that():
+    from testbed.nodes.base import NodeError
+    from testbed.run.bringup.checks import ping_pair
+
+    class Node:
+        def __init__(self, refuses_fast: bool):
+            self.address, self.refuses_fast, self.asked = "10.0.0.2", refuses_fast, []
+
+        def run(self, argv, timeout=30):
+            self.asked.append(argv)
+            interval = argv[argv.index("-i") + 1] if "-i" in argv else None
+            if interval == "0.05" and self.refuses_fast:     # old iputils, not root
+                raise NodeError("ping: cannot flood; minimal interval allowed for user is 200ms")
+            return "5 packets transmitted, 5 received, 0% packet loss\nrtt min/avg/max/mdev = 0.1/0.2/0.3/0.05 ms\n"
+
+    fast = Node(refuses_fast=False)
+    assert ping_pair(fast, fast) == (0.2, 0.0)
+    assert [a[a.index("-i") + 1] for a in fast.asked if "-i" in a] == ["0.05"]
+    slow = Node(refuses_fast=True)
+    assert ping_pair(slow, slow) == (0.2, 0.0)
+    assert [a[a.index("-i") + 1] for a in slow.asked if "-i" in a] == ["0.05", "0.2"]
