@@ -57,7 +57,7 @@ def test_static_balance_beats_plain_sync_on_a_fast_and_a_slow_node(tmp_path, roo
           f"batches {runs.loc['static', 'batches']}; worker compute {runs.loc['static', 'worker_compute_s']}")
     assert static >= 1.25 * plain
     fast, slow = (int(b) for b in runs.loc["static", "batches"].split("/"))
-    assert fast + slow == 2 * 3072 and abs(fast - 2 * slow) <= 1
+    assert fast + slow == 2 * 24576 and abs(fast - 2 * slow) <= 1
     steps = pd.read_csv(out / "steps.csv")
     steps = steps[(steps["kind"] == "step") & (steps["run_id"] == runs.loc["static", "run_id"])]
     assert set(steps.groupby("host")["batch"].agg(lambda s: tuple(set(s)))) == {(fast,), (slow,)}
