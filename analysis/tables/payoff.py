@@ -34,8 +34,9 @@ STRATEGY_NAMES = {"allreduce": "all-reduce", "ps": "parameter server"}
 
 
 def applies(runs: pd.DataFrame) -> bool:
-    """Whether the runs hold any communication setting other than the usual all-reduce (ok runs)."""
-    ok = tables.ok_runs(runs)
+    """Whether the runs hold any communication setting other than the usual all-reduce (ok runs; a balancing
+    setting alone is the Mixed machines section's, analysis/tables/mixed.py)."""
+    ok = tables.ok_runs(runs.drop(columns="balance", errors="ignore"))
     return bool(len(ok)) and bool((ok["communication"] != "none").any())
 
 

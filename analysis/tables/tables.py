@@ -263,10 +263,14 @@ def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def communication_labels(runs: pd.DataFrame) -> pd.Series:
     """Each run's workload.communication as the report names it ('none', 'local SGD every 8', ...: its
-    method's label), from runs.csv's communication columns (none where absent)."""
+    method's label), from runs.csv's communication columns (none where absent), with its workload.balance where
+    it balanced ('balance static', 'fp16, balance static'): a setting of its own, not plain all-reduce."""
     cols = {c: runs[c] if c in runs else pd.Series(np.nan, index=runs.index) for c in COMMUNICATION_COLUMNS}
-    return pd.Series([communication.label(dict(zip(cols, cells))) for cells in zip(*cols.values())],
-                     index=runs.index, dtype=object)
+    said = [communication.label(dict(zip(cols, cells))) for cells in zip(*cols.values())]
+    bal = [text(b) for b in (runs["balance"] if "balance" in runs else [np.nan] * len(runs))]
+    said = [x if b in ("", "none") else f"balance {b}" if x == "none" else f"{x}, balance {b}"
+            for x, b in zip(said, bal)]
+    return pd.Series(said, index=runs.index, dtype=object)
 
 
 def plain(runs: pd.DataFrame) -> pd.DataFrame:

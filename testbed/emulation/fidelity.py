@@ -227,8 +227,8 @@ def cpu_slices(m: RunMeasures) -> list[str]:
             if (q.period_us - q.quota_us) / 1000 > SLICE_PAUSE_MAX_MS:
                 by_budget.setdefault((node.budget, node.cores, q), []).append(node.name)
     for (budget, cores, q), names in by_budget.items():
-        if m.dilation > 1 and cores:
-            k = math.floor(cores / floor * 100) / 100
+        k = math.floor(cores / floor * 100) / 100 if cores else 0.0     # under 1: no factor keeps them shorter
+        if m.dilation > 1 and k >= 1:
             advice = f"dilation x{_n(k)} or less keeps them shorter"
             if not fits([n.cores for n in m.nodes if n.budget is not None and n.cores], m.machine_cpus, k, m.reserve):
                 advice += ", with fewer nodes on this machine"

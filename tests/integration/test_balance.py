@@ -4,7 +4,8 @@ balance static the steady samples/s is at least 1.25x plain synchronous training
 are in ratio 2:1 within one sample (runs.csv and every step of steps.csv), and the report's Mixed machines
 section says what balancing bought on the link and what the slowest node cost. And balance dynamic on two
 one-core nodes, one cut to 0.15 of the machine mid-run (set_cpu): the batches follow the speed ratio the
-workers' compute measured, within 10 %."""
+workers' compute measured, within 10 %. And TensorFlow's all-reduce under balance static on the same two nodes,
+computing for real (its weighted train step): each worker's batch in ratio 2:1 and the run ok."""
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,50 @@ def test_dynamic_balance_follows_a_node_slowed_mid_run(tmp_path, root, no_leftov
           f"ratio {ratio:.2f}; speed ratio measured {measured:.2f} (the compute probes' {probed:.2f}, the budgets' "
           f"{budgets:.2f})")
     assert measured > 1.4 and abs(ratio / measured - 1) <= 0.10
+
+
+TF_STATIC = """
+name: mixed-tf
+topology:
+  template: star
+  hosts: 2
+  link: {bw: 1gbit}
+  host: {cores: 1}
+  host_overrides:
+    h2: {cores: 0.5}                 # half as fast as h1
+emulation: {dilation: 1}             # real compute: the weighted train step (replay swaps it for its stand-in)
+workload:
+  engine: tensorflow
+  strategy: allreduce
+  model: mlp
+  batch_per_worker: 3072
+  epochs: 1
+  fixed: steps
+  steps_per_epoch: 12
+  balance: static
+  timeout: 5m
+checks: {iperf: false, ping: false}
+"""
+
+
+def test_tensorflow_static_balance_gives_each_worker_its_share(tmp_path, root, no_leftovers):
+    """TensorFlow's all-reduce under balance static: the fast node computes twice the slow one's batch (runs.csv
+    and every step of steps.csv), the global batch kept, and the run is ok. Its fidelity is printed, not held:
+    on a 2-core machine TensorFlow static reads degraded either way, computing for real (the two nodes computing
+    at once made h1's compute take 2.6 times its time alone) or replayed (TensorFlow's ring CPU, which no wait
+    covers, could have run 14-41 % of each step faster: docs/faithful-compute.md)."""
+    path = tmp_path / "tf.yaml"
+    path.write_text(TF_STATIC)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", str(path), "--out", str(out),
+                           "--quiet", "--no-report"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert (out / "runs.csv").exists(), proc.stderr[-3000:]
+    run = pd.read_csv(out / "runs.csv").iloc[0]
+    assert proc.returncode == 0 and run["status"] == "ok", proc.stderr[-3000:] + str(run["reason"])
+    print(f"fidelity {run['fidelity']}; batches {run['batches']}; steady samples/s {run['steady_samples_per_s']}")
+    assert run["engine"] == "tensorflow" and run["balance"] == "static"
+    fast, slow = (int(b) for b in run["batches"].split("/"))
+    assert fast + slow == 2 * 3072 and abs(fast - 2 * slow) <= 1
+    steps = pd.read_csv(out / "steps.csv")
+    steps = steps[steps["kind"] == "step"]
+    assert steps.groupby("host")["batch"].agg(lambda s: tuple(set(s))).to_dict() == {"h1": (fast,), "h2": (slow,)}

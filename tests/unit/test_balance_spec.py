@@ -179,5 +179,8 @@ def test_the_heterogeneous_file_sweeps_every_setting_it_promises():
 
     points = expand_points(load_spec(Path(__file__).resolve().parents[2] / "topologies" / "heterogeneous.yaml"))
     settings = {(p.spec.workload.strategy, balance.label(p.spec.workload.balance)) for p in points}
-    assert settings == {("allreduce", "none"), ("allreduce", "static"), ("allreduce", "dynamic5"), ("ps", "none")}
-    assert len(points) == 8 and len({p.run_id.split('-r0-')[0] for p in points}) == 8     # each at both links
+    assert settings == {("allreduce", "none"), ("allreduce", "static"), ("allreduce", "dynamic5"), ("ps", "none"),
+                        ("single", "none")}                                    # one machine to compare with
+    first = [p for p in points if "-r0-" in p.run_id]
+    assert len(first) == 10 and len({p.run_id.split('-r0-')[0] for p in first}) == 10     # each at both links
+    assert {p.spec.topology.hosts for p in points if p.spec.workload.strategy == "single"} == {1}

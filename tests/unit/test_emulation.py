@@ -277,6 +277,11 @@ def test_slices_with_long_pauses_are_degraded_with_advice_that_fits():
     [slow] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=21, nodes=many))
     assert slow.startswith("cpu: 32 nodes (h0, h1, h2, ...) ran 0.05 core as 1 ms slices every 21 ms")
     assert slow.endswith("(dilation x3 or less keeps them shorter, with fewer nodes on this machine)")
+    # a node so small that even real time slices it too finely (0.25 core at x2: 0.125 core): no factor helps
+    small = (NodeCpu("h1", cores=1, budget=0.5), NodeCpu("h4", cores=0.25, budget=0.125))
+    [tiny] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=2, nodes=small))
+    assert tiny.startswith("cpu: h4 ran 0.12 core as 1 ms slices every 8 ms")
+    assert tiny.endswith("(a budget of 0.33 core or more keeps them shorter)")
 
 
 def test_slicing_measured_by_the_probe_counts_against_the_step():

@@ -17,10 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 REFERENCES = REPO / "results" / "reference"
 KEPT = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if REFERENCES.is_dir() else []
 # the set-ups whose reference results are kept: every thesis file that runs on this machine alone, the
-# comparison of communication settings and the main job (default)
+# comparison of communication settings, machines of different speeds and the main job (default)
 EXPECTED = {"default", "thesis_strategies", "thesis_physical", "thesis_physical_faithful", "thesis_caption",
             "thesis_caption_faithful", "thesis_fig15", "thesis_fig15_faithful", "thesis_fig18", "thesis_fig18_faithful",
-            "low_communication"}
+            "low_communication", "heterogeneous"}
 # as root: every capability dropped (uid 0 with none of root's privileges), as a user without root has none
 NO_PRIVILEGES = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"] if os.geteuid() == 0 else []
 
@@ -212,3 +212,30 @@ def test_the_glance_table_calls_no_setting_faster_than_the_pay_off_section_calls
             checked += 1
             assert ("faster" if row["factor"].iloc[0] > 1 else "slower") == way, (engine, bw, setting)
     assert checked >= 3
+
+
+def test_the_mixed_machines_factors_are_the_steady_samples_ratios_recomputed_from_runs():
+    """topologies/heterogeneous.yaml's stored results (fixed steps, so the answer's yardstick is the projected time
+    at steady samples/s): tables/mixed_balance.csv's factor of each balancing setting against plain synchronous
+    training, the asynchronous parameter server and one machine on each link is the ratio of the counted runs'
+    mean steady samples/s (fidelity ok; one machine's on the same link), recomputed here from runs.csv alone; the
+    report's Mixed machines section says what balancing bought on each link where a balanced point counted."""
+    folder = REFERENCES / "heterogeneous"
+    runs = pd.read_csv(folder / "runs.csv")
+    counted = runs[(runs["status"] == "ok") & (runs["fidelity"] == "ok")]
+    setting = np.where(counted["hosts"] == 1, "one machine", np.where(counted["strategy"] == "ps", "parameter server",
+                                                                      counted["balance"].fillna("none")))
+    sps = counted.assign(setting=setting).groupby(["bw_bps", "setting"])["steady_samples_per_s"].mean()
+    table = pd.read_csv(folder / "tables" / "mixed_balance.csv")
+    assert set(table["yardstick"]) == {"steady samples/s"}
+    page = (folder / "report.html").read_text()
+    checked = 0
+    for _, r in table[~table["setting"].isin(["none", "parameter server", "one machine"])].iterrows():
+        for ref, col in (("none", "vs_plain"), ("parameter server", "vs_ps"), ("one machine", "vs_one_machine")):
+            if (r["bw_bps"], ref) in sps:
+                assert r[col] == pytest.approx(sps[(r["bw_bps"], r["setting"])] / sps[(r["bw_bps"], ref)]), r.to_dict()
+                checked += 1
+        if np.isfinite(r["vs_plain"]):
+            bw = f"{r['bw_bps'] / 1e9:g} Gbit/s" if r["bw_bps"] >= 1e9 else f"{r['bw_bps'] / 1e6:g} Mbit/s"
+            assert html.escape(f"What balancing bought at {bw}: balance ") in page
+    assert checked >= 2

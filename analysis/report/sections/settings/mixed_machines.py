@@ -1,6 +1,7 @@
-"""Mixed machines (runs of nodes of different speeds, or with workload.balance): what balancing bought on each
-link, what the slowest node cost, and each worker's steady step split into compute, waiting and the wire
-(analysis/tables/mixed.py)."""
+"""Mixed machines (runs of nodes of different speeds, or with workload.balance): each balancing setting against
+plain synchronous training, the asynchronous parameter server and one machine by the answer's yardstick, what
+balancing bought on each link, what the slowest node cost, and each worker's steady step split into compute,
+waiting and the wire (analysis/tables/mixed.py)."""
 from __future__ import annotations
 
 import html
@@ -31,8 +32,10 @@ def parts(exp: tables.Experiment, t: dict) -> list[str]:
                          f"waited {r['waiting_share']:.0%} of each steady step; all as fast as {r['fastest']}, the "
                          f"same nodes would reach {r['if_all_fastest_samples_per_s']:,.0f} samples/s "
                          f"(measured {float(r['steady_samples_per_s']):,.0f}).")
-    return [f"<h2>{TITLE}</h2><p>What balancing bought on each link (workload.balance against none), what the "
-            "slowest node cost, and each worker's steady step: its compute at its own batch, the wire (the theory's "
-            "bytes at the link's rate) and the rest, waiting for the others.</p><ul>"
+    return [f"<h2>{TITLE}</h2><p>Each balancing setting (workload.balance) against plain synchronous training, the "
+            "asynchronous parameter server and one machine on each link, as the answer compares (its yardstick; "
+            "factors above 1: faster, with the spread of the repeats), what balancing bought, what the slowest node "
+            "cost, and each worker's steady step: its compute at its own batch, the wire (the theory's bytes at the "
+            "link's rate) and the rest, waiting for the others.</p><ul>"
             + "".join(f"<li>{e(x)}</li>" for x in lines) + "</ul>",
             table_html("mixed_balance", t["mixed_balance"]), table_html("mixed_workers", t["mixed_workers"])]
