@@ -83,9 +83,8 @@ def lr_rule(runs: pd.DataFrame) -> str:
     return " and ".join(rules) or "none"
 
 
-RULE_WORDS = {"linear": "the learning rate scaled with the global batch (N machines: N× one machine's)",
-              "sqrt": "the learning rate scaled with the square root of the global batch (N machines: √N× one "
-                      "machine's)"}
+RULE_WORDS = {"linear": "learning rate scaled with the global batch",       # (N machines: N x one machine's)
+              "sqrt": "learning rate scaled with √(global batch)"}
 
 
 def _row(setting, strategy, communication, bw, hosts, runs, time_s, lo, hi, factor, verdict) -> dict:

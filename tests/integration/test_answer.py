@@ -76,7 +76,7 @@ def test_the_main_job_trains_the_same_samples_and_gives_one_speedup(tmp_path, ro
     start = next(i for i, line in enumerate(printed) if line.startswith("answer: time to the target loss"))
     # a larger global batch takes a larger step (workload.lr_scaling linear): the answer says so, and each point's
     # rate is one machine's x its workers
-    assert "the learning rate scaled with the global batch" in printed[start], printed[start]
+    assert "learning rate scaled with the global batch" in printed[start], printed[start]
     rates = runs["learning_rate"].tolist()
     assert rates == pytest.approx([rates[0] * n for n in runs["workers"]]), rates
     said = {int(n): float(f) if way == "faster" else 1 / float(f)

@@ -168,8 +168,8 @@ def test_a_degraded_point_is_not_counted_in_the_table_or_the_sentence(tmp_path):
     assert "4 machines not counted (degraded)" in said and "4 machines pay off" not in said
 
 
-@pytest.mark.parametrize("rule, said", [(None, ""), ("none", ""), ("linear", "the learning rate scaled with the global batch"),
-                                        ("sqrt", "the square root of the global batch")])
+@pytest.mark.parametrize("rule, said", [(None, ""), ("none", ""), ("linear", "learning rate scaled with the global batch"),
+                                        ("sqrt", "learning rate scaled with √(global batch)")])
 def test_the_yardstick_says_the_learning_rate_rule_where_one_scaled_it(tmp_path, monkeypatch, rule, said):
     from testbed.cli import run
     folder = main_job_like(tmp_path / "default", lr_scaling=rule)
