@@ -65,7 +65,8 @@ def run_training(job: dict, emit: Emitter) -> None:
         model = nn.parallel.DistributedDataParallel(model, **lowcomm.ddp_options(comm, model))
         after_step = lowcomm.torch_setup(model, comm)     # a DDP hook, or local SGD's averaging
     # a replayed step's optimizer is part of the waited time: the stand-in's is a no-op (its gradients are zeros)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0) if replayed else torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0) if replayed \
+        else torch.optim.Adam(model.parameters(), lr=float(job.get("learning_rate", 1e-3)))
     emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",

@@ -210,7 +210,7 @@ def run_training(job, task_type, task_index, emit) -> None:
     tf.random.set_seed(seed)
     with strategy.scope():
         model = models.build_model(name, p)
-        models.compile_model(model, steps_per_execution=spe)
+        models.compile_model(model, steps_per_execution=spe, learning_rate=float(job.get("learning_rate", 1e-3)))
     replayed = job.get("replay")
     set_train_step(model, job, emit.base["host"], own, weight)
 

@@ -9,6 +9,8 @@ both from table(), so both give the same factors.
   the factor its speedup (steady samples/s over one node's) and its verdict.
 - A point whose runs were all left out (degraded, unless include_degraded): no time, no factor, the verdict
   NOT_COUNTED. One machine's row (hosts 1) of each bandwidth is the reference (factor 1).
+- Where a job's learning rate grew with its global batch (workload.lr_scaling), a column lr_scaling names the rule
+  and goal_words says it: a larger global batch then teaches more per step, which decides the time to the target.
 """
 from __future__ import annotations
 
@@ -65,11 +67,24 @@ def table(exp: tables.Experiment) -> pd.DataFrame:
         else:
             rows = _by_throughput(g, summary)
         rows += _left_out(left[tables.same_values(left, group)] if len(left) else left, rows)
-        frames.append(pd.DataFrame(rows).assign(**group, yardstick=stick.kind, **goal))
-    out = pd.concat(frames, ignore_index=True).reindex(columns=COLUMNS)
+        frames.append(pd.DataFrame(rows).assign(**group, yardstick=stick.kind, **goal,
+                                                lr_scaling=lr_rule(ok[tables.same_values(ok, group)])))
+    out = pd.concat(frames, ignore_index=True)
+    out = out.reindex(columns=COLUMNS + (["lr_scaling"] if (out["lr_scaling"] != "none").any() else []))
     out["_one"] = out["setting"] != ONE
     out = out.sort_values([*tables.GROUP_KEYS, "_one", "setting", "bw_bps", "hosts"], kind="stable")
     return out.drop(columns="_one").reset_index(drop=True)
+
+
+def lr_rule(runs: pd.DataFrame) -> str:
+    """The learning-rate rule (workload.lr_scaling) of a job's runs: 'none' where the column is absent (results made
+    before the setting, when the rate was always Adam's 1e-3), several joined with ' and '."""
+    rules = sorted(set(runs["lr_scaling"].dropna().astype(str))) if "lr_scaling" in runs else []
+    return " and ".join(rules) or "none"
+
+
+RULE_WORDS = {"linear": "learning rate scaled with the global batch",       # (N machines: N x one machine's)
+              "sqrt": "learning rate scaled with √(global batch)"}
 
 
 def _row(setting, strategy, communication, bw, hosts, runs, time_s, lo, hi, factor, verdict) -> dict:
@@ -270,10 +285,13 @@ def _sentence(here: pd.DataFrame, settings: bool):
 
 
 def goal_words(g: pd.DataFrame) -> str:
-    """What a job's times are: 'time to the target loss 2.19', 'time to train 1M samples at steady samples/s'."""
+    """What a job's times are: 'time to the target loss 2.19' (with the learning-rate rule where one scaled it: a
+    larger global batch teaches more per step then), 'time to train 1M samples at steady samples/s'."""
     first = g.iloc[0]
     if first["yardstick"] == yardstick.TARGET:
-        return f"time to the target loss {first['target_loss']:.3g}"
+        rule = first.get("lr_scaling", "none")
+        rule = RULE_WORDS.get(rule, f"learning-rate rules {rule}" if " and " in str(rule) else "")
+        return f"time to the target loss {first['target_loss']:.3g}" + (f", {rule}" if rule else "")
     samples = first["job_samples"]
     return f"time to train {speedup.count(samples) + ' samples' if np.isfinite(samples) else 'the job'} at steady " \
            "samples/s"

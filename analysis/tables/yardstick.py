@@ -79,6 +79,18 @@ def opposite(speedup: float, ratio: float) -> bool:
     return bool(ok and (speedup > 1) != (ratio > 1))
 
 
+def _rate_words(point: pd.DataFrame, one: pd.DataFrame) -> str:
+    """', each at 2× one machine's learning rate (lr_scaling linear)' where the point's rate grew with its global
+    batch (runs.csv's learning_rate, lr_scaling), else ''."""
+    if "learning_rate" not in point or "learning_rate" not in one:
+        return ""
+    mine, theirs = (pd.to_numeric(r["learning_rate"], errors="coerce").median() for r in (point, one))
+    if not (np.isfinite(mine) and np.isfinite(theirs) and theirs > 0) or abs(mine / theirs - 1) < 1e-9:
+        return ""
+    rule = point["lr_scaling"].iloc[0] if "lr_scaling" in point and len(point) else ""
+    return f", each at {mine / theirs:.3g}× one machine's learning rate" + (f" (lr_scaling {rule})" if rule else "")
+
+
 def per_sample_reasons(point: pd.DataFrame, one: pd.DataFrame, strategy: str) -> list[str]:
     """Why the runs of a point learn another amount from a sample than one machine's runs (`one`): more or
     fewer samples in each update (under fixed data fewer updates over the same data), its communication
@@ -89,7 +101,7 @@ def per_sample_reasons(point: pd.DataFrame, one: pd.DataFrame, strategy: str) ->
         fewer = mine > theirs
         out.append(f"each update averages {mine:g} samples against one machine's {theirs:g}, so "
                    f"{max(mine, theirs) / min(mine, theirs):.3g}× {'fewer' if fewer else 'more'} updates over the "
-                   "same data")
+                   "same data" + _rate_words(point, one))
     cells = {c: point[c].iloc[0] for c in communication.COLUMNS if c in point and len(point)}
     method = methods.method_of(communication.settings_of(cells))
     if method.NAME != methods.PLAIN:

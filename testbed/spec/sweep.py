@@ -15,6 +15,7 @@ from testbed.spec.validate import sweep_combos, with_values
 
 _PLAIN = CommunicationConf().model_dump(mode="json")     # the usual all-reduce: not part of a run id
 _NO_BALANCE = ("none", {"method": "none"})            # workload.balance none: not part of a run id either
+_RATE_DEFAULTS = (("learning_rate", 0.001), ("lr_scaling", "none"))   # Adam's rate before it was a setting
 _SHORT = {"topology.hosts": "h", "topology.link.bw": "bw", "workload.strategy": "",
           "workload.model": "", "faults": ""}
 
@@ -47,13 +48,16 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
     outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
     out: it judges the results, it does not change the run (a changed bound judges the same runs again).
     Settings added later are left out at their defaults too (workload.communication plain, workload.balance
-    none, a host's profile null), so that files written before them keep their ids."""
+    none, workload.learning_rate 0.001 and lr_scaling none, a host's profile null), so that files written
+    before them keep their ids."""
     point = {key: value for key, value in resolved.items() if key != "expect"}
     workload = point.get("workload")
     if isinstance(workload, dict) and workload.get("communication") == _PLAIN:
         point["workload"] = workload = {k: v for k, v in workload.items() if k != "communication"}
     if isinstance(workload, dict) and workload.get("balance") in _NO_BALANCE:
         point["workload"] = {k: v for k, v in workload.items() if k != "balance"}
+    if isinstance(workload, dict):
+        point["workload"] = {k: v for k, v in point["workload"].items() if (k, v) not in _RATE_DEFAULTS}
     if isinstance(point.get("topology"), dict):
         point["topology"] = _without_null_profiles(point["topology"])
     blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,

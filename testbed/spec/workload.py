@@ -162,6 +162,13 @@ class Workload(Strict):
         None, description=f"fixed steps: steps per epoch of every worker (ps: of the coordinator); fixed data: the "
         f"steps of one worker alone, when samples_per_epoch is not set (null: {DEFAULT_STEPS_PER_EPOCH})",
         json_schema_extra={"default": DEFAULT_STEPS_PER_EPOCH})
+    learning_rate: Annotated[float, Field(gt=0, le=10)] = Field(
+        1e-3, description="Adam's learning rate for one worker's batch (batch_per_worker); lr_scaling scales it "
+        "with the global batch")
+    lr_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none", description="the learning rate as the global batch grows with the workers (all-reduce): none (the "
+        "same rate), linear (x workers: Goyal et al. 2017) or sqrt (x sqrt(workers): Hoffer et al. 2017); ps and "
+        "single train one worker's batch a step, so theirs stays learning_rate")
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     timeout: PositiveTime = Field(600.0, json_schema_extra={"default": "10m"})
     port: Annotated[int, Field(ge=1024, le=65535)] = 50501
@@ -216,6 +223,13 @@ class Workload(Strict):
         """Samples one step trains: the global batch under all-reduce; one worker's batch under ps (a
         step is one worker's closure) and single."""
         return self.batch_per_worker * (max(1, workers) if (strategy or self.strategy) == "allreduce" else 1)
+
+    def learning_rate_at(self, workers: int, strategy: str | None = None) -> float:
+        """Adam's learning rate at a point with `workers` workers: learning_rate x the global batch over one
+        worker's batch (the samples per step over batch_per_worker) under lr_scaling linear, x its square
+        root under sqrt, unchanged under none (and where a step trains one worker's batch: ps, single)."""
+        grown = self.samples_per_step(workers, strategy) / self.batch_per_worker
+        return self.learning_rate * {"none": 1.0, "linear": grown, "sqrt": grown ** 0.5}[self.lr_scaling]
 
     def steps_at(self, workers: int, strategy: str | None = None) -> int:
         """Steps per epoch at a point with `workers` workers: steps_per_epoch under fixed steps; under

@@ -21,11 +21,12 @@ STEP = {(bw, 1): 0.024 for bw in BANDWIDTHS} | {(1e7, 2): 0.7, (1e7, 4): 1.1, (1
                                                 (1e9, 2): 0.03, (1e9, 4): 0.035}
 
 
-def main_job_like(folder, learns: bool = True, degraded=()):
+def main_job_like(folder, learns: bool = True, degraded=(), lr_scaling=None):
     """1, 2 and 4 machines at 10, 100 and 1000 Mbit/s, one repeat each, the same 2048 samples (fixed data): one
     machine takes 64 steps of 32, four nodes 16 of 128, each step after a 1 s first one. Where `learns`, the loss
     falls from 2.3 by 0.02 per update and by 0.05 per update of a global batch of 128 (a larger batch learns
-    more per step, not 4x more). `degraded`: (bandwidth, nodes) whose run reads degraded."""
+    more per step, not 4x more). `degraded`: (bandwidth, nodes) whose run reads degraded. `lr_scaling`: the
+    learning-rate rule runs.csv records (None: no such column, as in results made before the setting)."""
     runs, steps = [], []
     for bw in BANDWIDTHS:
         for hosts in (1, 2, 4):
@@ -43,7 +44,8 @@ def main_job_like(folder, learns: bool = True, degraded=()):
                              steady="ok", steady_step_s=tau, steady_step_q1_s=tau, steady_step_q3_s=tau,
                              steady_samples_per_s=32 * hosts / tau, warmup_s=1.0, warmup_steps=1, steady_steps=n - 1,
                              steps_per_epoch=n / 2, samples_per_step=32 * hosts, samples_trained=2048,
-                             final_loss=2.3 - fall * (n - 1)))
+                             final_loss=2.3 - fall * (n - 1),
+                             **({"lr_scaling": lr_scaling} if lr_scaling else {})))
             steps += [dict(experiment="default", run_id=run_id, role="worker", task_index=0, host="h1", kind="step",
                            epoch=1 + (k > n // 2), step=k, time_s=times[k - 1], loss=2.3 - fall * (k - 1),
                            samples_per_s=np.nan, t=1000.0 + sum(times[:k])) for k in range(1, n + 1)]
@@ -164,3 +166,17 @@ def test_a_degraded_point_is_not_counted_in_the_table_or_the_sentence(tmp_path):
     assert gone["verdict"] == glance.NOT_COUNTED and np.isnan(gone["factor"]) and np.isnan(gone["time_s"])
     said = [s for s in glance.bandwidth_sentences(g) if s.startswith("At 1 Gbit/s")][0]
     assert "4 machines not counted (degraded)" in said and "4 machines pay off" not in said
+
+
+@pytest.mark.parametrize("rule, said", [(None, ""), ("none", ""), ("linear", "learning rate scaled with the global batch"),
+                                        ("sqrt", "learning rate scaled with √(global batch)")])
+def test_the_yardstick_says_the_learning_rate_rule_where_one_scaled_it(tmp_path, monkeypatch, rule, said):
+    from testbed.cli import run
+    folder = main_job_like(tmp_path / "default", lr_scaling=rule)
+    monkeypatch.setattr(figures, "FIGURES", {})
+    first = html.unescape(first_section(report.build_report(folder).read_text()))
+    printed = run.show_answer(folder)[0]
+    yard = re.search(r"Yardstick: (.*?)</p>", first).group(1)
+    assert (said in yard and said in printed) if said else ("learning rate" not in yard + printed), (yard, printed)
+    stored = pd.read_csv(folder / "tables" / "glance.csv")      # the column only where a rule scaled the rate
+    assert (set(stored["lr_scaling"]) == {rule}) if said else ("lr_scaling" not in stored), stored.columns

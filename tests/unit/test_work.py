@@ -80,7 +80,8 @@ def test_the_job_carries_the_points_steps_and_runs_csv_records_the_work(tmp_path
     assert job["steps_per_epoch"] == 8
     row = {"steps": 16, "global_batch": 128}
     assert work_columns(w, tasks, row) == dict(fixed="data", steps_per_epoch=8, samples_per_step=128,
-                                               samples_per_epoch=1024, samples_trained=2048)
+                                               samples_per_epoch=1024, samples_trained=2048,
+                                               lr_scaling="none", learning_rate=0.001)
 
 
 def test_a_scripts_work_is_its_own(tmp_path):
@@ -89,6 +90,32 @@ def test_a_scripts_work_is_its_own(tmp_path):
     w = load(tmp_path, "name: w\nworkload: {script: train.py}\n").workload
     cols = work_columns(w, [Task("h1", "worker", 0, 1)], {"steps": 30, "global_batch": 64})
     assert cols == dict(fixed="script", steps_per_epoch=None, samples_per_step=64, samples_per_epoch=None,
-                        samples_trained=1920)
+                        samples_trained=1920, lr_scaling=None, learning_rate=None)
     found = issues(tmp_path, "name: w\nworkload: {script: train.py, samples_per_epoch: 64}\n")
     assert any(i.key == "workload.samples_per_epoch" and "your script decides" in i.message for i in found)
+
+
+@pytest.mark.parametrize("rule, rates", [
+    ("none", [0.002, 0.002, 0.002]),
+    ("linear", [0.002, 0.004, 0.008]),
+    ("sqrt", [0.002, 0.002 * 2 ** 0.5, 0.004]),
+])
+def test_the_learning_rate_follows_the_global_batch_by_its_rule(tmp_path, rule, rates):
+    w = load(tmp_path, f"name: w\nworkload: {{learning_rate: 0.002, lr_scaling: {rule}}}\n").workload
+    assert [w.learning_rate_at(n) for n in (1, 2, 4)] == pytest.approx(rates)
+    assert w.learning_rate_at(4, "ps") == 0.002 and w.learning_rate_at(4, "single") == 0.002   # one worker's batch a step
+
+
+def test_the_job_and_runs_csv_carry_the_points_learning_rate(tmp_path):
+    w = load(tmp_path, BASE.replace("samples_per_epoch: 1024", "samples_per_epoch: 1024, lr_scaling: linear")).workload
+    tasks = [Task(f"h{i}", "worker", i - 1, 50501) for i in (1, 2, 3)]
+    job = job_document(w, {"worker": [f"10.0.0.{i}:50501" for i in (1, 2, 3)]})
+    assert job["learning_rate"] == pytest.approx(0.003)
+    cols = work_columns(w, tasks, {"steps": 22})
+    assert cols["lr_scaling"] == "linear" and cols["learning_rate"] == pytest.approx(0.003)
+    assert load(tmp_path, "name: w\n").workload.learning_rate_at(4) == 0.001      # the default: Adam's 1e-3, unscaled
+
+
+def test_a_bad_learning_rate_rule_is_refused_at_its_line(tmp_path):
+    found = [i for i in issues(tmp_path, "name: w\nworkload: {lr_scaling: cubic}\n") if i.key == "workload.lr_scaling"]
+    assert found and found[0].line == 2, found

@@ -111,6 +111,10 @@ def test_what_changes_how_much_a_sample_teaches():
         "the parameter server applies each worker's gradients without waiting for the others (asynchronous)"]
     assert yardstick.per_sample_reasons(local_sgd, local_sgd, "allreduce") == [
         "local SGD every 8 lets each node step alone between averages"]
+    scaled = four.assign(learning_rate=0.004, lr_scaling="linear")     # workload.lr_scaling: a larger batch's step
+    assert yardstick.per_sample_reasons(scaled, one.assign(learning_rate=0.001, lr_scaling="linear"), "allreduce") == [
+        "each update averages 128 samples against one machine's 32, so 4× fewer updates over the same data, each at "
+        "4× one machine's learning rate (lr_scaling linear)"]
 
 
 def test_a_loss_that_drifts_at_chance_level_has_not_learned(tmp_path):

@@ -199,7 +199,8 @@ def finish(exp_dir: Path, folder: Path, point, row: dict, observed: Observed, tu
 def work_columns(workload, tasks, row: dict) -> dict:
     """What the point trained (workload.fixed): the mode (data, steps, or script: the script decides), its
     steps per epoch, the samples per epoch (fixed data: the file's, which every point trains to the nearest
-    step), the samples per step and the samples trained (steps done x per step)."""
+    step), the samples per step, the samples trained (steps done x per step), and the built-in workload's
+    learning rate at this point with its rule (workload.lr_scaling; none for a script, which sets its own)."""
     count = len(workers(tasks))
     if workload.script:
         per_step, mode, per_epoch, epoch_samples = row.get("global_batch"), "script", None, None
@@ -209,8 +210,9 @@ def work_columns(workload, tasks, row: dict) -> dict:
         epoch_samples = workload.epoch_samples() if mode == "data" else per_epoch * per_step
     steps = row.get("steps")
     trained = steps * per_step if isinstance(steps, (int, float)) and isinstance(per_step, (int, float)) else None
+    rate = (None, None) if workload.script else (workload.lr_scaling, workload.learning_rate_at(count))
     return dict(fixed=mode, steps_per_epoch=per_epoch, samples_per_step=per_step, samples_per_epoch=epoch_samples,
-                samples_trained=trained)
+                samples_trained=trained, lr_scaling=rate[0], learning_rate=rate[1])
 
 
 def topology_roles(tasks) -> dict[str, str]:

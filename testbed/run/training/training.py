@@ -31,11 +31,13 @@ class Outcome:
 def job_document(workload, cluster: dict) -> dict:
     """The JOB.json that workloads/train.py reads (docs/developer/contracts.md): steps_per_epoch is this
     point's (workload.fixed: under fixed data, the epoch's samples over this cluster's samples per step);
+    learning_rate this point's (workload.lr_scaling: scaled with its global batch);
     communication: workload.communication, which both training loops apply (workloads/lowcomm.py)."""
     return {
         "strategy": workload.strategy, "model": workload.model, "model_params": dict(workload.model_params),
         "batch_per_worker": workload.batch_per_worker, "epochs": workload.epochs,
         "steps_per_epoch": workload.steps_at(len(cluster.get("worker") or ()) or 1), "seed": workload.seed,
+        "learning_rate": workload.learning_rate_at(len(cluster.get("worker") or ()) or 1),
         "cluster": cluster,
         "allreduce": workload.allreduce.model_dump(),
         "communication": workload.communication.model_dump(),    # workloads/lowcomm.py applies it
