@@ -75,11 +75,16 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, root, no_le
 
 
 def test_dry_run_lists_points_without_root():
+    from testbed.spec import expand_points, load_spec
+
+    points = expand_points(load_spec(REPO / "topologies/default.yaml"))      # 3 node counts x 3 rates x repeats
     proc = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "run", "topologies/default.yaml",
                            "--dry-run"], cwd=REPO, capture_output=True, text=True, user=65534)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 10 and lines[-1].startswith("9 run point(s)")
+    assert len(points) >= 9 and len(lines) == len(points) + 1
+    assert lines[-1].startswith(f"{len(points)} run point(s)")
+    assert [line.split()[0] for line in lines[:-1]] == [p.run_id for p in points]
     assert '"topology.link.bw": "100mbit"' in proc.stdout
 
 
