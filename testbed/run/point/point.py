@@ -176,11 +176,12 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
         hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
         w = spec.workload
         strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
-        demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, link_bandwidth(graph))
+        bw = link_bandwidth(graph)
+        demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
         carried = (demand, switch(spec.topology.switch.kind) if demand and spec.cluster is None else None)
         if spec.emulation.dilation == "auto":
             k = max(replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec, hosts),
-                                  link_bandwidth(graph), machine, spec.emulation.reserve),
+                                  bw, machine, spec.emulation.reserve),
                     switch_factor(*carried))
             spec = with_dilation(spec, k)
     wall = dil.wall_spec(spec, k)
