@@ -26,6 +26,7 @@ threads' wait for a CPU, for the verdict.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -442,6 +443,25 @@ def profile_model(shapes):
             layer.register_parameter(f"p{i}", nn.Parameter(torch.zeros(shape, dtype=getattr(torch, dtype))))
         layers.append(layer)
     return layers
+
+
+@contextlib.contextmanager
+def scaled_buckets(byte_scale: float):
+    """DistributedDataParallel's default bucket sizes (the first bucket's 1 MiB, the others' 25 MiB) / F while
+    a model of byte-scaled gradients (1/F the elements) is wrapped: its parameters fall into the buckets, in
+    the order, those of the full gradient would (emulation.byte_scale)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import distributed as ddp
+
+    if byte_scale <= 1:
+        yield
+        return
+    first, cap = dist._DEFAULT_FIRST_BUCKET_BYTES, ddp._DEFAULT_BUCKET_CAP_MB
+    dist._DEFAULT_FIRST_BUCKET_BYTES, ddp._DEFAULT_BUCKET_CAP_MB = max(1, round(first / byte_scale)), cap / byte_scale
+    try:
+        yield
+    finally:
+        dist._DEFAULT_FIRST_BUCKET_BYTES, ddp._DEFAULT_BUCKET_CAP_MB = first, cap
 
 
 def calibrate_profile(path: str, warmup: int, steps: int) -> dict:

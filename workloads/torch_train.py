@@ -62,12 +62,16 @@ def run_training(job: dict, emit: Emitter) -> None:
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
     after_step = lambda step: None  # noqa: E731
     if distributed:
-        model = nn.parallel.DistributedDataParallel(model, **lowcomm.ddp_options(comm, model))
+        with replay.scaled_buckets(float(((replayed or {}).get("emulated") or {}).get("byte_scale", 1))):
+            model = nn.parallel.DistributedDataParallel(model, **lowcomm.ddp_options(comm, model))
         after_step = lowcomm.torch_setup(model, comm)     # a DDP hook, or local SGD's averaging
     # a replayed step's optimizer is part of the waited time: the stand-in's is a no-op (its gradients are zeros)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0) if replayed \
         else torch.optim.Adam(model.parameters(), lr=float(job.get("learning_rate", 1e-3)))
-    emit("start", strategy=job["strategy"], model=name, params=trainable, gradient_bytes=4 * trainable,
+    # byte-scaled replay (emulation.byte_scale): the emulated gradient's figures, not the scaled one's sent
+    emulated = (replayed or {}).get("emulated") or {"params": trainable, "gradient_bytes": 4 * trainable}
+    emit("start", strategy=job["strategy"], model=name, params=emulated["params"],
+         gradient_bytes=emulated["gradient_bytes"],
          global_batch=bpw * world, workers=world, servers=0, steps_per_epoch=per_epoch, epochs=epochs,
          steps_per_execution=1, engine="pytorch", compute="replay" if replayed else "real",
          communication=lowcomm.in_force(comm), **balance.in_force(job.get("balance"), own, weight))

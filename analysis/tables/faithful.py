@@ -49,6 +49,17 @@ def _dilation(runs: pd.DataFrame) -> str:
     return f"dilation {_k(ks[0])} to {_k(ks[-1])}"
 
 
+def _byte_scale(runs: pd.DataFrame) -> str:
+    """Replayed runs' byte scale F, said where some ran with one: their gradients of 1/F the elements went
+    over links of 1/F the rate (the same time on the wire; per-message costs and TCP at the rate not scaled)."""
+    fs = sorted(f for f in runs["byte_scale"].dropna().unique() if f > 1)
+    if not fs:
+        return ""
+    which = _k(fs[0]) if len(fs) == 1 else f"{_k(fs[0])} to {_k(fs[-1])}"
+    return (f", gradients byte-scaled {which} (1/F of the elements over links of 1/F the rate: the same time on "
+            "the wire, F times less of this machine's CPU; per-message costs not scaled)")
+
+
 def _budgets(runs: pd.DataFrame) -> str:
     equal = runs[runs["cores"].notna()]
     parts = []
@@ -93,7 +104,7 @@ def setup_sentence(runs: pd.DataFrame) -> str:
     replayed = runs[runs["compute"] == tables.TIMING_ONLY]
     if len(replayed):
         parts.append(_budgets(replayed) + ", compute replayed (each node waited its calibrated compute time and "
-                     "sent real gradients: timing only, no loss)")
+                     "sent real gradients: timing only, no loss)" + _byte_scale(replayed))
     shared = runs[~tables.own_machines(runs)]
     if len(shared):
         parts.append(_shared(shared))

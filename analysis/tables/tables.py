@@ -43,7 +43,7 @@ RUNS_COLUMNS = [
 ]
 # Faithful compute: absent in older results, read as dilation 1, compute "shared" (the
 # nodes shared the machine without budgets) and no fidelity verdict (not degraded).
-FAITHFUL_COLUMNS = ["dilation", "compute", "cores", "node_cores", "machine_cores", "fidelity",
+FAITHFUL_COLUMNS = ["dilation", "byte_scale", "compute", "cores", "node_cores", "machine_cores", "fidelity",
                     "compute_per_step_s", "training_time_wall_s", "time_per_step_wall_s"]
 # What a point trained and its warm-up and steady state (testbed/run/point/record.py: work_columns and
 # analysis.tables.steady); older results get them from steps.csv (with_steady_columns).
@@ -214,10 +214,11 @@ def with_faithful_defaults(runs: pd.DataFrame) -> pd.DataFrame:
     for col in FAITHFUL_COLUMNS:
         if col not in runs:
             runs[col] = np.nan
-    for col in ("dilation", "cores", "machine_cores", "compute_per_step_s", "training_time_wall_s",
+    for col in ("dilation", "byte_scale", "cores", "machine_cores", "compute_per_step_s", "training_time_wall_s",
                 "time_per_step_wall_s"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     runs["dilation"] = runs["dilation"].fillna(1.0)
+    runs["byte_scale"] = runs["byte_scale"].fillna(1.0)
     runs["engine"] = with_engine(runs)
     for col, absent in (("compute", "shared"), ("fidelity", ""), ("node_cores", "")):
         runs[col] = runs[col].astype(object).where(runs[col].notna(), absent).astype(str)

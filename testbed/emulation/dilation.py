@@ -89,6 +89,7 @@ def _rate(value: Any, k: float) -> Any:
 
 
 _RULES: dict[str, Callable[[Any, float], Any]] = {"time": _time, "rate": _rate, "wall": lambda v, k: v}
+_RATES_ONLY: dict[str, Callable[[Any, float], Any]] = {"time": lambda v, k: v, "rate": _rate, "wall": lambda v, k: v}
 
 
 _UNIONS = (typing.Union, types.UnionType)
@@ -112,14 +113,14 @@ def _marked(model: type) -> dict[str, str]:
     return {name: rule for name, rule in out.items() if rule in ("time", "rate")}
 
 
-def _on_wall(node: Any, k: float) -> Any:
+def _on_wall(node: Any, k: float, rules=_RULES) -> Any:
     """`node` (a spec model, a list or dict of them, or any other value) with every marked value inside it
     scaled at K; what holds nothing to scale is returned as it is (the same object)."""
     if isinstance(node, list):
-        items = [_on_wall(item, k) for item in node]
+        items = [_on_wall(item, k, rules) for item in node]
         return node if all(a is b for a, b in zip(items, node)) else items
     if isinstance(node, dict):
-        values = {key: _on_wall(value, k) for key, value in node.items()}
+        values = {key: _on_wall(value, k, rules) for key, value in node.items()}
         return node if all(values[key] is value for key, value in node.items()) else values
     if not isinstance(node, BaseModel):
         return node
@@ -128,7 +129,7 @@ def _on_wall(node: Any, k: float) -> Any:
         value = getattr(node, name)
         if value is None:
             continue
-        new = _RULES[marked[name]](value, k) if name in marked else _on_wall(value, k)
+        new = rules[marked[name]](value, k) if name in marked else _on_wall(value, k, rules)
         if new is not value:
             update[name] = new
     return node.model_copy(update=update) if update else node
@@ -159,28 +160,29 @@ def _models_in(annotation: Any):
             yield model, step + suffix
 
 
-def wall_spec(spec, dilation: float):
+def wall_spec(spec, dilation: float, byte_scale: int = 1):
     """What this machine runs for an experiment (a typed spec) at dilation K: every value its models mark
-    Scaled scaled by its rule (rates / K, times x K, real-world times as they are); the spec is left as it is."""
-    if dilation < 1:
-        raise ValueError(f"dilation must be >= 1 (got {dilation})")
-    if dilation == 1:
-        return spec
-    return _on_wall(spec, dilation)
+    Scaled scaled by its rule (rates / K, times x K, real-world times as they are), and under byte scaling
+    F every rate / F again (testbed/emulation/byte_scale.py); the spec is left as it is."""
+    if dilation < 1 or byte_scale < 1:
+        raise ValueError(f"dilation and byte scale must be >= 1 (got {dilation}, {byte_scale})")
+    wall = spec if dilation == 1 else _on_wall(spec, dilation)
+    return wall if byte_scale == 1 else _on_wall(wall, byte_scale, _RATES_ONLY)
 
 
-def wall_link(params, dilation: float):
-    """A link's parameters (LinkParams) on this machine's clock: rate / K, delay, jitter and trace times x K."""
-    return _on_wall(params, dilation)
+def wall_link(params, dilation: float, byte_scale: int = 1):
+    """A link's parameters (LinkParams) on this machine's clock: rate / K (/ F), delay, jitter and trace times x K."""
+    wall = _on_wall(params, dilation)
+    return wall if byte_scale == 1 else _on_wall(wall, byte_scale, _RATES_ONLY)
 
 
-def wall_graph(graph, dilation: float):
-    """A graph's links (and the links a WAN file dropped) on this machine's clock; its hosts as they
-    are (their real-core budgets are resolved when the graph is built)."""
-    if dilation == 1:
+def wall_graph(graph, dilation: float, byte_scale: int = 1):
+    """A graph's links (and the links a WAN file dropped) on this machine's clock, rates / F again under byte
+    scaling; its hosts as they are (their real-core budgets are resolved when the graph is built)."""
+    if dilation == 1 and byte_scale == 1:
         return graph
     def on_wall(edges):
-        return type(edges)(dataclasses.replace(e, params=wall_link(e.params, dilation)) for e in edges)
+        return type(edges)(dataclasses.replace(e, params=wall_link(e.params, dilation, byte_scale)) for e in edges)
     return dataclasses.replace(graph, links=on_wall(graph.links), dropped=on_wall(graph.dropped))
 
 

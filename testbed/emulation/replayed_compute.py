@@ -67,12 +67,14 @@ class HostReplay:
         took here, unbudgeted: K / cores - 1."""
         return max(0.0, k / self.cores - 1.0) if self.cores > 0 else 0.0
 
-    def job(self, k: float) -> dict:
+    def job(self, k: float, byte_scale: float = 1.0) -> dict:
         """The node's entry of the job document: its wait per step on the wall clock, with layers that wait
-        split over them, and the contention's charge."""
+        split over them, and the contention's charge. Under byte scaling each CPU second of its communication
+        here stands for `byte_scale` of the machine it stands for (per-byte work): charged as K x F."""
         wait = self.wall_wait(k)
-        return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)], "charge": self.charge(k),
-                "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s}
+        return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
+                "charge": self.charge(k * byte_scale), "after_charge": self.after_charge(k * byte_scale),
+                "own_cpu_s": self.stand_in_cpu_s}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
@@ -101,17 +103,18 @@ def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
 
 
 def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_bytes: int, bw_bps: int | None,
-                machine_cores: float, reserve: float) -> float:
+                machine_cores: float, reserve: float, byte_scale: float = 1.0) -> float:
     """The smallest K (a multiple of AUTO_STEP, 1 to AUTO_MAX) at which the nodes' CPU per step (the stand-in's,
     plus the engine's COMM_CPU_PER_BYTE_S per byte moved) fills at most UTILISATION of the CPUs outside
     the reserve when steps take the estimated time: the slowest node's compute plus the bytes over the
     link's rate. The nodes' tasks wake together at every exchange, so their wait for a CPU falls with K
-    well below full use: hence the low UTILISATION."""
+    well below full use: hence the low UTILISATION. Under byte scaling the bytes sent are 1/`byte_scale` of the
+    gradient's (math.inf: none), over links as much slower: the step stays, the CPU per byte moved falls."""
     if not hosts:
         return 1.0
     moved = comm_bytes(strategy, len(hosts), gradient_bytes)
     step = max(h.step_s for h in hosts) + (moved / 2 * 8 / bw_bps if bw_bps else 0.0)
-    cpu = sum(h.stand_in_cpu_s + moved * COMM_CPU_PER_BYTE_S[engine] for h in hosts)
+    cpu = sum(h.stand_in_cpu_s + moved / byte_scale * COMM_CPU_PER_BYTE_S[engine] for h in hosts)
     room = max(machine_cores - reserve, 0.1) * UTILISATION
     k = cpu / (step * room) if step > 0 else 1.0
     return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))

@@ -20,7 +20,7 @@ RUNS_COLUMNS = [
     "steps", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps",
     "monitor_overhead_pct", "timer_p50_ms", "timer_p99_ms", "timer_max_ms", "restarts", "time_lost_s",
     "advisor_choice", "predicted_step_s_allreduce", "predicted_step_s_ps", "switches",
-    "dilation", "compute", "cores", "node_cores", "machine_cores", "profile", "compute_per_step_s", "compute_slicing", "fidelity",
+    "dilation", "byte_scale", "compute", "cores", "node_cores", "machine_cores", "profile", "compute_per_step_s", "compute_slicing", "fidelity",
     "training_time_wall_s", "time_per_step_wall_s", "samples_per_wall_s",
     "compression", "rank", "start_step", "sync_every", "outer", "theory_bytes_per_worker_step",
     "steady_bytes_per_worker_step", "theory_steady_bytes_per_worker_step",

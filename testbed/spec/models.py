@@ -295,6 +295,20 @@ Dilation = Annotated[Union[Literal["auto"], float], BeforeValidator(check_dilati
                      WithJsonSchema({"oneOf": [{"const": "auto"}, {"type": "number", "minimum": 1}]})]
 
 
+def check_byte_scale(value: object) -> str | int:
+    """'auto' or a whole factor >= 1."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                           and 1 <= value <= limits.MAX_BYTE_SCALE):
+        return value
+    raise ValueError(f"{value!r}: byte_scale is a whole factor of at least 1 and at most {limits.MAX_BYTE_SCALE} "
+                     "(1 = every byte sent, 4 = a quarter of the gradient's elements over links a quarter as fast) "
+                     "or auto")
+
+
+ByteScale = Annotated[Union[Literal["auto"], int], BeforeValidator(check_byte_scale),
+                      WithJsonSchema({"oneOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}]})]
+
+
 class Emulation(Strict):
     """How the emulated machines are held to their size: time dilation and the CPU kept outside the budgets."""
 
@@ -309,10 +323,21 @@ class Emulation(Strict):
         "step on a machine of its cores (calibrated on this machine) and sends gradients of the model's real shapes "
         "through the engine's collective: timing only, no loss")
 
+    byte_scale: ByteScale = Field(
+        1, description="F, replayed compute only: each node sends gradients of 1/F the elements and each link's "
+        "rate is / F as well (beyond the dilation), so a transfer's time on the wire stays while this machine's CPU "
+        "per exchange falls F-fold; auto: for each point the smallest power of 2 at which the exchange's CPU and the "
+        "switch no longer raise the dilation; 1: every byte sent")
+
     @property
     def factor(self) -> float:
         """The dilation as a number (auto, before a sweep resolves it, counts as 1)."""
         return 1.0 if self.dilation == "auto" else float(self.dilation)
+
+    @property
+    def scale(self) -> int:
+        """The byte scale as a number (auto, before a point resolves it, counts as 1)."""
+        return 1 if self.byte_scale == "auto" else int(self.byte_scale)
 
 
 class TrainingJob(Strict):

@@ -90,7 +90,7 @@ def test_wall_spec_scales_rates_and_every_written_time(tmp_path):
 def test_columns_say_what_was_emulated(tmp_path):
     exp = load(tmp_path, FAITHFUL.replace("dilation: auto", "dilation: 2"))
     cols = columns(expand_points(exp)[-1], machine=2)
-    assert cols == dict(dilation=2.0, compute="budgets", cores=1.0, node_cores="h1=1;h2=1;h3=1;h4=1", machine_cores=2, profile="")
+    assert cols == dict(dilation=2.0, byte_scale=1, compute="budgets", cores=1.0, node_cores="h1=1;h2=1;h3=1;h4=1", machine_cores=2, profile="")
     shared = columns(load(tmp_path, "name: f\ntopology: {hosts: 2}\n"), machine=2)
     assert shared["compute"] == "shared" and math.isnan(shared["cores"]) and shared["node_cores"] == ""
     mixed = load(tmp_path, "name: f\ntopology: {hosts: 2, host: {cores: 1}, host_overrides: {h2: {cores: 2}}}\n")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
+from testbed.emulation.byte_scale import choose as choose_scale, rounding_cap, scaled_shapes, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor
@@ -70,6 +71,11 @@ def _auto_note(specs: list, factors: list[float], machine: int) -> str:
             f"{reserve:g}-core reserve fit this machine's {machine} cores)")
 
 
+def with_byte_scale(spec, f: int):
+    """The spec with emulation.byte_scale set to the factor f."""
+    return spec.model_copy(update={"emulation": spec.emulation.model_copy(update={"byte_scale": int(f)})})
+
+
 def with_dilation(spec, k: float):
     """The spec with emulation.dilation set to the factor k (it keeps its file's lines)."""
     return spec.model_copy(update={"emulation": spec.emulation.model_copy(update={"dilation": float(k)})})
@@ -90,17 +96,22 @@ class ResolvedPoint:
     traces: tuple[LinkTrace, ...] = ()    # the links that follow a trace, in emulated units
     pinned: str = ""          # where the budgeted hosts are pinned, said at bring-up ("" : not pinned)
     replay: dict[str, HostReplay] | None = None    # compute: replay, what each node replays
-    switch: tuple[float, float | None] | None = None   # compute: replay, (links' demand, bits/s emulated;
-    #                                                    the switch's measured capacity, wall; None: unknown)
+    switch: tuple[float, float | None] | None = None   # compute: replay, (links' demand, bits/s emulated, of the
+    #                                       bytes sent; the switch's measured capacity, wall; None: unknown)
+    byte_scale: int = 1       # compute: replay, F: gradients of 1/F the elements over links of bw / (K x F)
 
     def replay_job(self) -> dict | None:
         """The job document's `replay` section: each node's waits on the wall clock (None: real compute)."""
         if self.replay is None:
             return None
-        job = {"hosts": {name: host.job(self.k) for name, host in self.replay.items()}}
+        f = self.byte_scale
+        job = {"hosts": {name: host.job(self.k, f) for name, host in self.replay.items()}}
         shapes = next((host.shapes for host in self.replay.values() if host.profile is not None), None)
         if shapes is not None:          # every node replays a profile of one shape (validate)
-            job["shapes"] = [[list(param) for param in layer] for layer in shapes]
+            job["shapes"] = [[list(param) for param in layer] for layer in scaled_shapes(shapes, f)]
+            if f > 1:                   # what the start event records: the emulated gradient's
+                params = sum(math.prod(shape) for layer in shapes for shape, _ in layer)
+                job["emulated"] = {"params": params, "gradient_bytes": 4 * params, "byte_scale": f}
         return job
 
     @property
@@ -128,7 +139,7 @@ class ResolvedPoint:
         compute = "real" if not emulated else "replay" if self.replay is not None else \
             "budgets" if len(held) == len(emulated) else "shared"
         profiles = {name: host.profile for name, host in replay.items() if host.profile is not None}
-        return dict(dilation=self.k, compute=compute,
+        return dict(dilation=self.k, byte_scale=self.byte_scale, compute=compute,
                     cores=sizes.pop() if len(sizes) == 1 and compute in ("budgets", "replay") else math.nan,
                     node_cores=";".join(f"{h.name}={size[h.name]:g}" for h in held), machine_cores=self.machine_cores,
                     profile=";".join(f"{name}={p}" for name, p in profiles.items()) if profiles else "")
@@ -138,6 +149,9 @@ class ResolvedPoint:
         emulated core x K, each fault's trigger as the file wrote it; the row keeps each raw figure in
         its wall column."""
         k = self.k
+        if self.byte_scale > 1:     # each byte sent stood for F of the emulated gradient's
+            row = to_emulated_bytes(row, self.byte_scale)
+            _scale(observed.checks, self.byte_scale, times=(), rates=("configured_bps", "measured_bps"))
         if k == 1:      # the wall columns hold the same figures (a sweep's points may differ in K)
             return dil.to_emulated(row, 1.0)
         for r in observed.faults:
@@ -171,27 +185,49 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
     k = spec.emulation.factor
     graph = build_graph(spec.topology, spec.ssh, k, machine, engine=spec.workload.engine)
     hosts = carried = None
+    f = spec.emulation.scale
     if spec.emulation.compute == "replay":
         graph = _unbudgeted(graph)
         hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
-        w = spec.workload
-        strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
-        bw = link_bandwidth(graph)
-        demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
-        carried = (demand, switch(spec.topology.switch.kind) if demand and spec.cluster is None else None)
-        if spec.emulation.dilation == "auto":
-            k = max(replay_factor(list(hosts.values()), w.engine, strategy, replayed_gradient_bytes(spec, hosts),
-                                  bw, machine, spec.emulation.reserve),
-                    switch_factor(*carried))
-            spec = with_dilation(spec, k)
-    wall = dil.wall_spec(spec, k)
+        k, f, carried = replay_factors(spec, hosts, link_bandwidth(graph), machine, switch)
+        spec = with_dilation(spec, k) if spec.emulation.dilation == "auto" else spec
+        spec = with_byte_scale(spec, f) if spec.emulation.byte_scale == "auto" else spec
+    wall = dil.wall_spec(spec, k, f)
     traces = tuple(link_traces(spec, graph=graph))
     graph = _first_values(graph, {frozenset((lt.a, lt.b)): lt for lt in traces})
-    wall_graph, said = dil.wall_graph(graph, k), []
+    wall_graph, said = dil.wall_graph(graph, k, f), []
     if spec.cluster is None:      # (a cluster's hosts are mostly on other machines)
         wall_graph = pinned(wall_graph, spec.emulation.reserve, said.append)
     return ResolvedPoint(point.run_id, point.repeat, point.params, spec, wall, k, graph, wall_graph, machine,
-                         traces, "".join(said), hosts, carried)
+                         traces, "".join(said), hosts, carried, f)
+
+
+def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: int, switch):
+    """(K, F, (the switch's demand, its capacity)) of a replayed point, chosen together: K the dilation
+    (auto: replay_factor's CPU term and the switch's, both of the bytes sent), F the byte scale (auto:
+    byte_scale.choose). The demand is of the bytes sent: the links' rates / F."""
+    w = spec.workload
+    strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
+    demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
+    capacity = switch(spec.topology.switch.kind) if demand and spec.cluster is None else None
+    gradient = replayed_gradient_bytes(spec, hosts)
+    shapes = next((h.shapes for h in hosts.values() if h.profile is not None), None)
+
+    def sent(f: float) -> float:        # the gradient's bytes over the bytes a node sends at F
+        return f if f in (1, math.inf) or shapes is None else gradient / fileformat.shapes_bytes(scaled_shapes(shapes, f))
+
+    def need(f: float) -> float:        # the dilation auto picks for the bytes sent at F
+        cpu = replay_factor(list(hosts.values()), w.engine, strategy, gradient, bw, machine, spec.emulation.reserve,
+                            sent(f))
+        return max(cpu, switch_factor(demand / sent(f), capacity))
+    fixed = None if spec.emulation.dilation == "auto" else spec.emulation.factor
+    if spec.emulation.byte_scale == "auto":     # the smallest F at which K (auto's, or the file's) covers the bytes
+        cap = rounding_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
+        k, f = choose_scale(need, max(need(math.inf), fixed or 1.0), bw, fixed, cap)
+    else:
+        f = spec.emulation.scale
+        k = need(f) if fixed is None else fixed
+    return k, f, (demand / sent(f), capacity)
 
 
 def _unbudgeted(graph: Graph) -> Graph:
@@ -242,21 +278,27 @@ def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None,
         progress(_auto_note([p.spec for p in auto], [factors[id(p)] for p in auto], machine))
     out = [resolve(dataclasses.replace(p, spec=with_dilation(p.spec, factors[id(p)])) if id(p) in factors
                    else p, machine, calibrate, progress, switch=switch) for p in points]
-    replayed = [(p, r) for p, r in zip(points, out) if id(p) not in factors and p.spec.emulation.dilation == "auto"]
+    replayed = [r for p, r in zip(points, out) if id(p) not in factors and r.replay is not None
+                and (p.spec.emulation.dilation == "auto" or p.spec.emulation.byte_scale != 1)]
     if replayed:
-        progress(_replay_note([r for _, r in replayed], machine))
+        progress(_replay_note(replayed, machine))
     return out
 
 
 def _replay_note(points: list[ResolvedPoint], machine: int) -> str:
-    """What `dilation: auto` chose for replayed points, by factor."""
-    by_k: dict[float, set] = {}
+    """What `dilation: auto` and `byte_scale` chose for replayed points, by factor."""
+    by_k: dict[tuple[float, int], set] = {}
     for r in points:
-        by_k.setdefault(r.k, set()).add(len(r.replay or {}))
-    parts = [f"x{k:g} for {' and '.join(f'{n} node(s)' for n in sorted(sizes))}" for k, sizes in sorted(by_k.items())]
+        by_k.setdefault((r.k, r.byte_scale), set()).add(len(r.replay or {}))
+    scaled = any(f > 1 for _, f in by_k)
+    parts = [f"x{k:g}{f', byte scale {f}' if scaled else ''} for {' and '.join(f'{n} node(s)' for n in sorted(sizes))}"
+             for (k, f), sizes in sorted(by_k.items())]
+    how = (" (byte scale F: gradients of 1/F the elements over links of bw / (K x F); auto: the smallest power of 2 "
+           "at which the gradient bytes no longer raise K)") if scaled else ""
     return (f"dilation auto (replayed compute): {'; '.join(parts)} (each point the smallest factor at which its "
             f"nodes' communication and framework fill at most a tenth of this machine's {machine} cores outside the "
-            f"reserve, and the links that send at once at most {SWITCH_UTILISATION:.0%} of what its switch carries)")
+            f"reserve, and the links that send at once at most {SWITCH_UTILISATION:.0%} of what its switch carries)"
+            + how)
 
 
 def _first_values(graph: Graph, traced: dict) -> Graph:

@@ -22,6 +22,7 @@ from testbed.spec.rules.topology import shape_problems, topology_problems
 from testbed.spec.rules.faults import fault_problems, trace_problems
 from testbed.spec.rules.balance import balance_problems
 from testbed.spec.rules.communication import communication_problems
+from testbed.spec.rules.byte_scale import byte_scale_problems
 
 
 def experiment_problems(exp: Experiment, graphs: dict | None = None) -> list[Problem]:
@@ -51,6 +52,7 @@ def emulation_problems(exp: Experiment, graph: Graph) -> list[Problem]:
     k = exp.emulation.factor
     if exp.emulation.compute == "replay":
         out += _replay_problems(exp)
+    out += byte_scale_problems(exp, graph)
     small = {}
     for name in topo.host_names():
         cores = topo.host_conf(name).cores

@@ -1,0 +1,96 @@
+"""Byte scaling of replayed points (`emulation.byte_scale: F`), pure rules.
+
+Each replayed node sends gradients of 1/F the elements (every tensor's element count / F, at least 1, in the
+same layer and bucket order and dtype) over links of 1/F the rate (beyond the dilation: bw / (K x F) on the
+wall clock), so each transfer takes its time on the wire while this machine's CPU per exchange (gloo's
+per-byte work, the switch's forwarding) falls F-fold. Latency, delay and the number of messages are not
+scaled. Each byte sent stands for F of the emulated gradient's: the gradient bytes, the wire's bytes and
+rates recorded, and the checks' rates, are multiplied back by F (`EMULATED_BYTE_COLUMNS`).
+
+`auto` chooses F with the dilation in one place (`choose`): the smallest power of 2 at which the gradient
+bytes' CPU and their demand on the switch no longer raise K above what the point needs without them (the
+stand-ins' own CPU; a dilation the file fixed, where it did), no larger than SCALE_MAX, than keeps the narrowest
+link at MIN_SCALED_BANDWIDTH or more on the wall clock, nor than keeps the tensors' rounding up within
+ROUNDING_MAX of the bytes (`rounding_cap`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from testbed import limits
+
+SCALE_MAX = limits.MAX_BYTE_SCALE   # auto's largest F: a 100 MB gradient still sends 100 KB a step
+ROUNDING_MAX = 0.01            # the bytes sent x F may exceed the gradient's by this share (each tensor rounds up)
+MIN_SCALED_BANDWIDTH = limits.MIN_SCALED_BANDWIDTH
+# runs.csv figures of the bytes on the wire: x F on their way to the table (the emulated gradient's bytes)
+EMULATED_BYTE_COLUMNS = ("net_bytes_total", "net_throughput_mean_bps", "steady_bytes_per_worker_step")
+
+
+def scaled_shapes(shapes, f: int) -> tuple:
+    """Each parameter of `shapes` ((shape, dtype) per parameter, per layer) as a flat tensor of 1/F its
+    elements (rounded up: at least 1), in the same order and dtype."""
+    if f < 1:
+        raise ValueError(f"byte_scale must be >= 1 (got {f})")
+    if f == 1:
+        return tuple(tuple((list(shape), dtype) for shape, dtype in layer) for layer in shapes)
+    return tuple(tuple(([max(1, math.ceil(math.prod(shape) / f))], dtype) for shape, dtype in layer)
+                 for layer in shapes)
+
+
+def rounding_cap(shapes, sent_bytes: Callable[[tuple], int], cap: int = SCALE_MAX) -> int:
+    """The largest power of 2 up to `cap` at which the bytes sent (each tensor's elements / F, rounded up) x F
+    exceed the gradient's by at most ROUNDING_MAX: beyond it the wire time would grow with F."""
+    whole, f = sent_bytes(shapes), 1
+    while f * 2 <= cap and sent_bytes(scaled_shapes(shapes, f * 2)) * f * 2 <= whole * (1 + ROUNDING_MAX):
+        f *= 2
+    return f
+
+
+def wall_rate(bps: int, k: float, f: int) -> float:
+    """A link's rate on this machine's wall clock at dilation K and byte scale F."""
+    return bps / (k * f)
+
+
+def floor_cap(narrowest_bps: int | None, k_of: Callable[[int], float], cap: int = SCALE_MAX) -> int:
+    """The largest power of 2 up to `cap` at which the narrowest link, at bw / (K x F) with K = k_of(F), stays
+    at MIN_SCALED_BANDWIDTH or more (1 at least: byte scaling adds nothing below it)."""
+    f = 1
+    while f * 2 <= cap and (not narrowest_bps or wall_rate(narrowest_bps, k_of(f * 2), f * 2) >= MIN_SCALED_BANDWIDTH):
+        f *= 2
+    return f
+
+
+def choose(need: Callable[[int], float], k_floor: float, narrowest_bps: int | None, fixed_k: float | None = None,
+           cap: int = SCALE_MAX) -> tuple[float, int]:
+    """(K, F) of `byte_scale: auto`: the smallest power of 2, F, at which the dilation the point needs at F,
+    need(F), is no more than `k_floor` (what it needs with no gradient bytes), within floor_cap; the cap
+    where none is. K is need(F) under `dilation: auto`, else `fixed_k`."""
+    k_of = need if fixed_k is None else (lambda f: fixed_k)
+    top = floor_cap(narrowest_bps, k_of, cap)
+    f = 1
+    while f < top and need(f) > k_floor:
+        f *= 2
+    return k_of(f), f
+
+
+def floor_problem(narrowest_bps: int, k: float, f: int) -> str | None:
+    """What is wrong with a byte scale F that paces the narrowest link under MIN_SCALED_BANDWIDTH (None: nothing)."""
+    if f <= 1 or wall_rate(narrowest_bps, k, f) >= MIN_SCALED_BANDWIDTH:
+        return None
+    return (f"a link of {narrowest_bps / 1e6:g} Mbit/s at dilation {k:g} and byte_scale {f} is paced at "
+            f"{wall_rate(narrowest_bps, k, f) / 1e6:.3g} Mbit/s on this machine, under the "
+            f"{MIN_SCALED_BANDWIDTH / 1e6:g} Mbit/s byte scaling holds to (too few segments in flight for TCP to "
+            "behave as at the rate emulated): a smaller byte_scale, or auto")
+
+
+def to_emulated_bytes(row: dict, f: int, columns=EMULATED_BYTE_COLUMNS) -> dict:
+    """A copy of a result row with the wire's byte figures x F (non-numbers left as they are)."""
+    out = dict(row)
+    if f == 1:
+        return out
+    for column in columns:
+        value = row.get(column)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[column] = value * f
+    return out

@@ -1,0 +1,139 @@
+"""Byte scaling of replayed points (emulation.byte_scale), without a network: the shapes sent, the factor auto
+picks with the dilation, the links' wall rates, a point resolved from a GPU server's profile (job, columns,
+switch demand, contention charges), the figures recorded in emulated bytes, DDP's buckets, and the refusals."""
+import pytest
+
+from testbed.emulation import byte_scale as bs
+from testbed.emulation import replayed_compute as replay
+from testbed.emulation.dilation import wall_graph, wall_spec
+from testbed.run.point import point as rp
+from testbed.spec import build_graph, expand_points
+from spec_helpers import issues, load
+from workloads.profiling import fileformat
+
+CAL = {"real_step_s": 0.060, "real_cpu_s": 0.061, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
+       "overshoot_s": 0.0, "layers": [[0.004, 0.006]] * 161}
+MBIT = 1_000_000
+GPU = """
+name: g
+topology: {{hosts: {hosts}, link: {{bw: {bw}}}, host: {{profile: builtin/h200/resnet50-b32}}}}
+emulation: {{dilation: {k}, compute: replay, byte_scale: {f}}}
+workload: {{engine: pytorch, model: torchvision/resnet50, batch_per_worker: 32}}
+checks: {{iperf: false, ping: false}}
+"""
+
+
+def gpu(hosts=2, bw="10gbit", k="auto", f="auto"):
+    return GPU.format(hosts=hosts, bw=bw, k=k, f=f)
+
+
+def resolved(tmp_path, text, switch=lambda kind: 10_000 * MBIT):
+    (point,) = expand_points(load(tmp_path, text))
+    return rp.resolve(point, 2, calibrate_profile=lambda *a: CAL, switch=switch)
+
+
+def test_each_tensor_keeps_its_place_and_dtype_with_a_fth_of_its_elements_and_at_least_one():
+    shapes = [[([64, 3, 7, 7], "float32"), ([64], "float32")], [([10], "bfloat16")]]
+    assert bs.scaled_shapes(shapes, 1) == (((([64, 3, 7, 7], "float32"), ([64], "float32"))), (([10], "bfloat16"),))
+    assert bs.scaled_shapes(shapes, 8) == ((([1176], "float32"), ([8], "float32")), (([2], "bfloat16"),))
+    assert bs.scaled_shapes(shapes, 1024) == ((([10], "float32"), ([1], "float32")), (([1], "bfloat16"),))
+    with pytest.raises(ValueError):
+        bs.scaled_shapes(shapes, 0)
+
+
+def test_auto_is_the_smallest_power_of_2_at_which_the_bytes_no_longer_raise_k_within_the_floor():
+    need = lambda f: max(1.0, 16 / f)                      # noqa: E731 - the bytes' term halves with F
+    assert bs.choose(need, 1.0, 10_000 * MBIT) == (1.0, 16)
+    assert bs.choose(need, 2.0, 10_000 * MBIT) == (2.0, 8)
+    assert bs.choose(lambda f: 1.0, 1.0, 10_000 * MBIT) == (1.0, 1)     # nothing to gain: every byte sent
+    # 10 Mbit/s: F = 2 at x8 would pace it at 0.625 Mbit/s, under the 1 Mbit/s floor: every byte sent
+    assert bs.choose(need, 1.0, 10 * MBIT) == (16.0, 1)
+    # never down to K's floor: the largest F that keeps 10 Mbit/s at 1 Mbit/s or more (8 at x1: 1.25 Mbit/s)
+    assert bs.choose(lambda f: max(1.0, 8 / f), 0.5, 10 * MBIT) == (1.0, 8)
+    assert bs.choose(need, 1.0, 1_000_000 * MBIT) == (1.0, 16)
+    assert bs.choose(lambda f: 100.0, 1.0, 10**12) == (100.0, bs.SCALE_MAX)   # never fits: the cap
+    assert bs.choose(need, 1.0, 10_000 * MBIT, fixed_k=4.0) == (4.0, 16)     # a fixed K stays
+    assert bs.floor_problem(10 * MBIT, 2.0, 8).startswith("a link of 10 Mbit/s at dilation 2 and byte_scale 8")
+    assert bs.floor_problem(10 * MBIT, 2.0, 4) is None and bs.floor_problem(10, 1000.0, 1) is None
+
+
+def test_every_link_rate_is_divided_by_k_and_f_and_its_delay_by_k_alone(tmp_path):
+    exp = load(tmp_path, "name: w\ntopology: {hosts: 2, link: {bw: 100mbit, delay: 5ms}}\n")
+    link = wall_spec(exp, 2, 4).topology.link
+    assert link.bw == 12_500_000 and link.delay == pytest.approx(0.010)
+    assert wall_spec(exp, 1, 1) is exp
+    edge = wall_graph(build_graph(exp.topology), 2, 4).links[0]
+    assert edge.params.bw == 12_500_000 and edge.params.delay == pytest.approx(0.010)
+
+
+def test_a_gpu_servers_point_is_resolved_with_k_and_f_together_and_sends_a_fth_of_each_tensor(tmp_path):
+    plain = resolved(tmp_path, gpu(f=1))
+    scaled = resolved(tmp_path, gpu())
+    assert plain.byte_scale == 1 and plain.k > scaled.k
+    f = scaled.byte_scale
+    assert f > 1 and f & (f - 1) == 0 and scaled.spec.emulation.byte_scale == f
+    assert scaled.wall_graph.links[0].params.bw == pytest.approx(10_000 * MBIT / (scaled.k * f), abs=1)
+    assert scaled.graph.links[0].params.bw == 10_000 * MBIT                 # the emulated world as written
+    full, job = plain.replay_job(), scaled.replay_job()
+    assert len(job["shapes"]) == len(full["shapes"]) and "emulated" not in full
+    sent = fileformat.shapes_bytes(tuple(job["shapes"]))
+    whole = fileformat.shapes_bytes(tuple(full["shapes"]))
+    assert whole / f <= sent <= whole / f * 1.01                            # 161 tensors, each rounded up
+    assert job["emulated"] == {"params": whole // 4, "gradient_bytes": whole, "byte_scale": f}
+    assert [p[1] for layer in job["shapes"] for p in layer] == [p[1] for layer in full["shapes"] for p in layer]
+    assert scaled.switch[0] == pytest.approx(plain.switch[0] / f, rel=0.01)  # the demand of the bytes sent
+    assert scaled.columns()["byte_scale"] == f and plain.columns()["byte_scale"] == 1
+
+
+def test_a_fixed_byte_scale_keeps_the_dilation_auto_picks_for_its_bytes_and_charges_k_times_f(tmp_path):
+    four = resolved(tmp_path, gpu(f=4, bw="1gbit"))
+    assert four.byte_scale == 4 and four.spec.emulation.byte_scale == 4
+    cpu = replay.from_profile(CAL, 2, "cpu.json")
+    assert cpu.job(2, 4)["charge"] == 4 and cpu.job(2, 4)["after_charge"] == 3    # K x F / cores
+    fixed = resolved(tmp_path, gpu(k=3, f="auto", bw="25gbit"))
+    assert fixed.k == 3 and fixed.byte_scale > 1
+
+
+def test_the_recorded_bytes_and_the_checks_rates_are_the_emulated_gradients(tmp_path):
+    point = resolved(tmp_path, gpu(f=4, k=2, bw="1gbit"))
+
+    class Observed:
+        faults, steps, usage = [], [], []
+        checks = [{"configured_bps": 125 * MBIT, "measured_bps": 120 * MBIT}]
+    row = point.to_emulated({"net_bytes_total": 100, "net_throughput_mean_bps": 10.0, "gradient_bytes": 7,
+                             "steady_bytes_per_worker_step": 3, "time_per_step_s": 2.0}, Observed)
+    assert row["net_bytes_total"] == 400 and row["steady_bytes_per_worker_step"] == 12 and row["gradient_bytes"] == 7
+    assert row["net_throughput_mean_bps"] == 10.0 * 4 * 2 and row["time_per_step_s"] == 1.0
+    assert Observed.checks[0]["configured_bps"] == 1000 * MBIT             # 1 Gbit/s, paced at 125 Mbit/s
+
+
+def test_ddp_buckets_of_scaled_gradients_are_a_fth_of_the_defaults_and_restored():
+    import torch.distributed as dist
+    from torch.nn.parallel import distributed as ddp
+
+    from workloads.replay import scaled_buckets
+    with scaled_buckets(8):
+        assert dist._DEFAULT_FIRST_BUCKET_BYTES == 2**20 // 8 and ddp._DEFAULT_BUCKET_CAP_MB == 25 / 8
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == 2**20 and ddp._DEFAULT_BUCKET_CAP_MB == 25
+
+
+@pytest.mark.parametrize("text, said", [
+    (gpu().replace("compute: replay, ", ""), "byte scaling shrinks replayed gradients: set emulation.compute: replay"),
+    (gpu().replace("host: {profile: builtin/h200/resnet50-b32}", "host: {cores: 1}").replace(
+        "torchvision/resnet50", "mlp"), "byte scaling scales the gradients of a PyTorch compute profile"),
+    (gpu(k=2, f=16, bw="10mbit"), "is paced at 0.312 Mbit/s on this machine, under the 1 Mbit/s"),
+])
+def test_byte_scaling_is_refused_where_it_cannot_hold_at_its_key(tmp_path, text, said):
+    found = [str(e) for e in issues(tmp_path, text)]
+    assert any(":3: emulation.byte_scale:" in e and said in e for e in found), found
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "-4", "true", "fast"])
+def test_a_byte_scale_is_a_whole_factor_of_at_least_1_or_auto(tmp_path, value):
+    found = [str(e) for e in issues(tmp_path, gpu(f=value))]
+    assert any("byte_scale is a whole factor of at least 1" in e for e in found), found
+
+
+def test_the_replayed_note_says_k_and_f_together(tmp_path):
+    note = rp._replay_note([resolved(tmp_path, gpu(f=4))], 2)
+    assert "byte scale 4 for 2 node(s)" in note and "bw / (K x F)" in note
