@@ -464,17 +464,17 @@ def scaled_buckets(byte_scale: float):
         dist._DEFAULT_FIRST_BUCKET_BYTES, ddp._DEFAULT_BUCKET_CAP_MB = first, cap
 
 
-def calibrate_profile(path: str, warmup: int, steps: int) -> dict:
+def calibrate_profile(path: str, warmup: int, steps: int, byte_scale: int = 1) -> dict:
     """A profile's figures for replay: its step and its layers' times as measured where it was taken, and
-    the stand-in's own step here (PyTorch: a module of the profiled shapes; TensorFlow: the profiled model,
-    built here), in the layers' backward-ready order."""
+    the stand-in's own step here (PyTorch: a module of the profiled shapes, each of 1/`byte_scale` its
+    elements; TensorFlow: the profiled model, built here), in the layers' backward-ready order."""
     from workloads.profiling import fileformat
 
     doc = fileformat.load(path)
     layers = [(layer["forward_s"], layer["backward_s"]) for layer in fileformat.replay_layers(doc)]
     real = (doc["step_s"], doc["cpu_s"])
     if doc["engine"] == "pytorch":
-        model = profile_model(fileformat.param_shapes(doc))
+        model = profile_model(fileformat.scaled_shapes(fileformat.param_shapes(doc), byte_scale))
         return _calibration(real, layers, _stand_in_steps(model, doc["batch"], warmup, steps))
     import tensorflow as tf
 
@@ -523,6 +523,7 @@ def main(argv=None) -> None:
     ap.add_argument("--model", required=True)
     ap.add_argument("--profile", default=None, help="a profile: its step, and the stand-in's here")
     ap.add_argument("--params", default="{}", help="model_params as JSON")
+    ap.add_argument("--byte-scale", type=int, default=1, help="a profile's stand-in sends 1/F of each tensor")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=CALIBRATION_WARMUP)
@@ -535,7 +536,7 @@ def main(argv=None) -> None:
         import torch
         torch.set_num_threads(args.threads)
     if args.profile:
-        result = calibrate_profile(args.profile, args.warmup, args.steps)
+        result = calibrate_profile(args.profile, args.warmup, args.steps, args.byte_scale)
     elif args.engine == "tensorflow":
         result = calibrate_tensorflow(args.model, params, args.batch, args.warmup, args.steps)
     else:

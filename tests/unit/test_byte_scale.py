@@ -34,11 +34,11 @@ def resolved(tmp_path, text, switch=lambda kind: 10_000 * MBIT):
 
 def test_each_tensor_keeps_its_place_and_dtype_with_a_fth_of_its_elements_and_at_least_one():
     shapes = [[([64, 3, 7, 7], "float32"), ([64], "float32")], [([10], "bfloat16")]]
-    assert bs.scaled_shapes(shapes, 1) == (((([64, 3, 7, 7], "float32"), ([64], "float32"))), (([10], "bfloat16"),))
-    assert bs.scaled_shapes(shapes, 8) == ((([1176], "float32"), ([8], "float32")), (([2], "bfloat16"),))
-    assert bs.scaled_shapes(shapes, 1024) == ((([10], "float32"), ([1], "float32")), (([1], "bfloat16"),))
+    assert fileformat.scaled_shapes(shapes, 1) == (((([64, 3, 7, 7], "float32"), ([64], "float32"))), (([10], "bfloat16"),))
+    assert fileformat.scaled_shapes(shapes, 8) == ((([1176], "float32"), ([8], "float32")), (([2], "bfloat16"),))
+    assert fileformat.scaled_shapes(shapes, 1024) == ((([10], "float32"), ([1], "float32")), (([1], "bfloat16"),))
     with pytest.raises(ValueError):
-        bs.scaled_shapes(shapes, 0)
+        fileformat.scaled_shapes(shapes, 0)
 
 
 def test_auto_is_the_smallest_power_of_2_at_which_the_bytes_no_longer_raise_k_within_the_floor():
@@ -46,15 +46,16 @@ def test_auto_is_the_smallest_power_of_2_at_which_the_bytes_no_longer_raise_k_wi
     assert bs.choose(need, 1.0, 10_000 * MBIT) == (1.0, 16)
     assert bs.choose(need, 2.0, 10_000 * MBIT) == (2.0, 8)
     assert bs.choose(lambda f: 1.0, 1.0, 10_000 * MBIT) == (1.0, 1)     # nothing to gain: every byte sent
-    # 10 Mbit/s: F = 2 at x8 would pace it at 0.625 Mbit/s, under the 1 Mbit/s floor: every byte sent
+    # 10 Mbit/s: F = 2 at x8 would pace it at 0.625 Mbit/s, under the 10 Mbit/s floor: every byte sent
     assert bs.choose(need, 1.0, 10 * MBIT) == (16.0, 1)
-    # never down to K's floor: the largest F that keeps 10 Mbit/s at 1 Mbit/s or more (8 at x1: 1.25 Mbit/s)
-    assert bs.choose(lambda f: max(1.0, 8 / f), 0.5, 10 * MBIT) == (1.0, 8)
+    # never down to K's floor: the largest F that keeps 100 Mbit/s at 10 Mbit/s or more (8 at x1: 12.5 Mbit/s)
+    assert bs.choose(lambda f: max(1.0, 8 / f), 0.5, 100 * MBIT) == (1.0, 8)
     assert bs.choose(need, 1.0, 1_000_000 * MBIT) == (1.0, 16)
-    assert bs.choose(lambda f: 100.0, 1.0, 10**12) == (100.0, bs.SCALE_MAX)   # never fits: the cap
+    assert bs.choose(lambda f: 50.0, 1.0, 10**12) == (50.0, bs.SCALE_MAX)     # never fits: the cap
+    assert bs.choose(lambda f: 50.0, 1.0, 10**12, cap=64) == (50.0, 64)        # the shapes' cap
     assert bs.choose(need, 1.0, 10_000 * MBIT, fixed_k=4.0) == (4.0, 16)     # a fixed K stays
     assert bs.floor_problem(10 * MBIT, 2.0, 8).startswith("a link of 10 Mbit/s at dilation 2 and byte_scale 8")
-    assert bs.floor_problem(10 * MBIT, 2.0, 4) is None and bs.floor_problem(10, 1000.0, 1) is None
+    assert bs.floor_problem(100 * MBIT, 2.0, 4) is None and bs.floor_problem(10, 1000.0, 1) is None
 
 
 def test_every_link_rate_is_divided_by_k_and_f_and_its_delay_by_k_alone(tmp_path):
@@ -121,7 +122,7 @@ def test_ddp_buckets_of_scaled_gradients_are_a_fth_of_the_defaults_and_restored(
     (gpu().replace("compute: replay, ", ""), "byte scaling shrinks replayed gradients: set emulation.compute: replay"),
     (gpu().replace("host: {profile: builtin/h200/resnet50-b32}", "host: {cores: 1}").replace(
         "torchvision/resnet50", "mlp"), "byte scaling scales the gradients of a PyTorch compute profile"),
-    (gpu(k=2, f=16, bw="10mbit"), "is paced at 0.312 Mbit/s on this machine, under the 1 Mbit/s"),
+    (gpu(k=2, f=16, bw="10mbit"), "is paced at 0.312 Mbit/s on this machine, under the 10 Mbit/s"),
 ])
 def test_byte_scaling_is_refused_where_it_cannot_hold_at_its_key(tmp_path, text, said):
     found = [str(e) for e in issues(tmp_path, text)]
@@ -137,3 +138,23 @@ def test_a_byte_scale_is_a_whole_factor_of_at_least_1_or_auto(tmp_path, value):
 def test_the_replayed_note_says_k_and_f_together(tmp_path):
     note = rp._replay_note([resolved(tmp_path, gpu(f=4))], 2)
     assert "byte scale 4 for 2 node(s)" in note and "bw / (K x F)" in note
+
+
+def test_the_stand_ins_own_step_is_calibrated_on_the_tensors_it_sends(tmp_path):
+    asked = []
+
+    def calibrate_profile(engine, path, progress, f=1):
+        asked.append(f)
+        return {**CAL, "stand_in_step_s": 0.002 * 4 / f}
+    (point,) = expand_points(load(tmp_path, gpu(f=4)))
+    scaled = rp.resolve(point, 2, calibrate_profile=calibrate_profile, switch=lambda kind: None)
+    assert asked == [1, 4] and all(h.stand_in_s == 0.002 for h in scaled.replay.values())
+
+
+def test_auto_sends_at_least_a_mebibyte_a_step_and_keeps_the_rounding_within_a_percent():
+    shapes = [[([1024, 1024], "float32")]] * 4 + [[([3], "float32")]] * 10     # 16 MiB in 4 tensors, 10 tiny ones
+    assert bs.shapes_cap(shapes, fileformat.shapes_bytes) == 16                   # 16 MiB / 16 = 1 MiB sent
+    small = [[([1000, 250], "float32")]]                                          # 1 MB: every byte
+    assert bs.shapes_cap(small, fileformat.shapes_bytes) == 1
+    many = [[([300], "float32")]] * 40_000                                        # 48 MB in tensors of 300
+    assert bs.shapes_cap(many, fileformat.shapes_bytes) == 4                     # 300 / 8 rounds up 1.3 %

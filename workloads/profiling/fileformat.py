@@ -120,6 +120,18 @@ def param_shapes(doc: dict) -> list[list[tuple[list[int], str]]]:
     return [[(p["shape"], p["dtype"]) for p in layer["params"]] for layer in replay_layers(doc)]
 
 
+def scaled_shapes(shapes, f: int) -> tuple:
+    """Each parameter of `shapes` ((shape, dtype) per parameter, per layer) as a flat tensor of 1/F its
+    elements (rounded up: at least 1), in the same order and dtype: what a byte-scaled replay sends
+    (emulation.byte_scale, testbed/emulation/byte_scale.py)."""
+    if f < 1:
+        raise ValueError(f"byte_scale must be >= 1 (got {f})")
+    if f == 1:
+        return tuple(tuple((list(shape), dtype) for shape, dtype in layer) for layer in shapes)
+    return tuple(tuple(([max(1, math.ceil(math.prod(shape) / f))], dtype) for shape, dtype in layer)
+                 for layer in shapes)
+
+
 def parameter_count(doc: dict) -> int:
     return sum(math.prod(p["shape"]) for layer in doc["layers"] for p in layer["params"])
 

@@ -67,9 +67,10 @@ def calibrate(engine: str, model: str, params: dict, batch: int, cores: float, p
                    f"{engine} {model}, batch {batch}", progress)
 
 
-def calibrate_profile(engine: str, path: str, progress=lambda msg: None) -> dict:
+def calibrate_profile(engine: str, path: str, progress=lambda msg: None, byte_scale: int = 1) -> dict:
     """A profile's replay figures (workloads/replay.py calibrate_profile): its own step and layers, and the
-    stand-in's step measured here on one CPU, cached by the profile's content."""
+    stand-in's step measured here on one CPU (of tensors of 1/`byte_scale` the elements), cached by the
+    profile's content and the scale."""
     from workloads.profiling import fileformat
 
     try:
@@ -78,8 +79,12 @@ def calibrate_profile(engine: str, path: str, progress=lambda msg: None) -> dict
         raise CalibrationError(str(err)) from err
     key = inputs(engine, doc["model"], doc["model_params"], doc["batch"], 1.0)
     key["profile"] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    scaled = ["--byte-scale", str(byte_scale)] if byte_scale > 1 else []
+    if scaled:
+        key["byte_scale"] = byte_scale
     return _cached(key, ["--engine", engine, "--model", doc["model"], "--batch", str(doc["batch"]), "--profile",
-                         str(path)], f"the stand-in of {Path(path).name}", progress)
+                         str(path), *scaled], f"the stand-in of {Path(path).name}"
+                   + (f" at byte scale {byte_scale}" if scaled else ""), progress)
 
 
 def _cached(key: dict, args: list[str], what: str, progress) -> dict:

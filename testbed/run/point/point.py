@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
-from testbed.emulation.byte_scale import choose as choose_scale, rounding_cap, scaled_shapes, to_emulated_bytes
+from testbed.emulation.byte_scale import choose as choose_scale, shapes_cap, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor
@@ -108,7 +108,7 @@ class ResolvedPoint:
         job = {"hosts": {name: host.job(self.k, f) for name, host in self.replay.items()}}
         shapes = next((host.shapes for host in self.replay.values() if host.profile is not None), None)
         if shapes is not None:          # every node replays a profile of one shape (validate)
-            job["shapes"] = [[list(param) for param in layer] for layer in scaled_shapes(shapes, f)]
+            job["shapes"] = [[list(param) for param in layer] for layer in fileformat.scaled_shapes(shapes, f)]
             if f > 1:                   # what the start event records: the emulated gradient's
                 params = sum(math.prod(shape) for layer in shapes for shape, _ in layer)
                 job["emulated"] = {"params": params, "gradient_bytes": 4 * params, "byte_scale": f}
@@ -190,6 +190,9 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
         graph = _unbudgeted(graph)
         hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
         k, f, carried = replay_factors(spec, hosts, link_bandwidth(graph), machine, switch)
+        if f > 1:       # the stand-ins' own step and CPU, of the tensors they send (K was chosen on the whole's)
+            hosts = replay_hosts(spec, graph, machine, calibrate, progress,
+                                 lambda engine, path, said: calibrate_profile(engine, path, said, f))
         spec = with_dilation(spec, k) if spec.emulation.dilation == "auto" else spec
         spec = with_byte_scale(spec, f) if spec.emulation.byte_scale == "auto" else spec
     wall = dil.wall_spec(spec, k, f)
@@ -214,7 +217,9 @@ def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: 
     shapes = next((h.shapes for h in hosts.values() if h.profile is not None), None)
 
     def sent(f: float) -> float:        # the gradient's bytes over the bytes a node sends at F
-        return f if f in (1, math.inf) or shapes is None else gradient / fileformat.shapes_bytes(scaled_shapes(shapes, f))
+        if f in (1, math.inf) or shapes is None:
+            return f
+        return gradient / fileformat.shapes_bytes(fileformat.scaled_shapes(shapes, f))
 
     def need(f: float) -> float:        # the dilation auto picks for the bytes sent at F
         cpu = replay_factor(list(hosts.values()), w.engine, strategy, gradient, bw, machine, spec.emulation.reserve,
@@ -222,7 +227,7 @@ def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: 
         return max(cpu, switch_factor(demand / sent(f), capacity))
     fixed = None if spec.emulation.dilation == "auto" else spec.emulation.factor
     if spec.emulation.byte_scale == "auto":     # the smallest F at which K (auto's, or the file's) covers the bytes
-        cap = rounding_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
+        cap = shapes_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
         k, f = choose_scale(need, max(need(math.inf), fixed or 1.0), bw, fixed, cap)
     else:
         f = spec.emulation.scale
@@ -281,11 +286,11 @@ def resolve_all(points: list[RunPoint], machine: int, progress=lambda msg: None,
     replayed = [r for p, r in zip(points, out) if id(p) not in factors and r.replay is not None
                 and (p.spec.emulation.dilation == "auto" or p.spec.emulation.byte_scale != 1)]
     if replayed:
-        progress(_replay_note(replayed, machine))
+        progress(_replay_note(replayed, machine, any(p.spec.emulation.dilation == "auto" for p in points)))
     return out
 
 
-def _replay_note(points: list[ResolvedPoint], machine: int) -> str:
+def _replay_note(points: list[ResolvedPoint], machine: int, auto: bool = True) -> str:
     """What `dilation: auto` and `byte_scale` chose for replayed points, by factor."""
     by_k: dict[tuple[float, int], set] = {}
     for r in points:
@@ -295,6 +300,8 @@ def _replay_note(points: list[ResolvedPoint], machine: int) -> str:
              for (k, f), sizes in sorted(by_k.items())]
     how = (" (byte scale F: gradients of 1/F the elements over links of bw / (K x F); auto: the smallest power of 2 "
            "at which the gradient bytes no longer raise K)") if scaled else ""
+    if not auto:
+        return f"replayed compute: {'; '.join(parts)}{how}"
     return (f"dilation auto (replayed compute): {'; '.join(parts)} (each point the smallest factor at which its "
             f"nodes' communication and framework fill at most a tenth of this machine's {machine} cores outside the "
             f"reserve, and the links that send at once at most {SWITCH_UTILISATION:.0%} of what its switch carries)"
