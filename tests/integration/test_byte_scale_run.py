@@ -18,7 +18,9 @@ checks: {iperf: true, ping: false}
 monitor: {interval: 2s}
 sweep: {emulation.byte_scale: [1, 4]}
 """
-TOLERANCE = 0.15      # measured: 11 % longer at F = 4 (twice), 2.5 % at 2, 28 % at 8 (docs/faithful-compute.md)
+# measured: 11-15 % longer at F = 4 (three runs), 2.5 % at 2, 28 % at 8 (docs/faithful-compute.md): what does not
+# scale (the messages' fixed costs, TCP at the slower wall rate) grows with F
+TOLERANCE = 0.20
 
 
 def test_a_quarter_of_the_bytes_over_links_a_quarter_as_fast_keeps_the_steady_step(tmp_path, root, no_leftovers):
