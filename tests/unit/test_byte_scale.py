@@ -158,3 +158,14 @@ def test_auto_sends_at_least_a_mebibyte_a_step_and_keeps_the_rounding_within_a_p
     assert bs.shapes_cap(small, fileformat.shapes_bytes) == 1
     many = [[([300], "float32")]] * 40_000                                        # 48 MB in tensors of 300
     assert bs.shapes_cap(many, fileformat.shapes_bytes) == 4                     # 300 / 8 rounds up 1.3 %
+
+
+def test_the_report_says_the_byte_scale_where_the_dilation_is_said():
+    import pandas as pd
+
+    from analysis.tables import faithful
+    runs = pd.DataFrame(dict(run_id=["a", "b"], hosts=[2, 4], status="ok", compute="replay", cores=16.0,
+                             dilation=[1.25, 2.0], byte_scale=[64, 1], node_cores="", machine_cores=2))
+    said = faithful.setup_sentence(runs)
+    assert "dilation ×1.25 to ×2" in said and "gradients byte-scaled ×64 (1/F of the elements" in said
+    assert "byte-scaled" not in faithful.setup_sentence(runs.drop(columns="byte_scale"))    # older results: F 1
