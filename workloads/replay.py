@@ -151,15 +151,16 @@ class Contention:
     - The rest of the step's CPU beyond the stand-in's own (`own_cpu_s`: the communication after the
       backward pass, the framework's work between the waits) ran at a whole CPU where that machine's
       cores give it 1/K of one each: `after` = K / cores - 1 (at least 0). `close()`, at the end of each
-      step, waits for it.
+      step, waits for it, and for `unsent_wait_s`: under byte scaling, what the exchange's CPU for the
+      bytes not sent would have taken there (emulation.byte_scale).
     `charged_cpu_s`: all the CPU waited for so far (the verdict bounds only the rest)."""
 
     MIN_WAIT_S = 1e-4
     ROUNDS = 50
 
     def __init__(self, during: float, after: float = 0.0, own_cpu_s: float = 0.0, others=others_cpu_s,
-                 total=process_cpu_s):
-        self.during, self.after, self.own_cpu_s = during, after, own_cpu_s
+                 total=process_cpu_s, unsent_wait_s: float = 0.0):
+        self.during, self.after, self.own_cpu_s, self.unsent_wait_s = during, after, own_cpu_s, unsent_wait_s
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
         self._mark = others()
@@ -188,6 +189,8 @@ class Contention:
         rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
         if self.after > 0 and rest * self.after >= self.MIN_WAIT_S:
             self._charge(rest, rest * self.after)
+        if self.unsent_wait_s > 0:      # byte scaling: what the bytes not sent would have cost there
+            time.sleep(self.unsent_wait_s)
         self._step_from, self._step_charged = self.total(), 0.0
 
     def _charge(self, cpu_s: float, wait_s: float) -> None:

@@ -67,14 +67,14 @@ class HostReplay:
         took here, unbudgeted: K / cores - 1."""
         return max(0.0, k / self.cores - 1.0) if self.cores > 0 else 0.0
 
-    def job(self, k: float, byte_scale: float = 1.0) -> dict:
+    def job(self, k: float, unsent_cpu_s: float = 0.0) -> dict:
         """The node's entry of the job document: its wait per step on the wall clock, with layers that wait
-        split over them, and the contention's charge. Under byte scaling each CPU second of its communication
-        here stands for `byte_scale` of the machine it stands for (per-byte work): charged as K x F."""
+        split over them, and the contention's charge. Under byte scaling, `unsent_cpu_s`: the CPU per step of
+        the bytes it does not send (scaled_cpu_s), which never ran here: each step waits it at K / cores."""
         wait = self.wall_wait(k)
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
-                "charge": self.charge(k * byte_scale), "after_charge": self.after_charge(k * byte_scale),
-                "own_cpu_s": self.stand_in_cpu_s}
+                "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
+                "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
@@ -100,6 +100,13 @@ def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
     if strategy == "ps":
         return 2 * gradient_bytes
     return 0.0
+
+
+def unsent_cpu_s(engine: str, strategy: str, workers: int, gradient_bytes: int, sent_bytes: int) -> float:
+    """Under byte scaling, the CPU per step a node's exchange would have spent on the bytes it does not send
+    (the gradient's less the scaled one's, at COMM_CPU_PER_BYTE_S): per-byte work only, the messages' fixed
+    costs already ran here."""
+    return comm_bytes(strategy, workers, max(0, gradient_bytes - sent_bytes)) * COMM_CPU_PER_BYTE_S[engine]
 
 
 def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_bytes: int, bw_bps: int | None,

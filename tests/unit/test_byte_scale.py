@@ -86,11 +86,20 @@ def test_a_gpu_servers_point_is_resolved_with_k_and_f_together_and_sends_a_fth_o
     assert scaled.columns()["byte_scale"] == f and plain.columns()["byte_scale"] == 1
 
 
-def test_a_fixed_byte_scale_keeps_the_dilation_auto_picks_for_its_bytes_and_charges_k_times_f(tmp_path):
+def test_a_fixed_byte_scale_keeps_its_dilation_and_waits_what_the_bytes_not_sent_would_have_cost(tmp_path):
     four = resolved(tmp_path, gpu(f=4, bw="1gbit"))
     assert four.byte_scale == 4 and four.spec.emulation.byte_scale == 4
-    cpu = replay.from_profile(CAL, 2, "cpu.json")
-    assert cpu.job(2, 4)["charge"] == 4 and cpu.job(2, 4)["after_charge"] == 3    # K x F / cores
+    # 2 workers, 1 MB of which 125 kB sent: 875 kB not sent each way, at 12 ns a byte
+    unsent = replay.unsent_cpu_s("pytorch", "allreduce", 2, 1_000_000, 125_000)
+    assert unsent == pytest.approx(2 * 875_000 * replay.COMM_CPU_PER_BYTE_S["pytorch"])
+    cpu = replay.from_profile(CAL, 2, "cpu.json").job(4, unsent)
+    assert cpu["charge"] == 2 and cpu["after_charge"] == 1 and cpu["unsent_wait_s"] == pytest.approx(unsent * 4 / 2)
+    gpus = four.replay_job()["hosts"]["h1"]      # 16 cores: a sixteenth of it a core, x K
+    sent = fileformat.shapes_bytes(tuple(four.replay_job()["shapes"]))
+    assert gpus["unsent_wait_s"] == pytest.approx(replay.unsent_cpu_s("pytorch", "allreduce", 2, 102228128, sent)
+                                                  * four.k / 16)
+    assert "unsent_wait_s" not in resolved(tmp_path, gpu(f=1)).replay_job()["hosts"]["h1"] or \
+        resolved(tmp_path, gpu(f=1)).replay_job()["hosts"]["h1"]["unsent_wait_s"] == 0
     fixed = resolved(tmp_path, gpu(k=3, f="auto", bw="25gbit"))
     assert fixed.k == 3 and fixed.byte_scale > 1
 

@@ -22,7 +22,7 @@ from testbed.emulation import dilation as dil
 from testbed.emulation.byte_scale import choose as choose_scale, shapes_cap, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
-from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor
+from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor, unsent_cpu_s
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.run.point import calibration, switch_capacity
 from testbed.run.point.record import link_bandwidth
@@ -104,9 +104,14 @@ class ResolvedPoint:
         """The job document's `replay` section: each node's waits on the wall clock (None: real compute)."""
         if self.replay is None:
             return None
-        f = self.byte_scale
-        job = {"hosts": {name: host.job(self.k, f) for name, host in self.replay.items()}}
+        f, unsent = self.byte_scale, 0.0
         shapes = next((host.shapes for host in self.replay.values() if host.profile is not None), None)
+        if shapes is not None and f > 1:
+            w = self.spec.workload
+            unsent = unsent_cpu_s(w.engine, w.strategy if w.strategy == "ps" else "allreduce", len(self.replay),
+                                  fileformat.shapes_bytes(shapes),
+                                  fileformat.shapes_bytes(fileformat.scaled_shapes(shapes, f)))
+        job = {"hosts": {name: host.job(self.k, unsent) for name, host in self.replay.items()}}
         if shapes is not None:          # every node replays a profile of one shape (validate)
             job["shapes"] = [[list(param) for param in layer] for layer in fileformat.scaled_shapes(shapes, f)]
             if f > 1:                   # what the start event records: the emulated gradient's
