@@ -21,7 +21,7 @@ MAX_PERIOD_US = 1_000_000    # ... over its longest period
 MIN_CORES = MIN_QUOTA_US / MAX_PERIOD_US   # 0.001 core: the smallest budget a quota holds (cores / dilation)
 MAX_DILATION = 1000.0        # one emulated second per 1000 s of wall clock is already 16 minutes
 MAX_BYTE_SCALE = 1024        # replayed gradients of 1/F the elements: a 500 MB gradient is still 0.5 MB
-MIN_SCALED_BANDWIDTH = 10_000_000  # 10 Mbit/s: below it a byte-scaled step read 28 % long and more (measured)
+MIN_SCALED_BANDWIDTH = 10_000_000  # 10 Mbit/s: below it byte-scaled steps read long (testbed/emulation/byte_scale.py)
 
 # ---- the network ----
 MAX_HOSTS = 4094             # a /20; per host a shell, a veth pair and a switch port on this machine

@@ -11,10 +11,11 @@ rates recorded, and the checks' rates, are multiplied back by F (`EMULATED_BYTE_
 bytes' CPU and their demand on the switch no longer raise K above what the point needs without them (the
 stand-ins' own CPU; a dilation the file fixed, where it did), no larger than SCALE_MAX, than keeps the narrowest
 link at MIN_SCALED_BANDWIDTH or more on the wall clock, nor than keeps MIN_SENT_BYTES of the gradient sent
-a step and the tensors' rounding up within ROUNDING_MAX of the bytes (`shapes_cap`). The floors are measured:
-a 1 MB gradient over 100 Mbit/s read a steady step 2.5 %, 11 % and 28 % longer at F = 2, 4 and 8 (wall rates
-50, 25 and 12.5 Mbit/s, 540 to 135 kB sent), and 50 times longer at F = 256 (4 kB sent at 3 Mbit/s): what
-does not scale (the messages' fixed costs, TCP at a low rate) grows with F.
+a step and the tensors' rounding up within ROUNDING_MAX of the bytes (`shapes_cap`). The floors come from
+measurements under an earlier charge of the measured CPU x F (a 1 MB gradient over 100 Mbit/s: 2.5 %, 11 % and
+28 % longer at F = 2, 4 and 8, 50 times longer at F = 256, 4 kB sent at 3 Mbit/s); with the CPU of the bytes
+not sent waited instead (replayed_compute.unsent_cpu_s), F = 8 read within 1 % of every byte sent where no
+CPU contention is estimated (docs/faithful-compute.md).
 """
 from __future__ import annotations
 
@@ -69,16 +70,6 @@ def choose(need: Callable[[int], float], k_floor: float, narrowest_bps: int | No
     while f < top and need(f) > k_floor:
         f *= 2
     return k_of(f), f
-
-
-def floor_problem(narrowest_bps: int, k: float, f: int) -> str | None:
-    """What is wrong with a byte scale F that paces the narrowest link under MIN_SCALED_BANDWIDTH (None: nothing)."""
-    if f <= 1 or wall_rate(narrowest_bps, k, f) >= MIN_SCALED_BANDWIDTH:
-        return None
-    return (f"a link of {narrowest_bps / 1e6:g} Mbit/s at dilation {k:g} and byte_scale {f} is paced at "
-            f"{wall_rate(narrowest_bps, k, f) / 1e6:.3g} Mbit/s on this machine, under the "
-            f"{MIN_SCALED_BANDWIDTH / 1e6:g} Mbit/s byte scaling holds to (too few segments in flight for TCP to "
-            "behave as at the rate emulated): a smaller byte_scale, or auto")
 
 
 def to_emulated_bytes(row: dict, f: int, columns=EMULATED_BYTE_COLUMNS) -> dict:

@@ -48,8 +48,8 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
     outside the swept keys makes new run ids and never resumes into the old results. `expect:` is left
     out: it judges the results, it does not change the run (a changed bound judges the same runs again).
     Settings added later are left out at their defaults too (workload.communication plain, workload.balance
-    none, workload.learning_rate 0.001 and lr_scaling none, a host's profile null), so that files written
-    before them keep their ids."""
+    none, workload.learning_rate 0.001 and lr_scaling none, a host's profile null, emulation.byte_scale 1), so
+    that files written before them keep their ids."""
     point = {key: value for key, value in resolved.items() if key != "expect"}
     workload = point.get("workload")
     if isinstance(workload, dict) and workload.get("communication") == _PLAIN:
@@ -60,6 +60,9 @@ def run_id(params: dict[str, Any], repeat: int, resolved: dict[str, Any]) -> str
         point["workload"] = {k: v for k, v in point["workload"].items() if (k, v) not in _RATE_DEFAULTS}
     if isinstance(point.get("topology"), dict):
         point["topology"] = _without_null_profiles(point["topology"])
+    emulation = point.get("emulation")
+    if isinstance(emulation, dict) and emulation.get("byte_scale") == 1:
+        point["emulation"] = {k: v for k, v in emulation.items() if k != "byte_scale"}
     blob = json.dumps({"params": params, "repeat": repeat, "point": point}, sort_keys=True,
                       separators=(",", ":"), default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]

@@ -4,6 +4,7 @@ switch demand, contention charges), the figures recorded in emulated bytes, DDP'
 import pytest
 
 from testbed.emulation import byte_scale as bs
+from testbed.spec.rules import byte_scale as rules
 from testbed.emulation import replayed_compute as replay
 from testbed.emulation.dilation import wall_graph, wall_spec
 from testbed.run.point import point as rp
@@ -54,8 +55,8 @@ def test_auto_is_the_smallest_power_of_2_at_which_the_bytes_no_longer_raise_k_wi
     assert bs.choose(lambda f: 50.0, 1.0, 10**12) == (50.0, bs.SCALE_MAX)     # never fits: the cap
     assert bs.choose(lambda f: 50.0, 1.0, 10**12, cap=64) == (50.0, 64)        # the shapes' cap
     assert bs.choose(need, 1.0, 10_000 * MBIT, fixed_k=4.0) == (4.0, 16)     # a fixed K stays
-    assert bs.floor_problem(10 * MBIT, 2.0, 8).startswith("a link of 10 Mbit/s at dilation 2 and byte_scale 8")
-    assert bs.floor_problem(100 * MBIT, 2.0, 4) is None and bs.floor_problem(10, 1000.0, 1) is None
+    assert rules.floor_problem(10 * MBIT, 2.0, 8).startswith("a link of 10 Mbit/s at dilation 2 and byte_scale 8")
+    assert rules.floor_problem(100 * MBIT, 2.0, 4) is None and rules.floor_problem(10, 1000.0, 1) is None
 
 
 def test_every_link_rate_is_divided_by_k_and_f_and_its_delay_by_k_alone(tmp_path):

@@ -175,7 +175,7 @@ class LiveNetwork:
         if not given:
             raise ValueError("set_link: give bw, delay or loss, e.g. set_link('h1', 's1', bw='2mbit')")
         key = self._link_key(a, b)
-        wall = dil.wall_link(parsed(LinkParams, given), self.point.k, self.point.byte_scale)
+        wall = dil.wall_link(parsed(LinkParams, given), self.point.k, getattr(self.point, "byte_scale", 1))
         change = {k: getattr(wall, k) for k in given}
         self._refuse(change, netem="delay" in change or "loss" in change)
         ctx = self._context([(a, b)])

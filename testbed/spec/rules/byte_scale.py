@@ -2,7 +2,7 @@
 gradient shapes the testbed scales, over links it can pace at bw / (K x F)."""
 from __future__ import annotations
 
-from testbed.emulation.byte_scale import floor_problem
+import testbed.limits as limits
 from testbed.spec.graph import Graph
 from testbed.spec.models import Experiment
 from testbed.spec.rules.model import profiles
@@ -38,3 +38,14 @@ def byte_scale_problems(exp: Experiment, graph: Graph) -> list[Problem]:
         if problem:
             out.append(Problem(KEY, problem, ("topology.link.bw", "emulation.dilation")))
     return out
+
+
+def floor_problem(narrowest_bps: int, k: float, f: int) -> str | None:
+    """What is wrong with a byte scale F that paces the narrowest link under limits.MIN_SCALED_BANDWIDTH on the wall
+    clock at dilation K (None: nothing)."""
+    wall, floor = narrowest_bps / (k * f), limits.MIN_SCALED_BANDWIDTH
+    if f <= 1 or wall >= floor:
+        return None
+    return (f"a link of {narrowest_bps / 1e6:g} Mbit/s at dilation {k:g} and byte_scale {f} is paced at "
+            f"{wall / 1e6:.3g} Mbit/s on this machine, under the {floor / 1e6:g} Mbit/s byte scaling holds to "
+            "(a scaled step reads longer at slow wall rates): a smaller byte_scale, or auto")
