@@ -159,6 +159,7 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss
 def pytorch_task(job, args, emit) -> None:
     if job.get("strategy") not in ("single", "allreduce"):
         raise ValueError(f"engine pytorch runs strategies single and allreduce, not {job.get('strategy')!r}")
+    cpuquota.load_engine("torch", "torch.distributed")
     run_training(job, emit)
 
 
