@@ -25,13 +25,12 @@ case "$verb" in
     fi
     # Every test: the unit tests on all cores at once (pytest-xdist), then the integration tests one
     # after another, since they share the machine's network, its CPU budgets and its timers. The
-    # images the integration tests need are built meanwhile (cached after); the unit tests yield the CPU
-    # to them, since the integration tests wait for the images, not for the unit tests.
+    # images the integration tests need are built meanwhile, at low priority (cached after).
     unit=0 integration=0
     log=$(mktemp -t dltb-prebuild.XXXXXX)
-    .venv/bin/python tests/prebuild_images.py --log "$log" & prebuild=$!
+    nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$log" & prebuild=$!
     trap 'kill "$prebuild" 2>/dev/null || true; rm -f "$log"' EXIT   # (a trap's failure would be the exit status)
-    nice -n 10 .venv/bin/python -m pytest -n auto tests/unit || unit=$?
+    .venv/bin/python -m pytest -n auto tests/unit || unit=$?
     [ "$unit" -eq 2 ] && exit 2          # interrupted (Ctrl-C): stop here
     echo "waiting for the images the integration tests use (log $log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
