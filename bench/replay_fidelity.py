@@ -106,14 +106,15 @@ def steady_steps_ms(out: Path) -> dict:
     return found
 
 
-def ratio_interval(replayed: str, real: str, seed: int = 0) -> tuple[float, float]:
-    """The LEVEL interval of median(replayed) / median(real), both runs' steady steps resampled."""
-    a, b = (np.array([float(x) for x in str(text).split()]) for text in (replayed, real))
-    if len(a) < 2 or len(b) < 2:
+def ratio_interval(replayed: str, reals: list[str], seed: int = 0) -> tuple[float, float]:
+    """The LEVEL interval of the run's error as verdict_lines measures it: median(replayed) over the median
+    of the real runs' medians, every run's steady steps resampled."""
+    a, *bs = (np.array([float(x) for x in str(text).split()]) for text in (replayed, *reals))
+    if len(a) < 2 or not bs or any(len(b) < 2 for b in bs):
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    ratios = (np.median(rng.choice(a, (RESAMPLES, len(a))), axis=1) /
-              np.median(rng.choice(b, (RESAMPLES, len(b))), axis=1))
+    medians = lambda x: np.median(rng.choice(x, (RESAMPLES, len(x))), axis=1)  # noqa: E731
+    ratios = medians(a) / np.median([medians(b) for b in bs], axis=0)
     tail = (1 - LEVEL) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(lo), float(hi)
@@ -146,9 +147,9 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict_lines(rows: pd.DataFrame) -> list[str]:
-    """Each replayed run's error against the real run of its configuration and repeat (else the first),
-    with its interval, and what the verdict read, where the real runs read `ok` (a reference whose own
-    verdict reads `degraded` judges nothing: its configurations are counted apart)."""
+    """Each replayed run's error against the median real run of its configuration, with its interval, and
+    what the verdict read, where the real runs read `ok` (a reference whose own verdict reads `degraded`
+    judges nothing: its configurations are counted apart)."""
     ok = rows[rows["status"] == "ok"]
     judged, unjudged = [], 0
     for _, g in ok.groupby(["engine", "model", "hosts", "bw_bps"]):
@@ -159,8 +160,7 @@ def verdict_lines(rows: pd.DataFrame) -> list[str]:
             continue
         median = real["steady_step_s"].median()
         for _, run in replayed.iterrows():
-            same = real[real["repeat"] == run["repeat"]]
-            lo, hi = ratio_interval(run["steady_steps_ms"], (same if len(same) else real).iloc[0]["steady_steps_ms"])
+            lo, hi = ratio_interval(run["steady_steps_ms"], real["steady_steps_ms"].to_list())
             sure = lo > 1.05 or hi < 0.95
             judged.append((abs(run["steady_step_s"] / median - 1), run["fidelity"] == "ok", run["replay_cpu_bound"],
                            lo, hi, sure, f"{run['engine']} {run['model']} {run['bw']}"))
