@@ -7,8 +7,8 @@ output marked), the backward pass (from `loss.backward()`, each parameter's grad
 is accumulated), and the optimizer step. Marks are CUDA events on a GPU (read after the step's
 synchronize) and perf_counter on the CPU. Steps alternate between plain (step boundaries only: the
 step's times) and detailed (every layer marked: how the step splits over the layers), so the hooks'
-own cost stays out of the step's time. Then idle steps: each after a pause of one of IDLE_GAPS_S, as a
-node's compute follows its wait for the network. Caches gone cold, a core woken from idle, a GPU
+own cost stays out of the step's time. Then idle steps: each after a pause of one of IDLE_GAPS_S (as a
+node's compute follows its wait for the network) and then one in a row, to compare with. Caches gone cold, a core woken from idle, a GPU
 clocked down: the step after a pause can take more than the ones in a row (`idle` in the profile).
 """
 from __future__ import annotations
@@ -30,9 +30,10 @@ class Recorder:
 
         self.torch, self.cuda = torch, device.startswith("cuda")
         self.warmup, self.steps = warmup, steps
-        self.pauses = [gap for gap in idle_gaps for _ in range(idle_repeats)]   # still to take, in order
-        self.gap: float | None = None    # the pause before the step being recorded (None: a step in a row)
-        self.idle: list[tuple[float, float]] = []      # (pause, cycle) of each idle step
+        # still to take, in order: each pause, then a step in a row (0) to compare with, the pauses in turn
+        self.pauses = [x for _ in range(idle_repeats) for gap in idle_gaps for x in (gap, 0.0)]
+        self.gap: float | None = None    # the pause before the step being recorded (None: not an idle step yet)
+        self.idle: list[tuple[float, float]] = []      # (pause, cycle) of each idle step and the one after it
         self.step_index = -1            # the step being recorded (-1: before the first optimizer step)
         self.marks: dict = {}
         self.layers: list = []          # modules owning parameters, in first-forward order
@@ -141,8 +142,9 @@ class Recorder:
             if not self.pauses:
                 raise EnoughSteps()
             self.gap = self.pauses.pop(0)
-            time.sleep(self.gap)
-            self.marks = {"end": self.now(), "cpu": time.process_time()}
+            if self.gap:
+                time.sleep(self.gap)
+                self.marks = {"end": self.now(), "cpu": time.process_time()}
 
     def _keep(self, marks: dict, end, cpu: float) -> None:
         s = self.seconds
@@ -188,7 +190,7 @@ class Recorder:
                           "backward_s": by_ready[e["index"]], "grad_ready_s": ready[e["index"]],
                           "params": shapes[e["index"]]} for e in layers]
         out["buckets"] = buckets([(i, p) for i, _, p in self.params if p.requires_grad], ready, order)
-        out["idle"] = idle_extra(self.idle, out["cycle_s"])
+        out["idle"] = idle_extra(self.idle)
         return out
 
     def _name(self, index: int) -> str:
@@ -207,12 +209,14 @@ class Recorder:
         self.qualified = {i: where.get(id(m)) or type(m).__name__ for i, m in enumerate(self.layers)}
 
 
-def idle_extra(idle: list[tuple[float, float]], cycle_s: float) -> list[list[float]]:
-    """[pause, extra] per pause: the median cycle of the steps after it, less the cycle of steps in a row."""
+def idle_extra(idle: list[tuple[float, float]]) -> list[list[float]]:
+    """[pause, extra] per pause: the median over its steps of what the step after the pause took beyond the
+    step right after it (a machine whose speed drifts while it measures drifts out of the difference)."""
     by_gap: dict[float, list[float]] = {}
-    for gap, cycle in idle:
-        by_gap.setdefault(gap, []).append(cycle)
-    return [[gap, max(0.0, statistics.median(cycles) - cycle_s)] for gap, cycles in sorted(by_gap.items())]
+    for (gap, cold), (after, hot) in zip(idle, idle[1:]):
+        if gap > 0 and after == 0:
+            by_gap.setdefault(gap, []).append(cold - hot)
+    return [[gap, max(0.0, statistics.median(extra))] for gap, extra in sorted(by_gap.items())]
 
 
 def buckets(params: list, ready: list[float], order: list[int]) -> list[list[int]]:
