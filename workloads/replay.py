@@ -195,7 +195,18 @@ class Contention:
         time.sleep(wait_s)
 
 
-def _wait_function(contention: Contention | None):
+def idle_wait(gap_s: float, points) -> float:
+    """The extra compute after a pause of `gap_s`, linear between the profile's (pause, extra) points, from
+    none at no pause, and the last point's beyond it."""
+    last_gap, last_extra = 0.0, 0.0
+    for gap, extra in points:
+        if gap_s <= gap:
+            return last_extra + (extra - last_extra) * (gap_s - last_gap) / (gap - last_gap)
+        last_gap, last_extra = gap, extra
+    return last_extra
+
+
+def _wait_function(contention: Contention | None, clock: dict):
     import torch
 
     class Wait(torch.autograd.Function):
@@ -213,21 +224,26 @@ def _wait_function(contention: Contention | None):
             time.sleep(ctx.backward_s)
             if contention is not None:
                 contention.settle()
+            clock["computed"] = time.perf_counter()
             return (grad, None, None, *[torch.zeros_like(p) for p in ctx.params])
     return Wait
 
 
-def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None):
+def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None,
+             idle=()):
     """A torch module that owns `model`'s parameters and replays its compute: `waits` holds each
     parameter layer's (forward, backward) seconds (parameter_layers order), `contention` what the
-    communication's CPU takes from them. Its output has the shape of the model's logits (batch x classes)."""
+    communication's CPU takes from them, `idle` the (pause, extra) points of the compute after a pause
+    (idle_wait): a step's forward waits them for the time since the last backward wait ended. Its output
+    has the shape of the model's logits (batch x classes)."""
     import torch
     from torch import nn
 
     layers = parameter_layers(model)
     if len(waits) != len(layers):
         raise ValueError(f"{len(waits)} layer waits for a model of {len(layers)} parameter layers")
-    wait = _wait_function(contention)
+    clock: dict = {}                    # "computed": when the last backward wait ended
+    wait = _wait_function(contention, clock)
 
     class StandIn(nn.Module):
         def __init__(self):
@@ -237,6 +253,8 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: 
         def forward(self, x):
             if contention is not None:
                 contention.begin()
+            if idle and "computed" in clock:
+                time.sleep(idle_wait(time.perf_counter() - clock["computed"], idle))
             h = torch.zeros(1)
             for layer, (forward_s, backward_s) in zip(layers, waits):
                 h = wait.apply(h, forward_s, backward_s, *layer.parameters(recurse=False))

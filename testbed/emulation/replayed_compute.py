@@ -51,6 +51,7 @@ class HostReplay:
     profile: str | None = None     # the compute profile it replays, as the file named it (None: calibrated here)
     shapes: tuple = ()             # a profile's parameters per layer, (shape, dtype) in replay order
     shares_cpu: bool = True        # its compute ran on the CPU cores its communication uses (not a GPU)
+    idle: tuple[tuple[float, float], ...] = ()  # a profile's (pause, extra compute) points: the step after a pause
 
     def wall_wait(self, k: float) -> float:
         """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
@@ -72,7 +73,8 @@ class HostReplay:
         split over them, and the contention's charge."""
         wait = self.wall_wait(k)
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)], "charge": self.charge(k),
-                "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s}
+                "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
+                "idle": [[k * gap, k * extra] for gap, extra in self.idle]}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
@@ -82,12 +84,12 @@ def from_calibration(cal: dict, cores: float) -> HostReplay:
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
 
 
-def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu") -> HostReplay:
+def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu", idle=()) -> HostReplay:
     """A node's replay from a profile's calibration: the machine profiled (`cores`, computing on `device`), its
-    step as measured there, the parameters' `shapes` it all-reduces."""
+    step as measured there, the parameters' `shapes` it all-reduces, its compute after a pause (`idle`)."""
     return HostReplay(cores, cal["real_step_s"], cal["stand_in_step_s"], cal["stand_in_cpu_s"],
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name,
-                      tuple(tuple(layer) for layer in shapes), device == "cpu")
+                      tuple(tuple(layer) for layer in shapes), device == "cpu", tuple(idle))
 
 
 def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:

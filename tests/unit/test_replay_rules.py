@@ -244,6 +244,32 @@ def test_the_pytorch_stand_in_waits_layer_by_layer_and_gives_every_parameter_a_g
     assert all(p.grad is not None and p.grad.shape == p.shape and not p.grad.any() for p in model.parameters())
 
 
+def test_the_compute_after_a_pause_is_read_between_the_profiles_points_and_dilated_with_the_world():
+    points = ((0.1, 0.004), (0.3, 0.010), (1.0, 0.012))
+    assert standins.idle_wait(0.0, points) == 0 and standins.idle_wait(0.05, points) == pytest.approx(0.002)
+    assert standins.idle_wait(0.2, points) == pytest.approx(0.007) and standins.idle_wait(5.0, points) == 0.012
+    assert standins.idle_wait(0.5, ()) == 0
+    host = replay.from_profile(CAL, 1, "p.json", idle=points)
+    assert host.job(4)["idle"] == [[0.4, 0.016], [1.2, 0.04], [4.0, 0.048]]     # a pause and its compute, x K
+    assert replay.from_calibration(CAL, 1).job(4)["idle"] == []
+
+
+def test_the_pytorch_stand_in_waits_the_compute_after_a_pause_before_its_next_forward():
+    import torch
+
+    from workloads import torch_models
+    model = torch_models.build("mlp", {"width": 8, "depth": 1})
+    standin = standins.stand_in(model, [(0.0, 0.0)] * 2, 10, idle=((0.05, 0.2),))
+    x = torch.zeros(3, 1)
+    t0 = time.perf_counter()
+    standin(x).sum().backward()                 # the first step: no pause before it
+    first = time.perf_counter() - t0
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    standin(x)
+    assert first < 0.1 and time.perf_counter() - t0 >= 0.2
+
+
 def test_the_pytorch_stand_ins_backward_waits_for_the_communications_cpu_after_each_layer():
     import torch
 
