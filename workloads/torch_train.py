@@ -56,7 +56,7 @@ def run_training(job: dict, emit: Emitter) -> None:
         contention = replay.Contention(float(mine.get("charge", 0.0)), float(mine.get("after_charge", 0.0)),
                                        float(mine.get("own_cpu_s", 0.0)))
         waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
-        model = replay.stand_in(model, waits, 1, contention, [tuple(x) for x in mine.get("idle", [])])
+        model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()))
         dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})

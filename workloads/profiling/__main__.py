@@ -136,7 +136,8 @@ def main(argv=None) -> int:
     print(f"{args.out}: step {doc['step_s'] * 1e3:.2f} ms (forward {doc['forward_s'] * 1e3:.2f}, backward "
           f"{doc['backward_s'] * 1e3:.2f}, optimizer {doc['optimizer_s'] * 1e3:.2f}; input {doc['input_s'] * 1e3:.2f}), "
           f"{len(doc['layers'])} layers, {doc['parameters']:,} parameters, on {device_name}"
-          + "".join(f"; after a {gap:g} s pause +{extra * 1e3:.2f} ms" for gap, extra in doc["idle"][-1:]), flush=True)
+          + "".join(f"; after a {gap:g} s pause +{extra * 1e3:.2f} ms" for gap, extra in doc["idle"][-1:]),
+          flush=True)
     return 0
 
 

@@ -8,8 +8,9 @@ is accumulated), and the optimizer step. Marks are CUDA events on a GPU (read af
 synchronize) and perf_counter on the CPU. Steps alternate between plain (step boundaries only: the
 step's times) and detailed (every layer marked: how the step splits over the layers), so the hooks'
 own cost stays out of the step's time. Then idle steps: each after a pause of one of IDLE_GAPS_S (as a
-node's compute follows its wait for the network) and then one in a row, to compare with. Caches gone cold, a core woken from idle, a GPU
-clocked down: the step after a pause can take more than the ones in a row (`idle` in the profile).
+node's compute follows its wait for the network) and then one in a row, to compare with. Caches gone
+cold, a core woken from idle, a GPU clocked down: the step after a pause can take more than the ones in
+a row (`idle` in the profile).
 """
 from __future__ import annotations
 
