@@ -17,7 +17,7 @@ compute. A run counts as more than 5 % off for sure where the whole interval is.
 Writes every run's row to OUT/replay_fidelity.csv.
 
 Run as root, with nothing else running:
-  .venv/bin/python bench/replay_fidelity.py [--repeats 3] [--steps 15] [--out DIR]
+  .venv/bin/python bench/replay_fidelity.py [--repeats 3] [--steps 15] [--dilation auto] [--out DIR]
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from machine import machine_state  # noqa: E402
 
 SPEC = """name: {name}
 topology: {{template: star, hosts: 2, switch: {{kind: ovs}}, link: {{bw: 10mbit}}, host: {{cores: 1{profile}}}}}
-emulation: {{dilation: auto, compute: {mode}}}
+emulation: {{dilation: {dilation}, compute: {mode}}}
 workload: {{engine: {engine}, strategy: allreduce, model: {model}, model_params: {params}, batch_per_worker: 32, epochs: 1,
            steps_per_epoch: {steps}, fixed: steps, timeout: 20m, seed: {seed}}}
 checks: {{iperf: true, ping: true, duration: 1s}}
@@ -77,7 +77,8 @@ def run_sweep(folder: Path, engine: str, model: str, mode: str, repeat: int, arg
     name = f"{engine}-{model.replace('/', '_')}-{mode}-r{repeat}"
     spec = folder / f"{name}.yaml"
     profile = f", profile: {profile_of(folder, engine, model, args)}" if zoo(model) and mode == "replay" else ""
-    spec.write_text(SPEC.format(name=name, mode=mode, engine=engine, model=model, steps=args.steps, seed=repeat,
+    spec.write_text(SPEC.format(name=name, mode=mode, dilation=args.dilation, engine=engine, model=model,
+                                steps=args.steps, seed=repeat,
                                 hosts=args.hosts, bws=args.bws, profile=profile,
                                 params=args.params if zoo(model) else "{}"))
     out = folder / name
@@ -185,6 +186,8 @@ def main() -> None:
     ap.add_argument("--bws", default="10mbit, 100mbit, 1gbit")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=15, help="steps per run (the first is the warm-up)")
+    ap.add_argument("--dilation", default="auto", help="both modes' emulation.dilation (a number: the same K for both, "
+                    "so that the comparison leaves out what the time dilation itself changes)")
     ap.add_argument("--out", help="keep the results folders here (default: a temporary one)")
     args = ap.parse_args()
     print(machine_state())
