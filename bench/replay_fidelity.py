@@ -78,8 +78,7 @@ def run_sweep(folder: Path, engine: str, model: str, mode: str, repeat: int, arg
     spec = folder / f"{name}.yaml"
     profile = f", profile: {profile_of(folder, engine, model, args)}" if zoo(model) and mode == "replay" else ""
     spec.write_text(SPEC.format(name=name, mode=mode, dilation=args.dilation, engine=engine, model=model,
-                                steps=args.steps, seed=repeat,
-                                hosts=args.hosts, bws=args.bws, profile=profile,
+                                steps=args.steps, seed=repeat, hosts=args.hosts, bws=args.bws, profile=profile,
                                 params=args.params if zoo(model) else "{}"))
     out = folder / name
     t0 = time.monotonic()

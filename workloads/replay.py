@@ -178,12 +178,13 @@ class Contention:
             self._step_from = self.total()
 
     def settle(self) -> None:
-        for _ in range(self.ROUNDS if self.during > 0 else 0):
-            now = self.others()
-            used, self._mark = now - self._mark, now
-            if used * self.during < self.MIN_WAIT_S:
-                break
-            self._charge(used, used * self.during)
+        if self.during > 0:
+            for _ in range(self.ROUNDS):
+                now = self.others()
+                used, self._mark = now - self._mark, now
+                if used * self.during < self.MIN_WAIT_S:
+                    break
+                self._charge(used, used * self.during)
         self._backward_end = time.perf_counter()
 
     def close(self) -> None:

@@ -191,7 +191,7 @@ def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], start: float
                 continue
             before, after = _at(series, start), _at(series, end)
             cpu, delay = cpu + after[0] - before[0], delay + after[1] - before[1]
-            unsure += after[2] - before[2] if len(after) > 2 and len(before) > 2 else 0.0
+            unsure += after[2] - before[2] if len(after) > 2 else 0.0     # older runs' samples lack it
         host = (hosts or {}).get(name)
         own = host.stand_in_cpu_s * steps if host is not None else 0.0
         cores = max(1.0, host.cores) if host is not None else 1.0
