@@ -15,7 +15,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from cli import REPO, cli, start_up
+from cli import REPO, cli, interruptible, start_up
 
 from testbed.cluster import servers as local_servers
 from testbed.nodes.ssh_connection import Connection, Target
@@ -234,7 +234,7 @@ def _start_long_run(cluster, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", spec(tmp_path, section, LONG),
                              "--out", str(out), "--quiet", "--no-report"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 600
     while not [p for p in out.glob("runs/*/h2-worker1.events.jsonl") if '"epoch"' in p.read_text()]:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.poll() else "slow"
