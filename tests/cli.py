@@ -9,6 +9,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def interruptible() -> None:
+    """A child's SIGINT and SIGTERM at their defaults, unblocked, whatever this process inherited (a shell
+    starts background jobs with SIGINT ignored; a harness may block signals, which exec keeps): the
+    preexec_fn of a child that a test interrupts."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def cli(*args, **kwargs) -> subprocess.CompletedProcess:
     """`run_experiment.py ARGS` with this interpreter, to completion, output captured (a wide console,
     so that messages are not wrapped)."""
@@ -17,11 +26,10 @@ def cli(*args, **kwargs) -> subprocess.CompletedProcess:
 
 
 def start_up(*args, timeout: float = 300) -> tuple[subprocess.Popen, str]:
-    """`run_experiment.py up ARGS` in the background (SIGINT at its default, whatever this process
-    inherited), returned once it says "up: " with what it printed so far; killed if it never does."""
+    """`run_experiment.py up ARGS` in the background (signals as `interruptible` sets them), returned once it says "up: " with what it printed so far; killed if it never does."""
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "up", *map(str, args)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=interruptible)
     lines = []
     try:
         deadline = time.monotonic() + timeout

@@ -40,15 +40,19 @@ def root():
 @pytest.fixture(autouse=True)
 def reap_stuck_runs(request):
     """After an integration test, a testbed run it started and left alive (a stuck or ignored
-    signal) is killed and cleaned up, so it cannot hold the network lock for the tests after it."""
+    signal), or any process of its that still holds the network lock (a script of the Python API), is
+    killed and cleaned up, so it cannot hold the network lock for the tests after it."""
     yield
     if "integration" not in request.keywords:
         return
     import psutil
+
+    from testbed.cleanup import run_lock
+    lock = str(run_lock().path)
     stuck = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if "run_experiment.py" in " ".join(proc.cmdline()):
+            if "run_experiment.py" in " ".join(proc.cmdline()) or any(f.path == lock for f in proc.open_files()):
                 stuck.append(proc)
                 proc.kill()
         except psutil.Error:

@@ -150,10 +150,15 @@ class Contention:
       meanwhile, until they used (almost) none.
     - The rest of the step's CPU beyond the stand-in's own (`own_cpu_s`: the communication after the
       backward pass, the framework's work between the waits) ran at a whole CPU where that machine's
-      cores give it 1/K of one each: `after` = K / cores - 1 (at least 0). `close()`, at the end of each
-      step, waits for it, and for `unsent_wait_s`: under byte scaling, what the exchange's CPU for the
-      bytes not sent would have taken there (emulation.byte_scale).
-    `charged_cpu_s`: all the CPU waited for so far (the verdict bounds only the rest)."""
+      cores give it 1/K of one each: there it would have lasted `after` + 1 = K / cores wall seconds per
+      CPU second. How much of that lengthens the step depends on how much of it overlapped the wait for
+      the network, which the node cannot see: all of it on the critical path, the step waits `after` per
+      CPU second; all of it streamed under the wait, only what it would have lasted beyond the step's tail
+      here (from the backward pass's end). `close()`, at the end of each step, waits the middle of the
+      two and counts half their distance in `unsure_s`, which the verdict adds to its bound. It also waits
+      `unsent_wait_s`: under byte scaling, what the exchange's CPU for the bytes not sent would have taken
+      there (emulation.byte_scale).
+    `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
 
     MIN_WAIT_S = 1e-4
     ROUNDS = 50
@@ -163,9 +168,11 @@ class Contention:
         self.during, self.after, self.own_cpu_s, self.unsent_wait_s = during, after, own_cpu_s, unsent_wait_s
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
+        self.unsure_s = 0.0                      # wall seconds the waits may be off by (half the range)
         self._mark = others()
         self._step_from: float | None = None     # the process's CPU when the step began (the last close)
         self._step_charged = 0.0
+        self._backward_end: float | None = None  # when the step's last backward wait (and its settle) ended
 
     def begin(self) -> None:
         """A step's forward pass starts: the communication's CPU before it is not this step's backward's."""
@@ -174,32 +181,49 @@ class Contention:
             self._step_from = self.total()
 
     def settle(self) -> None:
-        if self.during <= 0:
-            return
-        for _ in range(self.ROUNDS):
-            now = self.others()
-            used, self._mark = now - self._mark, now
-            if used * self.during < self.MIN_WAIT_S:
-                return
-            self._charge(used, used * self.during)
+        if self.during > 0:
+            for _ in range(self.ROUNDS):
+                now = self.others()
+                used, self._mark = now - self._mark, now
+                if used * self.during < self.MIN_WAIT_S:
+                    break
+                self._charge(used, used * self.during)
+        self._backward_end = time.perf_counter()
 
     def close(self) -> None:
         if self._step_from is None:
             return
         rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
-        if self.after > 0 and rest * self.after >= self.MIN_WAIT_S:
-            self._charge(rest, rest * self.after)
+        if self.after > 0 and rest > 0:
+            tail = time.perf_counter() - self._backward_end if self._backward_end is not None else 0.0
+            critical = rest * self.after
+            streamed = max(0.0, rest * (self.after + 1) - max(tail, rest))
+            self.unsure_s += (critical - streamed) / 2
+            wait = (critical + streamed) / 2
+            self._charge(rest, wait if wait >= self.MIN_WAIT_S else 0.0)
         if self.unsent_wait_s > 0:      # byte scaling: what the bytes not sent would have cost there
             time.sleep(self.unsent_wait_s)
-        self._step_from, self._step_charged = self.total(), 0.0
+        self._step_from, self._step_charged, self._backward_end = self.total(), 0.0, None
 
     def _charge(self, cpu_s: float, wait_s: float) -> None:
         self.charged_cpu_s += cpu_s
         self._step_charged += cpu_s
-        time.sleep(wait_s)
+        if wait_s > 0:
+            time.sleep(wait_s)
 
 
-def _wait_function(contention: Contention | None):
+def idle_wait(gap_s: float, points) -> float:
+    """The extra compute after a pause of `gap_s`, linear between the profile's (pause, extra) points, from
+    none at no pause, and the last point's beyond it."""
+    last_gap, last_extra = 0.0, 0.0
+    for gap, extra in points:
+        if gap_s <= gap:
+            return last_extra + (extra - last_extra) * (gap_s - last_gap) / (gap - last_gap)
+        last_gap, last_extra = gap, extra
+    return last_extra
+
+
+def _wait_function(contention: Contention | None, clock: dict):
     import torch
 
     class Wait(torch.autograd.Function):
@@ -217,21 +241,26 @@ def _wait_function(contention: Contention | None):
             time.sleep(ctx.backward_s)
             if contention is not None:
                 contention.settle()
+            clock["computed"] = time.perf_counter()
             return (grad, None, None, *[torch.zeros_like(p) for p in ctx.params])
     return Wait
 
 
-def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None):
+def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None,
+             idle=()):
     """A torch module that owns `model`'s parameters and replays its compute: `waits` holds each
     parameter layer's (forward, backward) seconds (parameter_layers order), `contention` what the
-    communication's CPU takes from them. Its output has the shape of the model's logits (batch x classes)."""
+    communication's CPU takes from them, `idle` the (pause, extra) points of the compute after a pause
+    (idle_wait): a step's forward waits them for the time since the last backward wait ended. Its output
+    has the shape of the model's logits (batch x classes)."""
     import torch
     from torch import nn
 
     layers = parameter_layers(model)
     if len(waits) != len(layers):
         raise ValueError(f"{len(waits)} layer waits for a model of {len(layers)} parameter layers")
-    wait = _wait_function(contention)
+    clock: dict = {}                    # "computed": when the last backward wait ended
+    wait = _wait_function(contention, clock)
 
     class StandIn(nn.Module):
         def __init__(self):
@@ -241,6 +270,8 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: 
         def forward(self, x):
             if contention is not None:
                 contention.begin()
+            if idle and "computed" in clock:
+                time.sleep(idle_wait(time.perf_counter() - clock["computed"], idle))
             h = torch.zeros(1)
             for layer, (forward_s, backward_s) in zip(layers, waits):
                 h = wait.apply(h, forward_s, backward_s, *layer.parameters(recurse=False))
@@ -320,9 +351,10 @@ def run_delay_s(pid: str = "self", skip: int | None = None) -> float:
 
 class UsageSampler:
     """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's
-    CPU seconds (all threads), the part of them a `Contention` waited for (charged_cpu_s), and its
-    threads' run delay, with the time they were read. The sampler's own thread is left out: on a VM a
-    wake-up can cost a millisecond of CPU, which would otherwise count as the node's."""
+    CPU seconds (all threads), the part of them a `Contention` accounted for (charged_cpu_s), what its
+    waits may be off by (unsure_s), and its threads' run delay, with the time they were read. The
+    sampler's own thread is left out: on a VM a wake-up can cost a millisecond of CPU, which would
+    otherwise count as the node's."""
 
     def __init__(self, emit, interval: float = 0.25, contention: Contention | None = None):
         self.emit, self.interval, self.contention = emit, interval, contention
@@ -331,9 +363,10 @@ class UsageSampler:
         self._own_tid = None
 
     def sample(self) -> None:
-        charged = self.contention.charged_cpu_s if self.contention is not None else 0.0
+        c = self.contention
+        charged, unsure = (c.charged_cpu_s, c.unsure_s) if c is not None else (0.0, 0.0)
         self.emit("usage", cpu_s=round(process_cpu_s(), 6), charged_cpu_s=round(charged, 6),
-                  run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
+                  unsure_s=round(unsure, 6), run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
 
     def _loop(self) -> None:
         global _sampler_cpu_s

@@ -57,7 +57,7 @@ def run_training(job: dict, emit: Emitter) -> None:
                                        float(mine.get("own_cpu_s", 0.0)),
                                        unsent_wait_s=float(mine.get("unsent_wait_s", 0.0)))
         waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
-        model = replay.stand_in(model, waits, 1, contention)
+        model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()))
         dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})
@@ -164,6 +164,7 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss
 def pytorch_task(job, args, emit) -> None:
     if job.get("strategy") not in ("single", "allreduce"):
         raise ValueError(f"engine pytorch runs strategies single and allreduce, not {job.get('strategy')!r}")
+    cpuquota.load_engine("torch", "torch.distributed")
     run_training(job, emit)
 
 

@@ -360,6 +360,7 @@ def task_main(body, argv=None) -> None:
 def tensorflow_task(job, args, emit) -> None:
     check_job(job, args.task_type)
     set_environment(job, args.task_type, args.task_index)
+    cpuquota.load_engine("tensorflow", "tf_keras")
     if job["strategy"] == "ps" and args.task_type in ("worker", "ps"):
         run_server(job, args.task_type, args.task_index, emit)
     else:

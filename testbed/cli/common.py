@@ -42,10 +42,12 @@ def need_root(what: str) -> None:
 
 
 def interrupt_on_signals() -> None:
-    """SIGTERM and SIGINT raise KeyboardInterrupt, even when started with SIGINT ignored."""
+    """SIGTERM and SIGINT raise KeyboardInterrupt, even when started with SIGINT ignored or with either
+    blocked (both are inherited across exec)."""
     import signal
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 def _raise_interrupt(signum, frame):

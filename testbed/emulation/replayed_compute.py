@@ -51,6 +51,7 @@ class HostReplay:
     profile: str | None = None     # the compute profile it replays, as the file named it (None: calibrated here)
     shapes: tuple = ()             # a profile's parameters per layer, (shape, dtype) in replay order
     shares_cpu: bool = True        # its compute ran on the CPU cores its communication uses (not a GPU)
+    idle: tuple[tuple[float, float], ...] = ()  # a profile's (pause, extra compute) points: the step after a pause
 
     def wall_wait(self, k: float) -> float:
         """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
@@ -74,7 +75,8 @@ class HostReplay:
         wait = self.wall_wait(k)
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
                 "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
-                "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0}
+                "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0,
+                "idle": [[k * gap, k * extra] for gap, extra in self.idle]}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
@@ -84,12 +86,12 @@ def from_calibration(cal: dict, cores: float) -> HostReplay:
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
 
 
-def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu") -> HostReplay:
+def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu", idle=()) -> HostReplay:
     """A node's replay from a profile's calibration: the machine profiled (`cores`, computing on `device`), its
-    step as measured there, the parameters' `shapes` it all-reduces."""
+    step as measured there, the parameters' `shapes` it all-reduces, its compute after a pause (`idle`)."""
     return HostReplay(cores, cal["real_step_s"], cal["stand_in_step_s"], cal["stand_in_cpu_s"],
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name,
-                      tuple(tuple(layer) for layer in shapes), device == "cpu")
+                      tuple(tuple(layer) for layer in shapes), device == "cpu", tuple(idle))
 
 
 def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
@@ -163,44 +165,47 @@ def switch_reasons(demand_bps: float, switch_bps: float | None, k: float) -> lis
 class NodeReplay:
     """One node's figures over the steady steps of a replayed run."""
     name: str
-    cpu_share: float       # what its unbudgeted communication could have gained, over the emulated steady step
+    cpu_share: float       # what its unbudgeted communication could have put the emulated steady step off by
     wait_share: float      # its tasks' run delay over the steady window, over that window (wall)
 
 
-def _at(samples: list[tuple[float, float, float]], t: float) -> tuple[float, float]:
-    """(cpu, delay) of a task at time t, linear between its samples (t, cpu, delay), clamped at the ends."""
+def _at(samples: list[tuple[float, ...]], t: float) -> tuple[float, ...]:
+    """A task's figures at time t (cpu, delay[, unsure]), linear between its samples (t, cpu, delay[, unsure]),
+    clamped at the ends."""
     if t <= samples[0][0]:
-        return samples[0][1], samples[0][2]
-    for (t0, c0, d0), (t1, c1, d1) in zip(samples, samples[1:]):
-        if t <= t1:
-            f = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
-            return c0 + f * (c1 - c0), d0 + f * (d1 - d0)
-    return samples[-1][1], samples[-1][2]
+        return tuple(samples[0][1:])
+    for a, b in zip(samples, samples[1:]):
+        if t <= b[0]:
+            f = (t - a[0]) / (b[0] - a[0]) if b[0] > a[0] else 1.0
+            return tuple(x + f * (y - x) for x, y in zip(a[1:], b[1:]))
+    return tuple(samples[-1][1:])
 
 
-def node_figures(samples: dict[str, list[list[tuple[float, float, float]]]], start: float, end: float,
+def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], start: float, end: float,
                  k: float, steps: int = 0, hosts: dict[str, HostReplay] | None = None) -> list[NodeReplay]:
     """Each node's figures over the steady window [start, end] (wall-clock times, `steps` steps): `samples`
-    maps a node to its tasks' usage samples (t, CPU seconds no contention wait covered, run delay seconds).
-    Its CPU bound is that CPU over the window less the stand-in's own CPU per step (`hosts`), per emulated
-    second, per core of the machine it stands for (a GPU server's profile had that many cores for its
-    communication), x (1 - 1/K): what it would have taken on 1/K of a core."""
+    maps a node to its tasks' usage samples (t, CPU seconds no contention wait accounted for, run delay
+    seconds[, wall seconds the waits may be off by]). Its CPU bound is that CPU over the window less the
+    stand-in's own CPU per step (`hosts`), per emulated second, per core of the machine it stands for (a GPU
+    server's profile had that many cores for its communication), x (1 - 1/K): what it would have taken on
+    1/K of a core; plus what the waits may be off by, over the window."""
     wall = end - start
     if wall <= 0:
         return []
     gain = 1.0 - 1.0 / k
     out = []
     for name, tasks in samples.items():
-        cpu = delay = 0.0
+        cpu = delay = unsure = 0.0
         for series in tasks:
             if len(series) < 2:
                 continue
-            (c0, d0), (c1, d1) = _at(series, start), _at(series, end)
-            cpu, delay = cpu + c1 - c0, delay + d1 - d0
+            before, after = _at(series, start), _at(series, end)
+            cpu, delay = cpu + after[0] - before[0], delay + after[1] - before[1]
+            unsure += after[2] - before[2] if len(after) > 2 else 0.0     # older runs' samples lack it
         host = (hosts or {}).get(name)
         own = host.stand_in_cpu_s * steps if host is not None else 0.0
         cores = max(1.0, host.cores) if host is not None else 1.0
-        out.append(NodeReplay(name, max(0.0, cpu - own) * k / wall / cores * gain, delay / wall))
+        out.append(NodeReplay(name, max(0.0, cpu - own) * k / wall / cores * gain + unsure / wall, delay / wall))
     return out
 
 
@@ -212,8 +217,8 @@ def reasons(nodes: list[NodeReplay]) -> list[str]:
         return ["replay: no CPU figures over the steady steps (too few samples)"]
     worst = max(nodes, key=lambda n: n.cpu_share)
     if worst.cpu_share > SHARE_MAX:
-        out.append(f"replay: {worst.name}'s unbudgeted communication used CPU that could have run "
-                   f"{worst.cpu_share:.1%} of each steady step faster than on the machine it stands for (bound "
+        out.append(f"replay: {worst.name}'s unbudgeted communication used CPU that could have put each steady "
+                   f"step up to {worst.cpu_share:.1%} off the machine it stands for (bound "
                    f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
     waited = max(nodes, key=lambda n: n.wait_share)
     if waited.wait_share > SHARE_MAX:

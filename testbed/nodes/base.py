@@ -32,6 +32,8 @@ class Usage:
     rss_bytes: int     # resident memory now
     tx_bytes: int      # bytes sent on its emulated interfaces (not loopback)
     rx_bytes: int
+    clock_s: float | None = None   # when read, on the node's own clock, for counters read there and
+                                   # passed on later (a remote sampler's line): their CPU % is over its time
 
 
 class Node(ABC):

@@ -4,7 +4,7 @@ sent as `python -c SOURCE COMMAND ...`; the standard library only.
     sample TOKEN INTERFACE INTERVAL   one JSON line per INTERVAL seconds: cumulative CPU seconds and
                                       resident memory of the run's processes, bytes sent and received
                                       on INTERFACE (-netns: on every interface but lo of its
-                                      network namespace)
+                                      network namespace), and the machine's monotonic clock then
     end TOKEN                         SIGKILL every process of the run; prints how many there were
     guard INTERFACE                   a line a second; once nobody reads them (the SSH session that
                                       started it is gone), remove INTERFACE's shaping
@@ -54,7 +54,7 @@ def counters(token, interface):
         for way in ("tx", "rx"):
             with open("/sys/class/net/%s/statistics/%s_bytes" % (interface, way)) as fh:
                 net[way + "_bytes"] = int(fh.read())
-    return dict(cpu_s=round(cpu, 3), rss_bytes=rss, **net)
+    return dict(cpu_s=round(cpu, 3), rss_bytes=rss, clock_s=round(time.monotonic(), 4), **net)
 
 
 def netns_counters():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import cli
+from cli import cli, interruptible
 from testbed import api
 
 pytestmark = pytest.mark.integration
@@ -88,7 +88,7 @@ def _start(tmp_path, name: str) -> subprocess.Popen:
     script = tmp_path / f"{name}.py"
     script.write_text(textwrap.dedent(SCRIPT.format(repo=str(REPO), spec=STAR, sleeper=_sleeper(name))))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 180
     lines = []
     while not lines or lines[-1].strip() != "up":

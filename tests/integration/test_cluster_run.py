@@ -15,7 +15,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from cli import REPO, cli, start_up
+from cli import REPO, cli, interruptible, start_up
 
 from testbed.cluster import servers as local_servers
 from testbed.nodes.ssh_connection import Connection, Target
@@ -124,10 +124,12 @@ def test_two_workers_one_on_each_server_train_with_steps_and_usage_from_both(clu
 
 def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster, no_leftovers, tmp_path):
     """Two 1-core workers, one per server, at x4: each held to 0.25 core by a cgroup on its server,
-    so neither ever used more than its one emulated core; the cgroups are gone afterwards."""
+    so neither used more than its one emulated core once its engine was loaded (the quota is lifted
+    while it loads, docs/faithful-compute.md); the cgroups are gone afterwards."""
     before = server_state(cluster)
     section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
-    body = ALLREDUCE.replace("link: {bw: 100mbit}}", "link: {bw: 100mbit}, host: {cores: 1}}")
+    body = ALLREDUCE.replace("link: {bw: 100mbit}}", "link: {bw: 100mbit}, host: {cores: 1}}").replace(
+        "interval: 0.5s", "interval: 0.25s").replace("steps_per_epoch: 6", "steps_per_epoch: 12")
     out = tmp_path / "out"
     done = cli("run", spec(tmp_path, section, body + "emulation: {dilation: 4}\n"), "--out", out, "--quiet",
                "--no-report", timeout=900)
@@ -138,7 +140,12 @@ def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster,
     print(runs[["time_per_step_s", "time_per_step_wall_s", "fidelity"]])
     usage = table(out, "usage")
     for host in ("h1", "h2"):
-        busiest = usage[usage["node"] == host]["cpu_pct"].max()      # % of an emulated core (wall % x 4)
+        mine = usage[usage["node"] == host].sort_values("t")
+        # the samples after the one its first gradients went out in: that one's interval can hold the end of the
+        # engine's loading, quota lifted (a sample at 166 % of one core, then 99 %)
+        training = mine[(mine["tx_bytes"].diff() > 100_000).cummax().shift(fill_value=False)]
+        assert len(training) >= 3, f"{host}: usage samples while it trained"
+        busiest = training["cpu_pct"].max()      # % of an emulated core (wall % x 4)
         print(f"{host}: busiest sample {busiest:.0f} % of its one emulated core")
         assert 20 < busiest <= 140, f"{host} trained within its budget of one emulated core: {busiest:.0f} %"
     assert server_state(cluster) == before
@@ -227,7 +234,7 @@ def _start_long_run(cluster, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", spec(tmp_path, section, LONG),
                              "--out", str(out), "--quiet", "--no-report"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 600
     while not [p for p in out.glob("runs/*/h2-worker1.events.jsonl") if '"epoch"' in p.read_text()]:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:] if proc.poll() else "slow"

@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli import interruptible
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
@@ -111,7 +113,7 @@ def test_sigint_while_a_link_is_down_restores_it_before_teardown(tmp_path, root,
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), "run", str(file), "--out", str(out),
                              "--quiet", "--no-report"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, preexec_fn=interruptible)
     journal, state = None, "UP"
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline and proc.poll() is None:

@@ -332,7 +332,7 @@ def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
     (v1 / "cpu.cfs_quota_us").write_text("1000\n")
     proc = tmp_path / "cgroup"
     proc.write_text("12:cpuset:/dltestbed/h1\n4:cpu,cpuacct:/dltestbed/h1\n1:name=systemd:/\n")
-    with cpuquota.lifted(tmp_path, proc) as free:
+    with cpuquota.lifted(tmp_path, proc, record_dir=str(tmp_path)) as free:
         assert free and (v1 / "cpu.cfs_quota_us").read_text() == "-1"
     assert (v1 / "cpu.cfs_quota_us").read_text() == "1000"
     v2 = tmp_path / "dltestbed" / "h2"
@@ -340,17 +340,17 @@ def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
     (v2 / "cpu.max").write_text("1000 10000\n")
     proc.write_text("0::/dltestbed/h2\n")
     with pytest.raises(RuntimeError):          # put back on every path
-        with cpuquota.lifted(tmp_path, proc) as free:
+        with cpuquota.lifted(tmp_path, proc, record_dir=str(tmp_path)) as free:
             assert free and (v2 / "cpu.max").read_text() == "max 10000"
             raise RuntimeError
     assert (v2 / "cpu.max").read_text() == "1000 10000"
     # not the testbed's group, or no quota in it: nothing lifted
     proc.write_text("4:cpu,cpuacct:/user.slice\n")
-    with cpuquota.lifted(tmp_path, proc) as free:
+    with cpuquota.lifted(tmp_path, proc, record_dir=str(tmp_path)) as free:
         assert not free
     (v1 / "cpu.cfs_quota_us").write_text("-1")
     proc.write_text("4:cpu,cpuacct:/dltestbed/h1\n")
-    with cpuquota.lifted(tmp_path, proc) as free:
+    with cpuquota.lifted(tmp_path, proc, record_dir=str(tmp_path)) as free:
         assert not free
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +22,8 @@ from testbed.run.live import live_network
 from testbed.run.live.live_network import ChecksFailed, LiveNetwork, open_network, terminate_interrupts
 from testbed.run.bringup.network_up import Checked
 from testbed.spec import LinkParams
+
+REPO = Path(__file__).resolve().parents[2]
 
 STAR = {"name": "live", "topology": {"template": "star", "hosts": 2, "link": {"bw": "10mbit"}}}
 
@@ -335,6 +339,41 @@ def test_sigterm_inside_the_block_raises_keyboard_interrupt_and_the_handler_is_r
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigterm_reaches_the_block_where_the_process_started_with_it_blocked():
+    """A harness may start the process with SIGTERM blocked (exec keeps the mask): the block still
+    ends on SIGTERM, and the mask it found is back after."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            with terminate_interrupts():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _ignored_and_blocked():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_line_is_interrupted_whatever_signal_state_it_inherits(sig):
+    """Started with SIGINT ignored and both signals blocked, a command still ends on either."""
+    code = ("import time; from testbed.cli.common import interrupt_on_signals; interrupt_on_signals(); "
+            "print('ready', flush=True); time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=_ignored_and_blocked)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err, err[-2000:]
 
 
 def test_network_checks_the_spec_then_root(monkeypatch):

@@ -315,7 +315,7 @@ def test_agent_counts_and_ends_only_the_run_s_processes():
         deadline = time.monotonic() + 5
         while (sample := remote_agent.counters(token, "lo"))["rss_bytes"] == 0 and time.monotonic() < deadline:
             time.sleep(0.05)                    # (a process just after exec may have no pages yet)
-        assert set(sample) == {"cpu_s", "rss_bytes", "tx_bytes", "rx_bytes"} and sample["rss_bytes"] > 0
+        assert set(sample) == {"cpu_s", "rss_bytes", "tx_bytes", "rx_bytes", "clock_s"} and sample["rss_bytes"] > 0
         out = subprocess.run([sys.executable, "-c", remote.AGENT, "end", token], capture_output=True, text=True)
         assert out.stdout.strip() == "1" and ours.wait(5) == -signal.SIGKILL and other.poll() is None
     finally:

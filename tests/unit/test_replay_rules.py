@@ -124,6 +124,39 @@ def test_a_contention_wait_lasts_what_the_cpu_beyond_the_stand_ins_would_have_ta
     assert timed(idle.settle) + timed(idle.close) < 0.01 and idle.charged_cpu_s == 0
 
 
+def test_the_cpu_after_the_backward_pass_waits_between_on_the_critical_path_and_under_the_network_wait():
+    others = [0.0]
+    contention = standins.Contention(during=4.0, after=3.0, others=lambda: others[0], total=lambda: others[0])
+
+    def step(tail_s: float) -> float:
+        contention.begin()
+        contention.settle()                 # the backward pass ends
+        others[0] += 0.010                  # 10 ms of the all-reduce's CPU: 40 ms on the machine's 1/4 core
+        time.sleep(tail_s)                  # ... while the step's tail waited for the network this long
+        t0 = time.perf_counter()
+        contention.close()
+        return time.perf_counter() - t0
+    contention.begin()
+    contention.close()                      # the first step's start
+    # CPU-bound (the tail took no longer than its CPU): 40 ms less the 10 it took here, either way
+    assert step(0.0) == pytest.approx(0.030, abs=0.008) and contention.unsure_s == pytest.approx(0.0, abs=1e-3)
+    # a 25 ms tail: on the critical path 30 ms more, streamed under the wait 15: it waits 22.5, unsure by 7.5
+    assert step(0.025) == pytest.approx(0.0225, abs=0.008)
+    assert contention.unsure_s == pytest.approx(0.0075, abs=2e-3)
+    # a slow network (a 60 ms tail): 30 or nothing
+    assert step(0.060) == pytest.approx(0.015, abs=0.008)
+    assert contention.unsure_s == pytest.approx(0.0225, abs=3e-3)
+    assert contention.charged_cpu_s == pytest.approx(0.030)   # all three accounted for; the rest in unsure_s
+
+
+def test_what_the_waits_may_be_off_by_adds_to_the_replay_bound():
+    task = [(0.0, 0.0, 0.0, 0.0), (10.0, 0.0, 0.0, 0.4)]     # no CPU left uncovered, waits unsure by 0.4 of 10 s
+    [node] = replay.node_figures({"h1": [task]}, 0.0, 10.0, 4.0)
+    assert node.cpu_share == pytest.approx(0.04) and not replay.reasons([node])
+    [node] = replay.node_figures({"h1": [[(0.0, 0.0, 0.0, 0.0), (10.0, 0.0, 0.0, 0.6)]]}, 0.0, 10.0, 4.0)
+    assert "up to 6.0% off" in replay.reasons([node])[0]
+
+
 def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     nodes = tuple(fidelity.NodeCpu(f"h{i}", cores=1.0, used_s=5.0) for i in range(16))
     calm = tuple(replay.NodeReplay(n.name, 0.02, 0.01) for n in nodes)
@@ -132,7 +165,7 @@ def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     assert fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes)).startswith("degraded: cpu")
     busy = calm[:-1] + (replay.NodeReplay("h15", 0.08, 0.07),)
     said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=busy))
-    assert "h15's unbudgeted communication used CPU that could have run 8.0% of each steady step" in said and "waited for a CPU 7.0%" in said
+    assert "h15's unbudgeted communication used CPU that could have put each steady step up to 8.0% off" in said and "waited for a CPU 7.0%" in said
     assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
 
 
@@ -242,6 +275,32 @@ def test_the_pytorch_stand_in_waits_layer_by_layer_and_gives_every_parameter_a_g
     assert [i for i, _ in ready] == [3, 2, 1, 0]             # the last layer's gradients first, as DDP expects
     assert ready[-1][1] - t0 >= 0.04                          # every layer's backward wait
     assert all(p.grad is not None and p.grad.shape == p.shape and not p.grad.any() for p in model.parameters())
+
+
+def test_the_compute_after_a_pause_is_read_between_the_profiles_points_and_dilated_with_the_world():
+    points = ((0.1, 0.004), (0.3, 0.010), (1.0, 0.012))
+    assert standins.idle_wait(0.0, points) == 0 and standins.idle_wait(0.05, points) == pytest.approx(0.002)
+    assert standins.idle_wait(0.2, points) == pytest.approx(0.007) and standins.idle_wait(5.0, points) == 0.012
+    assert standins.idle_wait(0.5, ()) == 0
+    host = replay.from_profile(CAL, 1, "p.json", idle=points)
+    assert host.job(4)["idle"] == [[0.4, 0.016], [1.2, 0.04], [4.0, 0.048]]     # a pause and its compute, x K
+    assert replay.from_calibration(CAL, 1).job(4)["idle"] == []
+
+
+def test_the_pytorch_stand_in_waits_the_compute_after_a_pause_before_its_next_forward():
+    import torch
+
+    from workloads import torch_models
+    model = torch_models.build("mlp", {"width": 8, "depth": 1})
+    standin = standins.stand_in(model, [(0.0, 0.0)] * 2, 10, idle=((0.05, 0.2),))
+    x = torch.zeros(3, 1)
+    t0 = time.perf_counter()
+    standin(x).sum().backward()                 # the first step: no pause before it
+    first = time.perf_counter() - t0
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    standin(x)
+    assert first < 0.1 and time.perf_counter() - t0 >= 0.2
 
 
 def test_the_pytorch_stand_ins_backward_waits_for_the_communications_cpu_after_each_layer():

@@ -1,8 +1,11 @@
-"""Atomic tables, resume bookkeeping and resource summaries."""
+"""Atomic tables, resume bookkeeping, usage samples and resource summaries."""
+import time
+
 import pandas as pd
 
 from testbed.run import results
-from testbed.run.training.monitor import summarize
+from testbed.nodes.base import Usage
+from testbed.run.training.monitor import Monitor, summarize
 from testbed.run.sweep.sweep import completed_ids, eta_text
 
 
@@ -49,3 +52,22 @@ def test_summarize_usage_rows():
     assert s["net_bytes_total"] == 1500
     assert s["net_throughput_mean_bps"] == 1500 * 8 / 2
     assert summarize([]) == {}
+
+
+class FakeRemote:
+    """A node kind whose counters come from a sampler on the node: the latest line, read on its clock."""
+    lines: list[Usage] = []
+
+    @classmethod
+    def usage(cls, nodes):
+        return {"r1": cls.lines.pop(0)}
+
+
+def test_cpu_of_counters_read_on_the_node_is_over_the_node_s_clock_not_when_the_monitor_took_them():
+    FakeRemote.lines = [Usage(1.0, 0, 0, 0, clock_s=100.0), Usage(1.5, 0, 0, 0, clock_s=100.25),
+                        Usage(1.5, 0, 0, 0, clock_s=100.25), Usage(2.0, 0, 0, 0, clock_s=101.25)]
+    monitor = Monitor({"r1": (FakeRemote(), "worker")}, interval=0.5, experiment="e", run_id="a")
+    monitor._t0 = time.monotonic()
+    for _ in range(4):           # taken a few microseconds apart: the monitor's own time says nothing
+        monitor.sample()
+    assert [row["cpu_pct"] for row in monitor.rows] == [0, 200, 0, 50]   # 0: the first, then no new line

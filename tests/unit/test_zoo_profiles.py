@@ -53,7 +53,8 @@ def test_a_profile_of_another_format_or_version_or_shape_is_refused(tmp_path):
     doc = fileformat.load(CNN)
     for change, said in [({"version": 2}, "format version 2"), ({"format": "other"}, "not a profile"),
                          ({"step_s": "fast"}, "profile.step_s: expected"), ({"layers": []}, "profile.layers"),
-                         ({"engine": "jax"}, "profile.engine")]:
+                         ({"engine": "jax"}, "profile.engine"), ({"idle": [[0.1, -0.01]]}, r"profile.idle\[0\]"),
+                         ({"idle": [[0.3, 0.01], [0.1, 0.01]]}, "increasing"), ({"idle": {"0.1": 0}}, "profile.idle")]:
         path = tmp_path / "p.json"
         path.write_text(json.dumps({**doc, **change}))
         with pytest.raises(fileformat.ProfileError, match=said) as err:
@@ -174,18 +175,21 @@ def test_the_profiler_runs_with_the_engine_alone(tmp_path):
     hidden = subprocess.run([sys.executable, "-c", "import mininet"], env=env, capture_output=True, text=True)
     assert "hidden" in hidden.stderr
     doc = take(out, "cnn", "--engine", "pytorch", "--batch", "8", "--cores", "1", "--warmup", "1", "--steps", "3",
-               env=env, cwd=tmp_path)
+               "--idle-repeats", "1", env=env, cwd=tmp_path)
     assert doc["model"] == "cnn" and doc["batch"] == 8 and len(doc["layers"]) == 4 and doc["cores"] == 1
     assert doc["step_s"] > 0 and doc["versions"]["torch"] and doc["machine"]["cpu_model"]
     assert [p["shape"] for p in doc["layers"][0]["params"]] == [[16, 1, 3, 3], [16]]
     assert sorted(i for bucket in doc["buckets"] for i in bucket) == [0, 0, 1, 1, 2, 2, 3, 3]
+    # a step timed after each pause: what it took beyond a step in a row (never less than none)
+    assert [gap for gap, _ in doc["idle"]] == [0.03, 0.1, 0.3, 1.0] and all(extra >= 0 for _, extra in doc["idle"])
+    assert fileformat.idle_points(doc) == tuple(map(tuple, doc["idle"]))
 
 
 def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed(tmp_path):
     """--cores 0.5 runs the step on one CPU and doubles every time it measured: the machine it stands for."""
     doc = take(tmp_path / "half.json", "mlp", "--engine", "pytorch", "--batch", "512", "--cores", "0.5", "--warmup", "2",
-               "--steps", "12")
-    assert doc["cores"] == 0.5 and doc["machine"]["cpus_used"] == 1 and doc["machine"]["time_scale"] == 2
+               "--steps", "12", "--idle-repeats", "0")
+    assert doc["idle"] == [] and doc["cores"] == 0.5 and doc["machine"]["cpus_used"] == 1 and doc["machine"]["time_scale"] == 2
     # the step's parts were scaled with it: they still add up to the step (as medians, within a few per cent;
     # a step of a few ms, not a fraction of one, so that a busy machine's jitter does not decide it)
     parts = doc["forward_s"] + doc["backward_s"] + doc["optimizer_s"]

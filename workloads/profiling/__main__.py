@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from workloads.profiling import fileformat, machine  # noqa: E402
+from workloads.profiling.torch_recorder import IDLE_REPEATS  # noqa: E402
 
 WARMUP, STEPS = 5, 20
 SCALED = ("step_s", "cycle_s", "input_s", "forward_s", "backward_s", "optimizer_s", "cpu_s")
@@ -42,6 +43,8 @@ def add_arguments(ap) -> None:
     ap.add_argument("--warmup", type=int, default=WARMUP, help="steps before the measurement")
     ap.add_argument("--steps", type=int, default=STEPS, help="steps measured (PyTorch: of each kind, plain and "
                     "per layer)")
+    ap.add_argument("--idle-repeats", type=int, default=IDLE_REPEATS, help="PyTorch: steps timed after each "
+                    "pause (0.03 to 1 s) to measure the compute after a wait for the network (0: none)")
     ap.add_argument("--out", required=True, help="the profile file to write (JSON)")
 
 
@@ -77,8 +80,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, script_args = parser().parse_args(argv[:cut]), argv[cut + 1:]     # after --: the script's arguments
-    if args.batch < 1 or args.steps < 2 or args.warmup < 0:
-        raise SystemExit("profile: --batch must be at least 1, --steps at least 2, --warmup at least 0")
+    if args.batch < 1 or args.steps < 2 or args.warmup < 0 or args.idle_repeats < 0:
+        raise SystemExit("profile: --batch must be at least 1, --steps at least 2, --warmup and --idle-repeats "
+                         "at least 0")
     if args.cores is not None and not args.cores > 0:
         raise SystemExit("profile: --cores must be positive")
     try:
@@ -106,13 +110,15 @@ def main(argv=None) -> int:
         from workloads.profiling import torch_profile as engine
     print(f"profiling {args.target} ({args.engine}, batch {args.batch}, {args.device}, {args.dtype}): "
           f"{args.warmup} warm-up steps, then {args.steps} ...", file=sys.stderr, flush=True)
+    idle = {"idle_repeats": args.idle_repeats} if args.engine == "pytorch" else {}
     measured = engine.profile(args.target, params, args.batch, args.device, args.dtype, args.warmup, args.steps,
-                              script_args)
+                              script_args, **idle)
     cores = float(cpus) if gpu or args.cores is None else args.cores
     scale = cpus / cores if not gpu else 1.0
     for key in SCALED:
         measured[key] *= scale
     measured["step_spread_s"] = [x * scale for x in measured["step_spread_s"]]
+    measured["idle"] = [[gap, extra * scale] for gap, extra in measured.get("idle", [])]   # the pause is no compute
     for layer in measured["layers"]:
         for key in ("forward_s", "backward_s", "grad_ready_s"):
             layer[key] *= scale
@@ -129,7 +135,9 @@ def main(argv=None) -> int:
     fileformat.write(args.out, doc)
     print(f"{args.out}: step {doc['step_s'] * 1e3:.2f} ms (forward {doc['forward_s'] * 1e3:.2f}, backward "
           f"{doc['backward_s'] * 1e3:.2f}, optimizer {doc['optimizer_s'] * 1e3:.2f}; input {doc['input_s'] * 1e3:.2f}), "
-          f"{len(doc['layers'])} layers, {doc['parameters']:,} parameters, on {device_name}", flush=True)
+          f"{len(doc['layers'])} layers, {doc['parameters']:,} parameters, on {device_name}"
+          + "".join(f"; after a {gap:g} s pause +{extra * 1e3:.2f} ms" for gap, extra in doc["idle"][-1:]),
+          flush=True)
     return 0
 
 

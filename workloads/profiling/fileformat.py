@@ -20,6 +20,7 @@ TOP_KEYS = {
     "optimizer_s": (int, float), "cpu_s": (int, float), "parameters": int, "gradient_bytes": int,
     "peak_memory_bytes": int, "layers": list, "buckets": list,
 }
+MAX_IDLE_POINTS = 100
 LAYER_KEYS = {"name": str, "forward_s": (int, float), "backward_s": (int, float), "grad_ready_s": (int, float),
               "params": list}
 PARAM_KEYS = {"name": str, "shape": list, "dtype": str}
@@ -58,6 +59,7 @@ def check(doc) -> dict:
         raise ProfileError(f"profile.engine: {doc['engine']!r} is not pytorch or tensorflow")
     if doc["step_s"] <= 0 or doc["batch"] < 1 or not 0 < doc["cores"] <= 1e6:
         raise ProfileError("profile: step_s, batch and cores must be positive")
+    _check_idle(doc.get("idle", []))
     if not doc["layers"] or len(doc["layers"]) > MAX_LAYERS:
         raise ProfileError(f"profile.layers: 1 to {MAX_LAYERS} layers expected, got {len(doc['layers'])}")
     for i, layer in enumerate(doc["layers"]):
@@ -70,6 +72,26 @@ def check(doc) -> dict:
             if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**40 for d in param["shape"]):
                 raise ProfileError(f"profile.layers[{i}].params[{j}].shape: whole numbers expected")
     return doc
+
+
+def _check_idle(idle) -> None:
+    """The optional `idle`: [pause, extra] pairs of seconds, pauses increasing (profiles before it lack it)."""
+    if not isinstance(idle, list) or len(idle) > MAX_IDLE_POINTS:
+        raise ProfileError(f"profile.idle: a list of at most {MAX_IDLE_POINTS} [pause, extra] pairs expected")
+    last = 0.0
+    for i, pair in enumerate(idle):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                        for x in pair)):
+            raise ProfileError(f"profile.idle[{i}]: expected [pause, extra], two seconds of at least 0")
+        if pair[0] <= last:
+            raise ProfileError(f"profile.idle[{i}]: the pauses must be positive and increasing")
+        last = pair[0]
+
+
+def idle_points(doc: dict) -> tuple[tuple[float, float], ...]:
+    """The profile's (pause, extra seconds) points; none in a profile taken before they were measured."""
+    return tuple((float(gap), float(extra)) for gap, extra in doc.get("idle", []))
 
 
 def load(path) -> dict:

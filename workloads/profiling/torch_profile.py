@@ -9,7 +9,7 @@ import socket
 import sys
 
 from workloads import zoo
-from workloads.profiling.torch_recorder import EnoughSteps, Recorder
+from workloads.profiling.torch_recorder import IDLE_REPEATS, EnoughSteps, Recorder
 
 AUTOCAST = {"bfloat16", "float16"}
 
@@ -65,11 +65,11 @@ def script_loop(script: str, args: list[str]):
 
 
 def profile(target: str, params: dict, batch: int, device: str, dtype: str, warmup: int, steps: int,
-            script_args: list[str]) -> dict:
+            script_args: list[str], idle_repeats: int = IDLE_REPEATS) -> dict:
     """The measured figures of a profile (__main__ adds what it ran on)."""
     import torch
 
-    recorder = Recorder(device, warmup, steps)
+    recorder = Recorder(device, warmup, steps, idle_repeats=idle_repeats)
     root = None
     if target.endswith(".py"):
         loop = script_loop(target, script_args)

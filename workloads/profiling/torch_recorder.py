@@ -7,7 +7,10 @@ output marked), the backward pass (from `loss.backward()`, each parameter's grad
 is accumulated), and the optimizer step. Marks are CUDA events on a GPU (read after the step's
 synchronize) and perf_counter on the CPU. Steps alternate between plain (step boundaries only: the
 step's times) and detailed (every layer marked: how the step splits over the layers), so the hooks'
-own cost stays out of the step's time.
+own cost stays out of the step's time. Then idle steps: each after a pause of one of IDLE_GAPS_S (as a
+node's compute follows its wait for the network) and then one in a row, to compare with. Caches gone
+cold, a core woken from idle, a GPU clocked down: the step after a pause can take more than the ones in
+a row (`idle` in the profile).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import statistics
 import time
 
 FIRST_BUCKET_BYTES, BUCKET_BYTES = 2**20, 25 * 2**20     # DistributedDataParallel's defaults
+IDLE_GAPS_S, IDLE_REPEATS = (0.03, 0.1, 0.3, 1.0), 4        # pauses before the idle steps, and steps per pause
 
 
 class EnoughSteps(Exception):
@@ -22,11 +26,15 @@ class EnoughSteps(Exception):
 
 
 class Recorder:
-    def __init__(self, device: str, warmup: int, steps: int):
+    def __init__(self, device: str, warmup: int, steps: int, idle_gaps=IDLE_GAPS_S, idle_repeats: int = IDLE_REPEATS):
         import torch
 
         self.torch, self.cuda = torch, device.startswith("cuda")
         self.warmup, self.steps = warmup, steps
+        # still to take, in order: each pause, then a step in a row (0) to compare with, the pauses in turn
+        self.pauses = [x for _ in range(idle_repeats) for gap in idle_gaps for x in (gap, 0.0)]
+        self.gap: float | None = None    # the pause before the step being recorded (None: not an idle step yet)
+        self.idle: list[tuple[float, float]] = []      # (pause, cycle) of each idle step and the one after it
         self.step_index = -1            # the step being recorded (-1: before the first optimizer step)
         self.marks: dict = {}
         self.layers: list = []          # modules owning parameters, in first-forward order
@@ -53,7 +61,7 @@ class Recorder:
 
     @property
     def detail(self) -> bool:
-        return self.step_index >= 0 and self.step_index % 2 == 1
+        return self.gap is None and self.step_index >= 0 and self.step_index % 2 == 1
 
     # ------------------------------------------------------------------ hooks
     def install(self) -> None:
@@ -125,11 +133,19 @@ class Recorder:
             self.torch.cuda.synchronize()
         cpu = time.process_time()
         marks, self.marks = self.marks, {"end": end, "cpu": cpu}
-        if self.step_index >= self.warmup and "forward" in marks:
+        if self.gap is not None:
+            if "forward" in marks:
+                self.idle.append((self.gap, self.seconds(marks["end"], end)))
+        elif self.step_index >= self.warmup and "forward" in marks:
             self._keep(marks, end, cpu)
         self.step_index += 1
         if len(self.plain) >= self.steps and len(self.detailed) >= self.steps:
-            raise EnoughSteps()
+            if not self.pauses:
+                raise EnoughSteps()
+            self.gap = self.pauses.pop(0)
+            if self.gap:
+                time.sleep(self.gap)
+                self.marks = {"end": self.now(), "cpu": time.process_time()}
 
     def _keep(self, marks: dict, end, cpu: float) -> None:
         s = self.seconds
@@ -175,6 +191,7 @@ class Recorder:
                           "backward_s": by_ready[e["index"]], "grad_ready_s": ready[e["index"]],
                           "params": shapes[e["index"]]} for e in layers]
         out["buckets"] = buckets([(i, p) for i, _, p in self.params if p.requires_grad], ready, order)
+        out["idle"] = idle_extra(self.idle)
         return out
 
     def _name(self, index: int) -> str:
@@ -191,6 +208,16 @@ class Recorder:
         """Qualified names (layer1.0.conv1) of the layers, from the model's root module."""
         where = {id(m): n for n, m in root.named_modules()}
         self.qualified = {i: where.get(id(m)) or type(m).__name__ for i, m in enumerate(self.layers)}
+
+
+def idle_extra(idle: list[tuple[float, float]]) -> list[list[float]]:
+    """[pause, extra] per pause: the median over its steps of what the step after the pause took beyond the
+    step right after it (a machine whose speed drifts while it measures drifts out of the difference)."""
+    by_gap: dict[float, list[float]] = {}
+    for (gap, cold), (after, hot) in zip(idle, idle[1:]):
+        if gap > 0 and after == 0:
+            by_gap.setdefault(gap, []).append(cold - hot)
+    return [[gap, max(0.0, statistics.median(extra))] for gap, extra in sorted(by_gap.items())]
 
 
 def buckets(params: list, ready: list[float], order: list[int]) -> list[list[int]]:

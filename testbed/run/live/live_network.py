@@ -356,15 +356,18 @@ def open_network(exp, checks: bool | None = None, progress=lambda msg: None) -> 
 @contextmanager
 def terminate_interrupts():
     """In the block, SIGTERM raises KeyboardInterrupt (as Ctrl-C does), so that the `finally` of every
-    block inside it runs; the handler before is restored after. Only the main thread can handle
-    signals: elsewhere the block runs as it is."""
+    block inside it runs, even where this process started with SIGTERM blocked; the handler and the
+    signal mask before are restored after. Only the main thread can handle signals: elsewhere the
+    block runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     before = signal.signal(signal.SIGTERM, _raise_interrupt)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 

@@ -257,9 +257,9 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
             if found[1] not in by_cores:        # each profile read and calibrated once
                 doc = fileformat.load(found[1])
                 by_cores[found[1]] = (calibrate_profile(w.engine, found[1], progress), doc["cores"],
-                                      fileformat.param_shapes(doc), doc["device"])
-            cal, cores, shapes, device = by_cores[found[1]]
-            out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes, device)
+                                      fileformat.param_shapes(doc), doc["device"], fileformat.idle_points(doc))
+            cal, cores, shapes, device, idle = by_cores[found[1]]
+            out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes, device, idle)
             continue
         if h.real_machine or h.cores is None or math.ceil(h.cores - 1e-9) > machine:
             continue

@@ -160,7 +160,8 @@ def replay_nodes(events: dict, tasks, row: dict, k: float,
         return []
     samples: dict[str, list] = {}
     for task, evs in events.items():
-        series = [(e["t"], e["cpu_s"] - _number(e.get("charged_cpu_s")), e["run_delay_s"]) for e in evs
+        series = [(e["t"], e["cpu_s"] - _number(e.get("charged_cpu_s")), e["run_delay_s"], _number(e.get("unsure_s")))
+                  for e in evs
                   if e.get("event") == "usage"
                   and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
         samples.setdefault(task.host, []).append(series)

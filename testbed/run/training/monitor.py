@@ -1,7 +1,9 @@
 """Per-node resource sampling while a run trains -> usage rows and per-run summaries.
 
 Counters come from the node interface (`Node.usage`), asked once per kind per sample, so the
-monitor works the same for every node kind; CPU % is the change of CPU seconds over wall time."""
+monitor works the same for every node kind; CPU % is the change of CPU seconds over wall time: the
+monitor's, or the node's own clock where the counters carry it (a remote sampler's latest line is up to
+its interval old when taken, so the monitor's time between two lines would be off by as much)."""
 from __future__ import annotations
 
 import threading
@@ -22,7 +24,7 @@ class Monitor:
         self.wall_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
-        self._last: dict[str, tuple[float, float]] = {}   # node -> (t, cpu seconds) of the previous sample
+        self._last: dict[str, tuple[float, float]] = {}   # node -> (clock, cpu seconds) of the previous sample
 
     def __enter__(self) -> "Monitor":
         self._t0 = time.monotonic()
@@ -58,11 +60,13 @@ class Monitor:
                 continue
             u = counters[name]
             self.rows.append(dict(self.base, node=name, role=role, t=round(t, 3),
-                                  cpu_pct=round(self._cpu_pct(name, t, u.cpu_s), 2), rss_bytes=int(u.rss_bytes),
+                                  cpu_pct=round(self._cpu_pct(name, t if u.clock_s is None else u.clock_s, u.cpu_s), 2),
+                                  rss_bytes=int(u.rss_bytes),
                                   tx_bytes=u.tx_bytes, rx_bytes=u.rx_bytes))
 
     def _cpu_pct(self, name: str, t: float, cpu_s: float) -> float:
-        """% of one core since the previous sample (0 for the first; never negative when a process ended)."""
+        """% of one core since the previous sample, t on the clock the counters were read by (0 for the
+        first, and where no new reading came; never negative when a process ended)."""
         last_t, last_cpu = self._last.get(name, (t, cpu_s))
         self._last[name] = (t, cpu_s)
         return max(0.0, 100.0 * (cpu_s - last_cpu) / (t - last_t)) if t > last_t else 0.0
