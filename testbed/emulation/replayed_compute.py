@@ -165,7 +165,7 @@ def switch_reasons(demand_bps: float, switch_bps: float | None, k: float) -> lis
 class NodeReplay:
     """One node's figures over the steady steps of a replayed run."""
     name: str
-    cpu_share: float       # what its unbudgeted communication could have put the emulated steady step off by
+    cpu_share: float       # what its unbudgeted CPU (communication, framework) could have put the steady step off by
     wait_share: float      # its tasks' run delay over the steady window, over that window (wall)
 
 
@@ -217,7 +217,7 @@ def reasons(nodes: list[NodeReplay]) -> list[str]:
         return ["replay: no CPU figures over the steady steps (too few samples)"]
     worst = max(nodes, key=lambda n: n.cpu_share)
     if worst.cpu_share > SHARE_MAX:
-        out.append(f"replay: {worst.name}'s unbudgeted communication used CPU that could have put each steady "
+        out.append(f"replay: {worst.name}'s unbudgeted CPU (communication, framework) could have put each steady "
                    f"step up to {worst.cpu_share:.1%} off the machine it stands for (bound "
                    f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
     waited = max(nodes, key=lambda n: n.wait_share)

@@ -165,7 +165,7 @@ def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     assert fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes)).startswith("degraded: cpu")
     busy = calm[:-1] + (replay.NodeReplay("h15", 0.08, 0.07),)
     said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, nodes=nodes, replay=busy))
-    assert "h15's unbudgeted communication used CPU that could have put each steady step up to 8.0% off" in said and "waited for a CPU 7.0%" in said
+    assert "h15's unbudgeted CPU (communication, framework) could have put each steady step up to 8.0% off" in said and "waited for a CPU 7.0%" in said
     assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
 
 
