@@ -179,3 +179,18 @@ def test_the_report_says_the_byte_scale_where_the_dilation_is_said():
     said = faithful.setup_sentence(runs)
     assert "dilation ×1.25 to ×2" in said and "gradients byte-scaled ×64 (1/F of the elements" in said
     assert "byte-scaled" not in faithful.setup_sentence(runs.drop(columns="byte_scale"))    # older results: F 1
+
+
+def test_one_node_sends_nothing_so_auto_takes_the_largest_factor_the_link_allows_and_k_of_that_stand_in(tmp_path):
+    """A one-server point (the speedup's baseline) exchanges nothing: the largest F within the links' wall-rate
+    floor shrinks its stand-in's own work, and auto's K is that smaller stand-in's."""
+    def calibrate_profile(engine, path, progress, f=1):
+        return {**CAL, "stand_in_cpu_s": 0.08 / f, "stand_in_step_s": 0.08 / f}
+    (point,) = expand_points(load(tmp_path, gpu(hosts=1, bw="1gbit")))
+    one = rp.resolve(point, 2, calibrate_profile=calibrate_profile, switch=lambda kind: None)
+    whole = rp.resolve(expand_points(load(tmp_path, gpu(hosts=1, bw="1gbit", f=1)))[0], 2,
+                       calibrate_profile=calibrate_profile, switch=lambda kind: None)
+    assert one.byte_scale > 1 and bs.wall_rate(1000 * MBIT, one.k, one.byte_scale) >= bs.MIN_SCALED_BANDWIDTH
+    assert bs.wall_rate(1000 * MBIT, whole.k, one.byte_scale * 2) < bs.MIN_SCALED_BANDWIDTH   # the largest F
+    assert one.k < whole.k and all(h.stand_in_cpu_s == pytest.approx(0.08 / one.byte_scale)
+                                   for h in one.replay.values())

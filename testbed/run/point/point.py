@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.emulation import dilation as dil
-from testbed.emulation.byte_scale import choose as choose_scale, shapes_cap, to_emulated_bytes
+from testbed.emulation.byte_scale import choose as choose_scale, floor_cap, shapes_cap, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor, unsent_cpu_s
@@ -198,6 +198,9 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
         if f > 1:       # the stand-ins' own step and CPU, of the tensors they send (K was chosen on the whole's)
             hosts = replay_hosts(spec, graph, machine, calibrate, progress,
                                  lambda engine, path, said: calibrate_profile(engine, path, said, f))
+            if spec.emulation.dilation == "auto":      # and auto's K of those stand-ins, at that F
+                k, _, carried = replay_factors(with_byte_scale(spec, f), hosts, link_bandwidth(graph), machine,
+                                               switch)
         spec = with_dilation(spec, k) if spec.emulation.dilation == "auto" else spec
         spec = with_byte_scale(spec, f) if spec.emulation.byte_scale == "auto" else spec
     wall = dil.wall_spec(spec, k, f)
@@ -231,7 +234,11 @@ def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: 
                             sent(f))
         return max(cpu, switch_factor(demand / sent(f), capacity))
     fixed = None if spec.emulation.dilation == "auto" else spec.emulation.factor
-    if spec.emulation.byte_scale == "auto":     # the smallest F at which K (auto's, or the file's) covers the bytes
+    if spec.emulation.byte_scale == "auto" and shapes is not None and len(hosts) < 2:
+        # one node sends nothing at any F: the largest within the links' floor keeps its stand-in's work smallest
+        f = floor_cap(bw, need if fixed is None else (lambda f: fixed))
+        k = need(f) if fixed is None else fixed
+    elif spec.emulation.byte_scale == "auto":   # the smallest F at which K (auto's, or the file's) covers the bytes
         cap = shapes_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
         k, f = choose_scale(need, max(need(math.inf), fixed or 1.0), bw, fixed, cap)
     else:
