@@ -8,10 +8,11 @@ scaled. Each byte sent stands for F of the emulated gradient's: the gradient byt
 rates recorded, and the checks' rates, are multiplied back by F (`EMULATED_BYTE_COLUMNS`).
 
 `auto` chooses F with the dilation in one place (`choose`): the smallest power of 2 at which the gradient
-bytes' CPU and their demand on the switch no longer raise K above what the point needs without them (the
-stand-ins' own CPU; a dilation the file fixed, where it did), no larger than SCALE_MAX, than keeps the narrowest
-link at MIN_SCALED_BANDWIDTH or more on the wall clock, nor than keeps MIN_SENT_BYTES of the gradient sent
-a step and the tensors' rounding up within ROUNDING_MAX of the bytes (`shapes_cap`). The floors come from
+bytes' CPU, the stand-ins' own (which falls with their tensors), and the bytes' demand on the switch need no
+larger K than the largest F allowed would (nor than a dilation the file fixed). The largest allowed is no
+larger than SCALE_MAX, than keeps the narrowest link at MIN_SCALED_BANDWIDTH or more on the wall clock, nor
+than keeps MIN_SENT_BYTES of the gradient sent a step and the tensors' rounding up within ROUNDING_MAX of the
+bytes (`shapes_cap`). The floors come from
 measurements under an earlier charge of the measured CPU x F (a 1 MB gradient over 100 Mbit/s: 2.5 %, 11 % and
 28 % longer at F = 2, 4 and 8, 50 times longer at F = 256, 4 kB sent at 3 Mbit/s); with the CPU of the bytes
 not sent waited instead (replayed_compute.unsent_cpu_s), F = 8 read within 1 % of every byte sent where no
@@ -59,13 +60,14 @@ def floor_cap(narrowest_bps: int | None, k_of: Callable[[int], float], cap: int 
     return f
 
 
-def choose(need: Callable[[int], float], k_floor: float, narrowest_bps: int | None, fixed_k: float | None = None,
+def choose(need: Callable[[int], float], narrowest_bps: int | None, fixed_k: float | None = None,
            cap: int = SCALE_MAX) -> tuple[float, int]:
     """(K, F) of `byte_scale: auto`: the smallest power of 2, F, at which the dilation the point needs at F,
-    need(F), is no more than `k_floor` (what it needs with no gradient bytes), within floor_cap; the cap
-    where none is. K is need(F) under `dilation: auto`, else `fixed_k`."""
+    need(F) (the bytes sent and the stand-ins that send them), is no more than at the largest F floor_cap
+    allows (nor than a dilation the file fixed). K is need(F) under `dilation: auto`, else `fixed_k`."""
     k_of = need if fixed_k is None else (lambda f: fixed_k)
     top = floor_cap(narrowest_bps, k_of, cap)
+    k_floor = max(need(top), fixed_k or 1.0)
     f = 1
     while f < top and need(f) > k_floor:
         f *= 2

@@ -1,6 +1,8 @@
 """Byte scaling of replayed points (emulation.byte_scale), without a network: the shapes sent, the factor auto
 picks with the dilation, the links' wall rates, a point resolved from a GPU server's profile (job, columns,
 switch demand, contention charges), the figures recorded in emulated bytes, DDP's buckets, and the refusals."""
+import math
+
 import pytest
 
 from testbed.emulation import byte_scale as bs
@@ -42,19 +44,20 @@ def test_each_tensor_keeps_its_place_and_dtype_with_a_fth_of_its_elements_and_at
         fileformat.scaled_shapes(shapes, 0)
 
 
-def test_auto_is_the_smallest_power_of_2_at_which_the_bytes_no_longer_raise_k_within_the_floor():
+def test_auto_is_the_smallest_power_of_2_that_needs_no_more_k_than_the_largest_within_the_floor():
     need = lambda f: max(1.0, 16 / f)                      # noqa: E731 - the bytes' term halves with F
-    assert bs.choose(need, 1.0, 10_000 * MBIT) == (1.0, 16)
-    assert bs.choose(need, 2.0, 10_000 * MBIT) == (2.0, 8)
-    assert bs.choose(lambda f: 1.0, 1.0, 10_000 * MBIT) == (1.0, 1)     # nothing to gain: every byte sent
+    assert bs.choose(need, 10_000 * MBIT) == (1.0, 16)
+    assert bs.choose(need, 10_000 * MBIT, fixed_k=2.0) == (2.0, 8)      # a fixed K stays; F covers the bytes at it
+    assert bs.choose(lambda f: 1.0, 10_000 * MBIT) == (1.0, 1)          # nothing to gain: every byte sent
     # 10 Mbit/s: F = 2 at x8 would pace it at 0.625 Mbit/s, under the 10 Mbit/s floor: every byte sent
-    assert bs.choose(need, 1.0, 10 * MBIT) == (16.0, 1)
+    assert bs.choose(need, 10 * MBIT) == (16.0, 1)
     # never down to K's floor: the largest F that keeps 100 Mbit/s at 10 Mbit/s or more (8 at x1: 12.5 Mbit/s)
-    assert bs.choose(lambda f: max(1.0, 8 / f), 0.5, 100 * MBIT) == (1.0, 8)
-    assert bs.choose(need, 1.0, 1_000_000 * MBIT) == (1.0, 16)
-    assert bs.choose(lambda f: 50.0, 1.0, 10**12) == (50.0, bs.SCALE_MAX)     # never fits: the cap
-    assert bs.choose(lambda f: 50.0, 1.0, 10**12, cap=64) == (50.0, 64)        # the shapes' cap
-    assert bs.choose(need, 1.0, 10_000 * MBIT, fixed_k=4.0) == (4.0, 16)     # a fixed K stays
+    assert bs.choose(lambda f: max(1.0, 8 / f), 100 * MBIT) == (1.0, 8)
+    assert bs.choose(need, 1_000_000 * MBIT) == (1.0, 16)
+    assert bs.choose(lambda f: 50.0, 10**12) == (50.0, 1)                # no F lowers K: every byte sent
+    assert bs.choose(lambda f: max(1.0, 1024 / f), 10**12, cap=64) == (16.0, 64)     # the shapes' cap
+    # the stand-ins' own CPU falls with their tensors too: K in steps of 0.25, 1.25 from F = 32 on
+    assert bs.choose(lambda f: math.ceil((1 + 8 / f) * 4) / 4, 10**12) == (1.25, 32)
     assert rules.floor_problem(10 * MBIT, 2.0, 8).startswith("a link of 10 Mbit/s at dilation 2 and byte_scale 8")
     assert rules.floor_problem(100 * MBIT, 2.0, 4) is None and rules.floor_problem(10, 1000.0, 1) is None
 
@@ -181,16 +184,16 @@ def test_the_report_says_the_byte_scale_where_the_dilation_is_said():
     assert "byte-scaled" not in faithful.setup_sentence(runs.drop(columns="byte_scale"))    # older results: F 1
 
 
-def test_one_node_sends_nothing_so_auto_takes_the_largest_factor_the_link_allows_and_k_of_that_stand_in(tmp_path):
-    """A one-server point (the speedup's baseline) exchanges nothing: the largest F within the links' wall-rate
-    floor shrinks its stand-in's own work, and auto's K is that smaller stand-in's."""
+def test_auto_shrinks_the_stand_ins_until_k_falls_no_further_and_k_is_theirs(tmp_path):
+    """The stand-in's own CPU falls with its tensors: a one-server point (the speedup's baseline, which sends
+    nothing) still takes the smallest F past which K falls no further, and auto's K is that stand-in's."""
     def calibrate_profile(engine, path, progress, f=1):
         return {**CAL, "stand_in_cpu_s": 0.08 / f, "stand_in_step_s": 0.08 / f}
-    (point,) = expand_points(load(tmp_path, gpu(hosts=1, bw="1gbit")))
-    one = rp.resolve(point, 2, calibrate_profile=calibrate_profile, switch=lambda kind: None)
-    whole = rp.resolve(expand_points(load(tmp_path, gpu(hosts=1, bw="1gbit", f=1)))[0], 2,
-                       calibrate_profile=calibrate_profile, switch=lambda kind: None)
-    assert one.byte_scale > 1 and bs.wall_rate(1000 * MBIT, one.k, one.byte_scale) >= bs.MIN_SCALED_BANDWIDTH
-    assert bs.wall_rate(1000 * MBIT, whole.k, one.byte_scale * 2) < bs.MIN_SCALED_BANDWIDTH   # the largest F
-    assert one.k < whole.k and all(h.stand_in_cpu_s == pytest.approx(0.08 / one.byte_scale)
-                                   for h in one.replay.values())
+
+    def at(f="auto"):
+        (point,) = expand_points(load(tmp_path, gpu(hosts=1, bw="10gbit", f=f)))
+        return rp.resolve(point, 2, calibrate_profile=calibrate_profile, switch=lambda kind: None)
+    one, whole = at(), at(1)
+    assert one.byte_scale > 1 and one.k < whole.k
+    assert at(one.byte_scale // 2).k > one.k and at(one.byte_scale * 2).k == one.k
+    assert all(h.stand_in_cpu_s == pytest.approx(0.08 / one.byte_scale) for h in one.replay.values())

@@ -16,10 +16,10 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from testbed.emulation import dilation as dil
-from testbed.emulation.byte_scale import choose as choose_scale, floor_cap, shapes_cap, to_emulated_bytes
+from testbed.emulation.byte_scale import choose as choose_scale, shapes_cap, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
 from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor, unsent_cpu_s
@@ -193,14 +193,15 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
     f = spec.emulation.scale
     if spec.emulation.compute == "replay":
         graph = _unbudgeted(graph)
-        hosts = replay_hosts(spec, graph, machine, calibrate, progress, calibrate_profile)
-        k, f, carried = replay_factors(spec, hosts, link_bandwidth(graph), machine, switch)
-        if f > 1:       # the stand-ins' own step and CPU, of the tensors they send (K was chosen on the whole's)
-            hosts = replay_hosts(spec, graph, machine, calibrate, progress,
-                                 lambda engine, path, said: calibrate_profile(engine, path, said, f))
-            if spec.emulation.dilation == "auto":      # and auto's K of those stand-ins, at that F
-                k, _, carried = replay_factors(with_byte_scale(spec, f), hosts, link_bandwidth(graph), machine,
-                                               switch)
+        scaled: dict[int, dict[str, HostReplay]] = {}
+
+        def at_scale(f: int) -> dict[str, HostReplay]:     # the stand-ins of the tensors sent at F, calibrated
+            if f not in scaled:
+                scaled[f] = replay_hosts(spec, graph, machine, calibrate, progress,
+                                         lambda engine, path, said: calibrate_profile(engine, path, said, f))
+            return scaled[f]
+        k, f, carried = replay_factors(spec, at_scale, link_bandwidth(graph), machine, switch)
+        hosts = at_scale(f)
         spec = with_dilation(spec, k) if spec.emulation.dilation == "auto" else spec
         spec = with_byte_scale(spec, f) if spec.emulation.byte_scale == "auto" else spec
     wall = dil.wall_spec(spec, k, f)
@@ -213,11 +214,13 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
                          traces, "".join(said), hosts, carried, f)
 
 
-def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: int, switch):
+def replay_factors(spec, at_scale: Callable[[int], dict[str, HostReplay]], bw: int | None, machine: int, switch):
     """(K, F, (the switch's demand, its capacity)) of a replayed point, chosen together: K the dilation
-    (auto: replay_factor's CPU term and the switch's, both of the bytes sent), F the byte scale (auto:
-    byte_scale.choose). The demand is of the bytes sent: the links' rates / F."""
+    (auto: replay_factor's CPU term and the switch's, both of the bytes sent and of the stand-ins that send
+    them, `at_scale(F)`: their own CPU falls with their tensors), F the byte scale (auto: byte_scale.choose).
+    The demand is of the bytes sent: the links' rates / F."""
     w = spec.workload
+    hosts = at_scale(1)
     strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
     demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
     capacity = switch(spec.topology.switch.kind) if demand and spec.cluster is None else None
@@ -225,22 +228,18 @@ def replay_factors(spec, hosts: dict[str, HostReplay], bw: int | None, machine: 
     shapes = next((h.shapes for h in hosts.values() if h.profile is not None), None)
 
     def sent(f: float) -> float:        # the gradient's bytes over the bytes a node sends at F
-        if f in (1, math.inf) or shapes is None:
+        if f == 1 or shapes is None:
             return f
         return gradient / fileformat.shapes_bytes(fileformat.scaled_shapes(shapes, f))
 
-    def need(f: float) -> float:        # the dilation auto picks for the bytes sent at F
-        cpu = replay_factor(list(hosts.values()), w.engine, strategy, gradient, bw, machine, spec.emulation.reserve,
-                            sent(f))
+    def need(f: int) -> float:          # the dilation auto picks for the bytes sent at F, by their stand-ins
+        cpu = replay_factor(list(at_scale(f).values()), w.engine, strategy, gradient, bw, machine,
+                            spec.emulation.reserve, sent(f))
         return max(cpu, switch_factor(demand / sent(f), capacity))
     fixed = None if spec.emulation.dilation == "auto" else spec.emulation.factor
-    if spec.emulation.byte_scale == "auto" and shapes is not None and len(hosts) < 2:
-        # one node sends nothing at any F: the largest within the links' floor keeps its stand-in's work smallest
-        f = floor_cap(bw, need if fixed is None else (lambda f: fixed))
-        k = need(f) if fixed is None else fixed
-    elif spec.emulation.byte_scale == "auto":   # the smallest F at which K (auto's, or the file's) covers the bytes
+    if spec.emulation.byte_scale == "auto":     # the smallest F that needs no more K than the largest allowed
         cap = shapes_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
-        k, f = choose_scale(need, max(need(math.inf), fixed or 1.0), bw, fixed, cap)
+        k, f = choose_scale(need, bw, fixed, cap)
     else:
         f = spec.emulation.scale
         k = need(f) if fixed is None else fixed
