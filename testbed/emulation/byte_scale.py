@@ -20,6 +20,7 @@ CPU contention is estimated (docs/faithful-compute.md).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from testbed import limits
@@ -61,11 +62,12 @@ def floor_cap(narrowest_bps: int | None, k_of: Callable[[int], float], cap: int 
 
 
 def choose(need: Callable[[int], float], narrowest_bps: int | None, fixed_k: float | None = None,
-           cap: int = SCALE_MAX) -> tuple[float, int]:
+           cap: int = SCALE_MAX, most: float = math.inf) -> tuple[float, int]:
     """(K, F) of `byte_scale: auto`: the smallest power of 2, F, at which the dilation the point needs at F,
-    need(F) (the bytes sent and the stand-ins that send them), is no more than at the largest F floor_cap
-    allows (nor than a dilation the file fixed). K is need(F) under `dilation: auto`, else `fixed_k`."""
-    k_of = need if fixed_k is None else (lambda f: fixed_k)
+    need(F) (the bytes sent and the stand-ins that send them, not held to `most`: beyond it a larger F still
+    lightens the load), is no more than at the largest F floor_cap allows (nor than a dilation the file
+    fixed). K is need(F) held to `most` under `dilation: auto`, else `fixed_k`."""
+    k_of = (lambda f: min(most, need(f))) if fixed_k is None else (lambda f: fixed_k)
     top = floor_cap(narrowest_bps, k_of, cap)
     k_floor = max(need(top), fixed_k or 1.0)
     f = 1

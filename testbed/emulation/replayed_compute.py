@@ -112,8 +112,8 @@ def unsent_cpu_s(engine: str, strategy: str, workers: int, gradient_bytes: int, 
 
 
 def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_bytes: int, bw_bps: int | None,
-                machine_cores: float, reserve: float, byte_scale: float = 1.0) -> float:
-    """The smallest K (a multiple of AUTO_STEP, 1 to AUTO_MAX) at which the nodes' CPU per step (the stand-in's,
+                machine_cores: float, reserve: float, byte_scale: float = 1.0, most: float = AUTO_MAX) -> float:
+    """The smallest K (a multiple of AUTO_STEP, 1 to `most`) at which the nodes' CPU per step (the stand-in's,
     plus the engine's COMM_CPU_PER_BYTE_S per byte moved) fills at most UTILISATION of the CPUs outside
     the reserve when steps take the estimated time: the slowest node's compute plus the bytes over the
     link's rate. The nodes' tasks wake together at every exchange, so their wait for a CPU falls with K
@@ -126,7 +126,7 @@ def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_by
     cpu = sum(h.stand_in_cpu_s + moved / byte_scale * COMM_CPU_PER_BYTE_S[engine] for h in hosts)
     room = max(machine_cores - reserve, 0.1) * UTILISATION
     k = cpu / (step * room) if step > 0 else 1.0
-    return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
+    return min(most, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
 
 
 def switch_demand_bps(strategy: str, workers: int, servers: int, bw_bps: int | None) -> float:
@@ -142,13 +142,13 @@ def switch_demand_bps(strategy: str, workers: int, servers: int, bw_bps: int | N
     return 0.0
 
 
-def switch_factor(demand_bps: float, switch_bps: float | None) -> float:
-    """The smallest K (a multiple of AUTO_STEP, 1 to AUTO_MAX) at which the links' demand on the wall clock
+def switch_factor(demand_bps: float, switch_bps: float | None, most: float = AUTO_MAX) -> float:
+    """The smallest K (a multiple of AUTO_STEP, 1 to `most`) at which the links' demand on the wall clock
     (demand / K) fills at most SWITCH_UTILISATION of the switch's capacity (1 where it is not known)."""
     if not switch_bps or demand_bps <= 0:
         return 1.0
     k = demand_bps / (switch_bps * SWITCH_UTILISATION)
-    return min(AUTO_MAX, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
+    return min(most, max(1.0, math.ceil(k / AUTO_STEP - 1e-9) * AUTO_STEP))
 
 
 def switch_reasons(demand_bps: float, switch_bps: float | None, k: float) -> list[str]:

@@ -197,3 +197,11 @@ def test_auto_shrinks_the_stand_ins_until_k_falls_no_further_and_k_is_theirs(tmp
     assert one.byte_scale > 1 and one.k < whole.k
     assert at(one.byte_scale // 2).k > one.k and at(one.byte_scale * 2).k == one.k
     assert all(h.stand_in_cpu_s == pytest.approx(0.08 / one.byte_scale) for h in one.replay.values())
+
+
+def test_a_point_that_needs_the_largest_k_at_every_f_still_takes_the_f_that_lightens_it_most():
+    """16 servers whose stand-ins alone ask more than x16: K is held to x16 at any F, and F is still chosen on
+    the load itself (K not held), so the bytes and the stand-ins are as light as the floors allow."""
+    need = lambda f: math.ceil((40 + 4000 / f) * 4) / 4    # noqa: E731 - x40 at best, above the most of x16
+    assert bs.choose(need, 10**12, cap=256, most=16.0) == (16.0, 256)
+    assert bs.choose(need, 10**12, cap=256) == (need(256), 256)

@@ -22,7 +22,8 @@ from testbed.emulation import dilation as dil
 from testbed.emulation.byte_scale import choose as choose_scale, shapes_cap, to_emulated_bytes
 from testbed.emulation.replayed_compute import HostReplay, from_calibration, from_profile
 from testbed.emulation.replayed_compute import auto_factor as replay_factor
-from testbed.emulation.replayed_compute import SWITCH_UTILISATION, switch_demand_bps, switch_factor, unsent_cpu_s
+from testbed.emulation.replayed_compute import AUTO_MAX, SWITCH_UTILISATION, switch_demand_bps, switch_factor
+from testbed.emulation.replayed_compute import unsent_cpu_s
 from testbed.emulation.budgets import cpuset_text, cpusets
 from testbed.run.point import calibration, switch_capacity
 from testbed.run.point.record import link_bandwidth
@@ -232,14 +233,14 @@ def replay_factors(spec, at_scale: Callable[[int], dict[str, HostReplay]], bw: i
             return f
         return gradient / fileformat.shapes_bytes(fileformat.scaled_shapes(shapes, f))
 
-    def need(f: int) -> float:          # the dilation auto picks for the bytes sent at F, by their stand-ins
+    def need(f: int, most: float = AUTO_MAX) -> float:     # auto's K for the bytes sent at F, by their stand-ins
         cpu = replay_factor(list(at_scale(f).values()), w.engine, strategy, gradient, bw, machine,
-                            spec.emulation.reserve, sent(f))
-        return max(cpu, switch_factor(demand / sent(f), capacity))
+                            spec.emulation.reserve, sent(f), most)
+        return max(cpu, switch_factor(demand / sent(f), capacity, most))
     fixed = None if spec.emulation.dilation == "auto" else spec.emulation.factor
     if spec.emulation.byte_scale == "auto":     # the smallest F that needs no more K than the largest allowed
         cap = shapes_cap(shapes, fileformat.shapes_bytes) if shapes is not None else 1
-        k, f = choose_scale(need, bw, fixed, cap)
+        k, f = choose_scale(lambda f: need(f, math.inf), bw, fixed, cap, most=AUTO_MAX)
     else:
         f = spec.emulation.scale
         k = need(f) if fixed is None else fixed
