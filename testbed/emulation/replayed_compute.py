@@ -53,6 +53,12 @@ class HostReplay:
     shares_cpu: bool = True        # its compute ran on the CPU cores its communication uses (not a GPU)
     idle: tuple[tuple[float, float], ...] = ()  # a profile's (pause, extra compute) points: the step after a pause
 
+    @property
+    def threads(self) -> int:
+        """The intra-op threads its stand-in was calibrated with, and runs with: one for a profile's (calibrated
+        on one CPU), else one per CPU of its calibration."""
+        return 1 if self.profile is not None else max(1, math.ceil(self.cores - 1e-9))
+
     def wall_wait(self, k: float) -> float:
         """The wait per step on the wall clock: the step x K, less the stand-in's own step and its waits'
         overshoot, which take their time at any K."""
@@ -76,7 +82,7 @@ class HostReplay:
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
                 "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
                 "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0,
-                "idle": [[k * gap, k * extra] for gap, extra in self.idle]}
+                "idle": [[k * gap, k * extra] for gap, extra in self.idle], "threads": self.threads}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:

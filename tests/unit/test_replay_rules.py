@@ -363,3 +363,26 @@ def test_the_report_says_replayed_runs_are_machines_of_their_own_and_timing_only
                               time_s=[0.5, 0.5], loss=[0.9, 0.8], strategy="allreduce"))
     assert stability.loss_curves(runs, steps).empty          # a replayed step's loss is none of the report's
     assert tables.own_machines(runs).all()
+
+
+def test_a_stand_in_runs_with_the_threads_it_was_calibrated_with_not_the_servers(tmp_path, monkeypatch):
+    """A replayed 16-core GPU server's stand-in was calibrated on one CPU with one thread: its worker runs with
+    one (16 OpenMP threads on this machine's CPUs would wait for them), and a calibrated node of 2 cores with 2."""
+    from types import SimpleNamespace
+
+    from testbed.roles import Task
+    from testbed.run.training.training import Training
+    cal = {"real_step_s": 0.04, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002, "layers": [[0.01, 0.01]]}
+    server, box = replay.from_profile(cal, 16, "gpu.json", device="cuda"), replay.from_calibration(cal, 2)
+    assert server.job(4)["threads"] == 1 and box.job(4)["threads"] == 2
+    node = SimpleNamespace(address="10.0.0.1", machine="m", machine_cores=2, limits={"cpu": None, "cores": 16},
+                           shared_dir=str)
+    tasks = [Task("h1", "worker", 0, 2222), Task("h2", "worker", 1, 2222)]
+    net = SimpleNamespace(nodes={"h1": node, "h2": node})
+    workload = SimpleNamespace(threads="auto", strategy="allreduce", model="torchvision/resnet50")
+    training = Training(net, workload, tasks, tmp_path, replay={"hosts": {"h1": server.job(4), "h2": box.job(4)}})
+    monkeypatch.setattr("testbed.run.training.training.job_document", lambda w, c: {})
+    monkeypatch.setattr("testbed.run.training.training.balance_plan", lambda *a: None)
+    training.backup_dir = None
+    training._write_job("job.json")
+    assert training.threads == {tasks[0]: 1, tasks[1]: 2}       # the machine's rule: 16 each

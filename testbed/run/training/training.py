@@ -155,6 +155,11 @@ class Training:
         machines = {h: (n.machine, n.machine_cores, n.limits["cpu"], n.limits.get("cores")) for h, n in self.net.nodes.items()}
         self.threads = (threads_per_task(self.tasks, machines) if self.workload.threads == "auto"
                         else {t: self.workload.threads for t in self.tasks})
+        replayed = (self.replay or {}).get("hosts", {})
+        for t in self.tasks:        # a stand-in runs with the threads it was calibrated with, not the machine's
+            if (self.workload.threads == "auto" and t.task_type in ("single", "worker") and t.host in replayed
+                    and "threads" in replayed[t.host]):
+                self.threads[t] = replayed[t.host]["threads"]
         job = job_document(self.workload, self.cluster)
         plan = balance_plan(self.workload, self.tasks, self.speeds)
         if plan is not None:
