@@ -158,14 +158,18 @@ class Contention:
       two and counts half their distance in `unsure_s`, which the verdict adds to its bound. It also waits
       `unsent_wait_s`: under byte scaling, what the exchange's CPU for the bytes not sent would have taken
       there (emulation.byte_scale).
+    - The layers' waits wake late (`slept`): what they woke late by in a step beyond `overshoot_s` (what the
+      calibration found, and the waits were shortened by) lengthened it, and is counted in `unsure_s` too.
     `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
 
     MIN_WAIT_S = 1e-4
     ROUNDS = 50
 
     def __init__(self, during: float, after: float = 0.0, own_cpu_s: float = 0.0, others=others_cpu_s,
-                 total=process_cpu_s, unsent_wait_s: float = 0.0):
+                 total=process_cpu_s, unsent_wait_s: float = 0.0, overshoot_s: float = 0.0):
         self.during, self.after, self.own_cpu_s, self.unsent_wait_s = during, after, own_cpu_s, unsent_wait_s
+        self.overshoot_s = overshoot_s           # what the layers' waits woke late by a step when calibrated
+        self._late = 0.0                         # what they woke late by this step
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
         self.unsure_s = 0.0                      # wall seconds the waits may be off by (half the range)
@@ -190,9 +194,16 @@ class Contention:
                 self._charge(used, used * self.during)
         self._backward_end = time.perf_counter()
 
+    def slept(self, asked_s: float, took_s: float) -> None:
+        """A layer's wait asked for `asked_s` and took `took_s` (it wakes late: the kernel's wake-up latency)."""
+        self._late += max(0.0, took_s - asked_s)
+
     def close(self) -> None:
+        late, self._late = self._late, 0.0
         if self._step_from is None:
             return
+        # waits that woke later than calibrated lengthened the step by as much: the verdict's bound holds it
+        self.unsure_s += max(0.0, late - self.overshoot_s)
         rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
         if self.after > 0 and rest > 0:
             tail = time.perf_counter() - self._backward_end if self._backward_end is not None else 0.0
@@ -223,6 +234,13 @@ def idle_wait(gap_s: float, points) -> float:
     return last_extra
 
 
+def _timed_sleep(wait_s: float, contention: Contention | None) -> None:
+    start = time.perf_counter()
+    time.sleep(wait_s)
+    if contention is not None:
+        contention.slept(wait_s, time.perf_counter() - start)
+
+
 def _wait_function(contention: Contention | None, clock: dict):
     import torch
 
@@ -232,13 +250,13 @@ def _wait_function(contention: Contention | None, clock: dict):
 
         @staticmethod
         def forward(ctx, x, forward_s, backward_s, *params):
-            time.sleep(forward_s)
+            _timed_sleep(forward_s, contention)
             ctx.backward_s, ctx.params = backward_s, params
             return x.clone()
 
         @staticmethod
         def backward(ctx, grad):
-            time.sleep(ctx.backward_s)
+            _timed_sleep(ctx.backward_s, contention)
             if contention is not None:
                 contention.settle()
             clock["computed"] = time.perf_counter()

@@ -55,7 +55,8 @@ def run_training(job: dict, emit: Emitter) -> None:
         mine = replayed["hosts"][emit.base["host"]]
         contention = replay.Contention(float(mine.get("charge", 0.0)), float(mine.get("after_charge", 0.0)),
                                        float(mine.get("own_cpu_s", 0.0)),
-                                       unsent_wait_s=float(mine.get("unsent_wait_s", 0.0)))
+                                       unsent_wait_s=float(mine.get("unsent_wait_s", 0.0)),
+                                       overshoot_s=float(mine.get("overshoot_s", 0.0)))
         waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
         model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()))
         dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))

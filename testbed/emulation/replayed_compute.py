@@ -82,7 +82,8 @@ class HostReplay:
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
                 "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
                 "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0,
-                "idle": [[k * gap, k * extra] for gap, extra in self.idle], "threads": self.threads}
+                "idle": [[k * gap, k * extra] for gap, extra in self.idle], "threads": self.threads,
+                "overshoot_s": self.overshoot_s}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:

@@ -386,3 +386,37 @@ def test_a_stand_in_runs_with_the_threads_it_was_calibrated_with_not_the_servers
     training.backup_dir = None
     training._write_job("job.json")
     assert training.threads == {tasks[0]: 1, tasks[1]: 2}       # the machine's rule: 16 each
+
+
+def test_waits_that_wake_later_than_calibrated_count_in_the_bound():
+    """The calibration found the layers' waits 2 ms late a step, and shortened them by as much: a step whose
+    waits woke 9 ms late took 7 ms longer than the machine it stands for, which the bound holds; one no later
+    than calibrated adds nothing, nor does the step before the first close."""
+    cpu = [0.0]
+    contention = standins.Contention(during=0.0, overshoot_s=0.002, others=lambda: cpu[0], total=lambda: cpu[0])
+    contention.slept(0.010, 0.013)
+    contention.close()                       # before the first step began: nothing counted
+    assert contention.unsure_s == 0.0
+    contention.begin()
+    for asked, took in [(0.010, 0.014), (0.020, 0.025), (0.001, 0.0005)]:
+        contention.slept(asked, took)
+    contention.close()
+    assert contention.unsure_s == pytest.approx(0.007)
+    contention.begin()
+    contention.slept(0.010, 0.0115)
+    contention.close()
+    assert contention.unsure_s == pytest.approx(0.007)
+    cal = {"real_step_s": 0.04, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002, "layers": [[0.01, 0.01]],
+           "overshoot_s": 0.003}
+    assert replay.from_profile(cal, 16, "gpu.json", device="cuda").job(4)["overshoot_s"] == 0.003
+
+
+def test_the_stand_ins_waits_report_how_late_they_woke():
+    import torch
+    from torch import nn
+    late = []
+    contention = standins.Contention(during=0.0)
+    contention.slept = lambda asked, took: late.append((asked, took))
+    model = standins.stand_in(nn.Sequential(nn.Linear(2, 2)), [(0.002, 0.003)], 2, contention)
+    model(torch.zeros(1, 2)).sum().backward()
+    assert [asked for asked, _ in late] == [0.002, 0.003] and all(took >= asked for asked, took in late)
