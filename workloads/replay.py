@@ -155,11 +155,10 @@ class Contention:
       the network, which the node cannot see: all of it on the critical path, the step waits `after` per
       CPU second; all of it streamed under the wait, only what it would have lasted beyond the step's tail
       here (from the backward pass's end). `close()`, at the end of each step, waits the middle of the
-      two and counts half their distance in `unsure_s`, which the verdict adds to its bound. It also waits
-      `unsent_wait_s`: under byte scaling, what the exchange's CPU for the bytes not sent would have taken
-      there (emulation.byte_scale).
-    - The layers' waits wake late (`slept`): what they woke late by in a step beyond `overshoot_s` (what the
-      calibration found, and the waits were shortened by) lengthened it, and is counted in `unsure_s` too.
+      two and counts half their distance in `unsure_s`, which the verdict adds to its bound; and, under byte
+      scaling, waits `unsent_wait_s`: what the exchange's CPU for the bytes not sent would have taken there.
+    - The layers' waits wake late (`slept`): beyond `overshoot_s` (calibrated, and the waits shortened by
+      it) that lengthened the step, and counts in `unsure_s` too.
     `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
 
     MIN_WAIT_S = 1e-4
@@ -168,8 +167,7 @@ class Contention:
     def __init__(self, during: float, after: float = 0.0, own_cpu_s: float = 0.0, others=others_cpu_s,
                  total=process_cpu_s, unsent_wait_s: float = 0.0, overshoot_s: float = 0.0):
         self.during, self.after, self.own_cpu_s, self.unsent_wait_s = during, after, own_cpu_s, unsent_wait_s
-        self.overshoot_s = overshoot_s           # what the layers' waits woke late by a step when calibrated
-        self._late = 0.0                         # what they woke late by this step
+        self.overshoot_s, self._late = overshoot_s, 0.0    # the layers' waits' lateness a step: calibrated, this one
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
         self.unsure_s = 0.0                      # wall seconds the waits may be off by (half the range)
