@@ -72,6 +72,11 @@ def _auto_note(specs: list, factors: list[float], machine: int) -> str:
             f"{reserve:g}-core reserve fit this machine's {machine} cores)")
 
 
+def exchange(strategy: str) -> str:
+    """How a replayed point's nodes exchange gradients: through a parameter server, else an all-reduce."""
+    return "ps" if strategy == "ps" else "allreduce"
+
+
 def with_byte_scale(spec, f: int):
     """The spec with emulation.byte_scale set to the factor f."""
     return spec.model_copy(update={"emulation": spec.emulation.model_copy(update={"byte_scale": int(f)})})
@@ -109,7 +114,7 @@ class ResolvedPoint:
         shapes = next((host.shapes for host in self.replay.values() if host.profile is not None), None)
         if shapes is not None and f > 1:
             w = self.spec.workload
-            unsent = unsent_cpu_s(w.engine, w.strategy if w.strategy == "ps" else "allreduce", len(self.replay),
+            unsent = unsent_cpu_s(w.engine, exchange(w.strategy), len(self.replay),
                                   fileformat.shapes_bytes(shapes),
                                   fileformat.shapes_bytes(fileformat.scaled_shapes(shapes, f)))
         job = {"hosts": {name: host.job(self.k, unsent) for name, host in self.replay.items()}}
@@ -222,7 +227,7 @@ def replay_factors(spec, at_scale: Callable[[int], dict[str, HostReplay]], bw: i
     The demand is of the bytes sent: the links' rates / F."""
     w = spec.workload
     hosts = at_scale(1)
-    strategy = w.strategy if w.strategy in ("allreduce", "ps") else "allreduce"
+    strategy = exchange(w.strategy)
     demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
     capacity = switch(spec.topology.switch.kind) if demand and spec.cluster is None else None
     gradient = replayed_gradient_bytes(spec, hosts)
