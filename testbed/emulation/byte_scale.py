@@ -12,11 +12,10 @@ bytes' CPU, the stand-ins' own (which falls with their tensors), and the bytes' 
 larger K than the largest F allowed would (nor than a dilation the file fixed). The largest allowed is no
 larger than SCALE_MAX, than keeps the narrowest link at MIN_SCALED_BANDWIDTH or more on the wall clock, nor
 than keeps MIN_SENT_BYTES of the gradient sent a step and the tensors' rounding up within ROUNDING_MAX of the
-bytes (`shapes_cap`). The floors come from
-measurements under an earlier charge of the measured CPU x F (a 1 MB gradient over 100 Mbit/s: 2.5 %, 11 % and
-28 % longer at F = 2, 4 and 8, 50 times longer at F = 256, 4 kB sent at 3 Mbit/s); with the CPU of the bytes
-not sent waited instead (replayed_compute.unsent_cpu_s), F = 8 read within 1 % of every byte sent where no
-CPU contention is estimated (docs/faithful-compute.md).
+bytes (`shapes_cap`). The floors come from measurements under an earlier charge of the measured CPU x F (a
+1 MB gradient over 100 Mbit/s: 2.5 %, 11 % and 28 % longer at F = 2, 4 and 8, 50 times longer at F = 256,
+4 kB sent at 3 Mbit/s); with the CPU of the bytes not sent waited instead (replayed_compute.unsent_cpu_s),
+F = 8 read within 1 % of every byte sent where no CPU contention is estimated (docs/faithful-compute.md).
 """
 from __future__ import annotations
 
