@@ -129,7 +129,7 @@ def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster,
     before = server_state(cluster)
     section = {**cluster, "placement": {"h1": "srv1", "s1": "srv1", "h2": "srv2"}}
     body = ALLREDUCE.replace("link: {bw: 100mbit}}", "link: {bw: 100mbit}, host: {cores: 1}}").replace(
-        "interval: 0.5s", "interval: 0.25s").replace("steps_per_epoch: 6", "steps_per_epoch: 12")
+        "interval: 0.5s", "interval: 0.25s").replace("steps_per_epoch: 6", "steps_per_epoch: 60")
     out = tmp_path / "out"
     done = cli("run", spec(tmp_path, section, body + "emulation: {dilation: 4}\n"), "--out", out, "--quiet",
                "--no-report", timeout=900)
@@ -141,9 +141,11 @@ def test_budgets_hold_on_the_servers_under_dilation_and_go_with_the_run(cluster,
     usage = table(out, "usage")
     for host in ("h1", "h2"):
         mine = usage[usage["node"] == host].sort_values("t")
-        # the samples after the one its first gradients went out in: that one's interval can hold the end of the
-        # engine's loading, quota lifted (a sample at 166 % of one core, then 99 %)
-        training = mine[(mine["tx_bytes"].diff() > 100_000).cummax().shift(fill_value=False)]
+        # the samples between the one its first gradients went out in and the one its last did: the first's
+        # interval can hold the end of the engine's loading, quota lifted (a sample at 166 % of one core, then
+        # 99 %), and the last's the start of the compute probe, which measures the node alone with its quota lifted
+        sent = mine["tx_bytes"].diff() > 100_000
+        training = mine[sent.cummax().shift(fill_value=False) & sent[::-1].cummax()[::-1].shift(-1, fill_value=False)]
         assert len(training) >= 3, f"{host}: usage samples while it trained"
         busiest = training["cpu_pct"].max()      # % of an emulated core (wall % x 4)
         print(f"{host}: busiest sample {busiest:.0f} % of its one emulated core")

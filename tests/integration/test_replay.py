@@ -12,7 +12,7 @@ from cli import run_one, steady_ratio
 pytestmark = pytest.mark.integration
 
 SPEC = """name: {name}
-topology: {{template: star, hosts: {hosts}, switch: {{kind: ovs}}, link: {{bw: {bw}}}, host: {{cores: 1}}}}
+topology: {{template: star, hosts: {hosts}, switch: {{kind: {switch}}}, link: {{bw: {bw}}}, host: {{cores: 1}}}}
 emulation: {{dilation: {dilation}, compute: {compute}}}
 workload: {{engine: pytorch, strategy: allreduce, model: {model}, model_params: {params}, batch_per_worker: {batch},
            epochs: 1, steps_per_epoch: {steps}, fixed: steps, timeout: 15m}}
@@ -28,7 +28,10 @@ def run(tmp_path: Path, name: str, **fields) -> pd.Series:
 
 
 def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root, no_leftovers):
-    common = dict(hosts=2, bw="10mbit", dilation="auto", model="cnn", batch=32, params="{}", steps=25, iperf="true")
+    """Both at x2, not auto's x1.5 for the real nodes: a whole core kept for what runs beside their budgets.
+    On a slow machine at x1.5 the real nodes' step read 256 ms (ok) against the replayed 229 ms (0.894)."""
+    common = dict(hosts=2, bw="10mbit", dilation=2, model="cnn", batch=32, params="{}", steps=25, iperf="true",
+                  switch="ovs")
     real = run(tmp_path, "real", compute="real", **common)
     replayed = run(tmp_path, "replayed", compute="replay", **common)
     assert real["compute"] == "budgets" and replayed["compute"] == "replay"
@@ -39,15 +42,17 @@ def test_two_nodes_replayed_take_the_steady_step_of_two_computing(tmp_path, root
 
 
 def test_sixteen_replayed_workers_on_two_cores_read_ok(tmp_path, root, no_leftovers):
-    """16 one-core workers on 2 cores, each step 0.9 s at 10 Mbit/s, x2: a node's CPU per step (gloo's ring of
-    30 exchanges, its stand-in, its timers) is a few per cent of the step, and its wait for a CPU small
-    (measured at 5 Mbit/s, a 1.8 s step: bound 0.010, wait 0.005 at x2; 0.013 and 0.004 at x3)."""
-    row = run(tmp_path, "sixteen", hosts=16, bw="10mbit", dilation=2, model="cnn", batch=32, compute="replay",
-              params="{filters: 64, dense: 16}", steps=12, iperf="false")
+    """16 one-core workers on 2 cores, each step 1.7 s at 5 Mbit/s, x2, through a Linux bridge: a node's CPU
+    per step (gloo's ring of 30 exchanges, its stand-in, its timers) is a few per cent of the step, and its
+    wait for a CPU small (bound 0.004, wait 0.005; 0.018 with both cores half taken by a busy loop). Through
+    Open vSwitch's userspace datapath, which forwards every packet on these 2 cores (65 % of one at 10 Mbit/s),
+    the wait was 0.025-0.041 at 10 Mbit/s here and 0.138 on a slower machine: `degraded`, as it should read."""
+    row = run(tmp_path, "sixteen", hosts=16, bw="5mbit", dilation=2, model="cnn", batch=32, compute="replay",
+              params="{filters: 64, dense: 16}", steps=12, iperf="false", switch="linuxbridge")
     print(f"16 replayed workers: x{row['dilation']:g}, steady step {row['steady_step_s'] * 1000:.0f} ms, CPU bound "
           f"{row['replay_cpu_bound']:.3f}, CPU wait {row['replay_cpu_wait']:.3f}, wall {row['wall_time_s']:.0f} s")
     assert row["workers"] == 16 and row["steady"] == "ok" and row["compute"] == "replay" and row["dilation"] == 2
-    # the 16-node ring moves 2 x 15/16 of the gradient per node and step: at 10 Mbit/s most of the step
-    sent = 2 * 15 / 16 * row["gradient_bytes"] * 8 / 10e6
-    assert sent < row["steady_step_s"] < sent + 0.5       # (1 s at 5 Mbit/s: the same share of the step)
+    # the 16-node ring moves 2 x 15/16 of the gradient per node and step: at 5 Mbit/s most of the step
+    sent = 2 * 15 / 16 * row["gradient_bytes"] * 8 / 5e6
+    assert sent < row["steady_step_s"] < sent + 0.5
     assert row["fidelity"] == "ok", row["fidelity"]
