@@ -17,16 +17,16 @@ engine's real communication path.
   from the compute there, and the step's end what the communication after the backward pass would
   have taken on that machine's cores (`Contention`).
 
-The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run by the
-testbed in a process of its own before the network exists, on idle CPUs: testbed/run/point/calibration.py)
-measures the real step, its layers' times and the stand-in's own step on a machine of the node's size;
-testbed/emulation/replayed_compute.py makes the waits of them. `UsageSampler` reports a task's CPU time and its
-threads' wait for a CPU, for the verdict.
+The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run in a process
+of its own before the network exists, on idle CPUs: testbed/run/point/calibration.py) measures the real step,
+its layers' times and the stand-in's own step; testbed/emulation/replayed_compute.py makes the waits of them.
+`UsageSampler` reports a task's CPU time and its threads' wait for a CPU, for the verdict.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import sys
@@ -42,9 +42,8 @@ CALIBRATION_WARMUP, CALIBRATION_STEPS = 3, 20
 # --------------------------------------------------------------------------- TensorFlow
 
 def sleep_op(seconds):
-    """A graph op that waits `seconds` (a number or a tensor) and gives 0.0: one element of a tf.data
-    sleep dataset, made and read inside the step so that nothing prefetches it. A graph op, it also
-    runs where no Python function of this process can: on the ps strategy's remote workers."""
+    """A graph op that waits `seconds` (a number or a tensor) and gives 0.0: a tf.data sleep dataset's element, made
+    and read inside the step (nothing prefetches it); it runs on the ps strategy's remote workers too."""
     import tensorflow as tf
     from tensorflow.python.data.experimental.ops import testing
 
@@ -60,10 +59,9 @@ def tf_parameter_layers(model) -> list:
 
 def replay_tensorflow(model, layer_waits, worker_index=None) -> None:
     """Replace the compiled tf_keras model's train_step by the replayed one (module docstring).
-    `layer_waits`: each parameter layer's (forward, backward) seconds (tf_parameter_layers order), or,
-    given worker_index() (a tensor: the ps strategy's worker running the step), one such list per worker.
-    The step waits the forward pass, then each layer's backward from the last layer to the first, and
-    each layer's zero gradients are made when its backward wait ends: the collective of the last
+    `layer_waits`: each parameter layer's (forward, backward) seconds (tf_parameter_layers order), or, given
+    worker_index() (a tensor: the ps strategy's worker running the step), one such list per worker. Each
+    layer's zero gradients are made as its backward wait ends, last layer first: the collective of the last
     layers' gradients starts while the first layers' backward still waits, as in a real step."""
     import tensorflow as tf
 
@@ -88,9 +86,8 @@ def replay_tensorflow(model, layer_waits, worker_index=None) -> None:
 
 
 def tf_layer_times(model, x, steps: int = 10) -> list[tuple[float, float]]:
-    """Each parameter layer's (forward, backward) seconds, measured on prefixes of the model: the
-    sub-model from the inputs to a layer's output, forward alone and forward with its gradients, less
-    the largest such prefix of an earlier parameter layer inside it (exact for a chain of layers)."""
+    """Each parameter layer's (forward, backward) seconds, on prefixes of the model (inputs to a layer's output):
+    forward alone and with its gradients, less the largest earlier such prefix inside it (exact for a chain)."""
     import tensorflow as tf
     import tf_keras as keras
 
@@ -121,8 +118,7 @@ def tf_layer_times(model, x, steps: int = 10) -> list[tuple[float, float]]:
 # --------------------------------------------------------------------------- PyTorch
 
 def parameter_layers(model) -> list:
-    """The model's modules that own parameters, in the order they were registered (a Sequential's
-    forward order)."""
+    """The model's modules that own parameters, in the order they were registered (a Sequential's forward order)."""
     return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
 
 
@@ -135,28 +131,27 @@ def process_cpu_s() -> float:
 
 
 def others_cpu_s() -> float:
-    """CPU seconds this process's threads but the calling one and the usage sampler's have used: the
-    communication's (gloo's threads), while the stand-in's own thread waits."""
+    """CPU seconds of this process's threads but the caller's and the sampler's: the communication's (gloo's)."""
     return max(0.0, time.process_time() - time.thread_time() - _sampler_cpu_s)
 
 
 class Contention:
-    """The wall time the node's CPU work beyond the stand-in's own would have taken on the machine it
-    stands for, waited for. The node runs unbudgeted: each CPU second took a wall second here.
+    """The wall time the node's CPU work beyond the stand-in's own would have taken on the machine it stands
+    for, waited for. The node runs unbudgeted: each CPU second took a wall second here.
     - During the backward pass, where that machine computes on the cores its communication uses, the
-      communication's threads delayed the compute there by 1/cores of a second per CPU second, x K on
-      the wall clock: `during` = K / cores (0: it computes elsewhere, on a GPU). `settle()`, after each
-      layer's backward wait, waits for their CPU since the last call, and again for what they used
-      meanwhile, until they used (almost) none.
-    - The rest of the step's CPU beyond the stand-in's own (`own_cpu_s`: the communication after the
-      backward pass, the framework's work between the waits) ran at a whole CPU where that machine's
-      cores give it 1/K of one each: there it would have lasted `after` + 1 = K / cores wall seconds per
-      CPU second. How much of that lengthens the step depends on how much of it overlapped the wait for
-      the network, which the node cannot see: all of it on the critical path, the step waits `after` per
-      CPU second; all of it streamed under the wait, only what it would have lasted beyond the step's tail
-      here (from the backward pass's end). `close()`, at the end of each step, waits the middle of the
-      two and counts half their distance in `unsure_s`, which the verdict adds to its bound; and, under byte
-      scaling, waits `unsent_wait_s`: what the exchange's CPU for the bytes not sent would have taken there.
+      communication's threads delayed the compute there by 1/cores of a second per CPU second, x K on the
+      wall clock: `during` = K / cores (0: it computes elsewhere, on a GPU). `settle()`, after each layer's
+      backward wait, waits for their CPU since the last call, and again for what they used meanwhile,
+      until they used (almost) none.
+    - The rest of the step's CPU beyond the stand-in's own (`own_cpu_s`: the communication after the backward
+      pass, the framework's work between the waits) ran at a whole CPU where that machine's cores give it 1/K
+      of one each: there it would have lasted `after` + 1 = K / cores wall seconds per CPU second. How much
+      of that lengthens the step depends on how much of it overlapped the wait for the network, which the
+      node cannot see: all of it on the critical path, the step waits `after` per CPU second; all of it
+      streamed under the wait, only what it would have lasted beyond the step's tail here (from the backward
+      pass's end). `close()`, at the end of each step, waits the middle of the two and counts half their
+      distance in `unsure_s`, which the verdict adds to its bound; and, under byte scaling, waits
+      `unsent_wait_s`: what the exchange's CPU for the bytes not sent would have taken there.
     - The layers' waits wake late (`slept`): beyond `overshoot_s` (calibrated, and the waits shortened by
       it) that lengthened the step, and counts in `unsure_s` too.
     `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
@@ -232,6 +227,12 @@ def idle_wait(gap_s: float, points) -> float:
     return last_extra
 
 
+def precise_timers() -> None:
+    """This thread's sleeps wake when asked, not up to the default timer slack (50 us) later (PR_SET_TIMERSLACK)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)
+
+
 def _timed_sleep(wait_s: float, contention: Contention | None) -> None:
     start = time.perf_counter()
     time.sleep(wait_s)
@@ -275,6 +276,7 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: 
     layers = parameter_layers(model)
     if len(waits) != len(layers):
         raise ValueError(f"{len(waits)} layer waits for a model of {len(layers)} parameter layers")
+    precise_timers()                    # (the thread that builds it runs its forward and, on CPUs, its backward)
     clock: dict = {}                    # "computed": when the last backward wait ended
     wait = _wait_function(contention, clock)
 
@@ -366,11 +368,10 @@ def run_delay_s(pid: str = "self", skip: int | None = None) -> float:
 
 
 class UsageSampler:
-    """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's
-    CPU seconds (all threads), the part of them a `Contention` accounted for (charged_cpu_s), what its
-    waits may be off by (unsure_s), and its threads' run delay, with the time they were read. The
-    sampler's own thread is left out: on a VM a wake-up can cost a millisecond of CPU, which would
-    otherwise count as the node's."""
+    """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's CPU seconds
+    (all threads), the part of them a `Contention` accounted for (charged_cpu_s), what its waits may be off by
+    (unsure_s), and its threads' run delay, with the time they were read. The sampler's own thread is left out:
+    on a VM a wake-up can cost a millisecond of CPU, which would otherwise count as the node's."""
 
     def __init__(self, emit, interval: float = 0.25, contention: Contention | None = None):
         self.emit, self.interval, self.contention = emit, interval, contention
@@ -416,8 +417,7 @@ def _timed_steps(step, warmup: int, steps: int) -> tuple[float, float]:
 
 
 def calibrate_tensorflow(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
-    """The built-in model's local step as Keras fit runs it, its time per parameter layer, and the
-    stand-in's step (_calibration)."""
+    """The built-in model's local step as Keras fit runs it, its time per parameter layer, the stand-in's step."""
     import tensorflow as tf
 
     from workloads import data as wdata
@@ -465,8 +465,7 @@ def _stand_in_steps(model, batch: int, warmup: int, steps: int):
 
 
 def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
-    """The model's local step (a built-in or zoo model), its time per parameter layer, and the stand-in's
-    step (_calibration)."""
+    """The model's local step (a built-in or zoo model), its time per parameter layer, the stand-in's step."""
     import torch
 
     from workloads import torch_models, zoo
@@ -548,8 +547,7 @@ def calibrate_profile(path: str, warmup: int, steps: int, byte_scale: int = 1) -
 
 
 def spread_wait(total_s: float, times) -> list[tuple[float, float]]:
-    """`total_s` split over the layers in proportion to their measured (forward, backward) times
-    (evenly when none was measured)."""
+    """`total_s` split over the layers in proportion to their measured (forward, backward) times (else evenly)."""
     times = list(times)
     whole = sum(f + b for f, b in times)
     if whole <= 0:
