@@ -102,7 +102,10 @@ def test_a_one_core_node_is_judged_by_what_else_ran_on_its_core(tmp_path, root, 
     file = tmp_path / "onecore.yaml"
     file.write_text(yaml.safe_dump(spec, sort_keys=False))
     _, alone = run(file, tmp_path / "alone")
-    assert alone["fidelity"].iloc[0] == "ok", alone["fidelity"].iloc[0]
+    # ok, or degraded for this VM's stalls alone ("timers: p99 sleep overshoot 6 ms" on a busy host): what the
+    # test judges is that the node's own threads on its core are no "cpu:" reason
+    reasons = alone["fidelity"].iloc[0].removeprefix("degraded: ").split("; ")
+    assert reasons == ["ok"] or all(r.startswith("timers:") for r in reasons), reasons
 
     loop = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
     loops = [subprocess.Popen([sys.executable, "-c", loop, str(cpu)]) for cpu in sorted(os.sched_getaffinity(0))]
