@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CALIBRATION_WARMUP, CALIBRATION_STEPS = 3, 20
+PR_SET_TIMERSLACK = 29          # prctl's option (linux/prctl.h)
 
 
 # --------------------------------------------------------------------------- TensorFlow
@@ -228,9 +229,9 @@ def idle_wait(gap_s: float, points) -> float:
 
 
 def precise_timers() -> None:
-    """This thread's sleeps wake when asked, not up to the default timer slack (50 us) later (PR_SET_TIMERSLACK)."""
+    """This thread's sleeps wake when asked, not up to the kernel's default timer slack (50 us) later."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)
+        ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
 
 
 def _timed_sleep(wait_s: float, contention: Contention | None) -> None:

@@ -431,7 +431,7 @@ def test_a_pytorch_stand_in_sleeps_without_the_kernels_timer_slack():
     code = """if True:
         import ctypes
         from workloads import replay, torch_models
-        ctypes.CDLL(None).prctl(29, 50000, 0, 0, 0)
+        ctypes.CDLL(None).prctl(replay.PR_SET_TIMERSLACK, 50000, 0, 0, 0)
         print(open("/proc/self/timerslack_ns").read().strip())
         replay.stand_in(torch_models.build("mlp", {"width": 8, "depth": 1}), [(0.0, 0.0)] * 2, 10)
         print(open("/proc/self/timerslack_ns").read().strip())"""
