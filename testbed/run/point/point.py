@@ -226,7 +226,7 @@ def replay_factors(spec, at_scale: Callable[[int], dict[str, HostReplay]], bw: i
     them, `at_scale(F)`: their own CPU falls with their tensors), F the byte scale (auto: byte_scale.choose).
     The demand is of the bytes sent: the links' rates / F."""
     w = spec.workload
-    hosts = at_scale(1)
+    hosts = at_scale(1 if spec.emulation.byte_scale == "auto" else spec.emulation.scale)   # (a fixed F: only its own)
     strategy = exchange(w.strategy)
     demand = switch_demand_bps(strategy, len(hosts), w.ps.servers, bw)
     capacity = switch(spec.topology.switch.kind) if demand and spec.cluster is None else None
