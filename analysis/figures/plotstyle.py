@@ -106,7 +106,8 @@ def readable_log_ticks(fig) -> None:
     majors at 1, 2, 5 x 10^n (or 1..9 x 10^n on a narrow axis, or 10^n on a wide one).
     Explicit ticks (set_xticks) keep their places and only get plain labels."""
     from matplotlib import ticker
-    fig.canvas.draw()   # settle the limits the labels depend on
+    # (an axis's view limits settle when read: no draw of the figure is needed for them, and a draw costs as
+    # much as the save)
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
             if scale != "log":
