@@ -20,7 +20,7 @@ engine's real communication path.
 The losses of replayed steps mean nothing: the events carry none. The calibration (`main`, run in a process
 of its own before the network exists, on idle CPUs: testbed/run/point/calibration.py) measures the real step,
 its layers' times and the stand-in's own step; testbed/emulation/replayed_compute.py makes the waits of them.
-`UsageSampler` reports a task's CPU time and its threads' wait for a CPU, for the verdict.
+workloads/usage.py reports a task's CPU time and its threads' wait for a CPU, for the verdict.
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ import ctypes
 import json
 import os
 import sys
-import threading
 import time
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from workloads.usage import others_cpu_s, process_cpu_s  # noqa: E402
 
 CALIBRATION_WARMUP, CALIBRATION_STEPS = 3, 20
 PR_SET_TIMERSLACK = 29          # prctl's option (linux/prctl.h)
@@ -123,19 +123,6 @@ def parameter_layers(model) -> list:
     return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
 
 
-_sampler_cpu_s = 0.0           # the usage sampler's own thread's CPU so far (UsageSampler)
-
-
-def process_cpu_s() -> float:
-    """CPU seconds this process has used, the usage sampler's thread left out."""
-    return time.process_time() - _sampler_cpu_s
-
-
-def others_cpu_s() -> float:
-    """CPU seconds of this process's threads but the caller's and the sampler's: the communication's (gloo's)."""
-    return max(0.0, time.process_time() - time.thread_time() - _sampler_cpu_s)
-
-
 class Contention:
     """The wall time the node's CPU work beyond the stand-in's own would have taken on the machine it stands
     for, waited for. The node runs unbudgeted: each CPU second took a wall second here.
@@ -154,16 +141,23 @@ class Contention:
       distance in `unsure_s`, which the verdict adds to its bound; and, under byte scaling, waits
       `unsent_wait_s`: what the exchange's CPU for the bytes not sent would have taken there.
     - The layers' waits wake late (`slept`): beyond `overshoot_s` (calibrated, and the waits shortened by
-      it) that lengthened the step, and counts in `unsure_s` too.
+      it) that lengthened the step, and counts in `unsure_s` too. With `own_s` (a GPU machine's node: the
+      stand-in's own step as calibrated, DDP's own work in it), what counts is all the forward and backward
+      pass took beyond its waits, `own_s` and `overshoot_s`: the lateness, and any work on the step's path
+      that the calibration did not have.
     `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
 
     MIN_WAIT_S = 1e-4
     ROUNDS = 50
 
     def __init__(self, during: float, after: float = 0.0, own_cpu_s: float = 0.0, others=others_cpu_s,
-                 total=process_cpu_s, unsent_wait_s: float = 0.0, overshoot_s: float = 0.0):
+                 total=process_cpu_s, unsent_wait_s: float = 0.0, overshoot_s: float = 0.0,
+                 own_s: float | None = None):
         self.during, self.after, self.own_cpu_s, self.unsent_wait_s = during, after, own_cpu_s, unsent_wait_s
         self.overshoot_s, self._late = overshoot_s, 0.0    # the layers' waits' lateness a step: calibrated, this one
+        self.own_s, self._asked = own_s, 0.0     # the waits asked since the forward pass began
+        self._forward_at: float | None = None
+        self._asked_by_backward_end = 0.0
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
         self.unsure_s = 0.0                      # wall seconds the waits may be off by (half the range)
@@ -175,6 +169,7 @@ class Contention:
     def begin(self) -> None:
         """A step's forward pass starts: the communication's CPU before it is not this step's backward's."""
         self._mark = self.others()
+        self._forward_at, self._asked = time.perf_counter(), 0.0
         if self._step_from is None:
             self._step_from = self.total()
 
@@ -186,18 +181,19 @@ class Contention:
                 if used * self.during < self.MIN_WAIT_S:
                     break
                 self._charge(used, used * self.during)
-        self._backward_end = time.perf_counter()
+        self._backward_end, self._asked_by_backward_end = time.perf_counter(), self._asked
 
     def slept(self, asked_s: float, took_s: float) -> None:
         """A layer's wait asked for `asked_s` and took `took_s` (it wakes late: the kernel's wake-up latency)."""
         self._late += max(0.0, took_s - asked_s)
+        self._asked += asked_s
 
     def close(self) -> None:
         late, self._late = self._late, 0.0
         if self._step_from is None:
             return
         # waits that woke later than calibrated lengthened the step by as much: the verdict's bound holds it
-        self.unsure_s += max(0.0, late - self.overshoot_s)
+        self.unsure_s += max(0.0, self._beyond_calibrated(late))
         rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
         if self.after > 0 and rest > 0:
             tail = time.perf_counter() - self._backward_end if self._backward_end is not None else 0.0
@@ -210,10 +206,19 @@ class Contention:
             time.sleep(self.unsent_wait_s)
         self._step_from, self._step_charged, self._backward_end = self.total(), 0.0, None
 
+    def _beyond_calibrated(self, late: float) -> float:
+        """Wall seconds the step's compute took beyond what was calibrated: its waits' lateness beyond the
+        overshoot, or, with `own_s`, its forward and backward pass beyond its waits, `own_s` and the overshoot."""
+        if self.own_s is None or self._forward_at is None or self._backward_end is None:
+            return late - self.overshoot_s
+        span = self._backward_end - self._forward_at
+        return span - self._asked_by_backward_end - self.own_s - self.overshoot_s
+
     def _charge(self, cpu_s: float, wait_s: float) -> None:
         self.charged_cpu_s += cpu_s
         self._step_charged += cpu_s
         if wait_s > 0:
+            self._asked += wait_s
             time.sleep(wait_s)
 
 
@@ -290,7 +295,7 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: 
             if contention is not None:
                 contention.begin()
             if idle and "computed" in clock:
-                time.sleep(idle_wait(time.perf_counter() - clock["computed"], idle))
+                _timed_sleep(idle_wait(time.perf_counter() - clock["computed"], idle), contention)
             h = torch.zeros(1)
             for layer, (forward_s, backward_s) in zip(layers, waits):
                 h = wait.apply(h, forward_s, backward_s, *layer.parameters(recurse=False))
@@ -352,59 +357,6 @@ def _median(xs: list[float]) -> float:
     return xs[len(xs) // 2] if xs else 0.0
 
 
-# --------------------------------------------------------------------------- usage
-
-def run_delay_s(pid: str = "self", skip: int | None = None) -> float:
-    """Seconds this process's threads have waited for a CPU so far (the scheduler's run delay, the
-    second field of /proc/PID/task/TID/schedstat), summed over its threads alive now but `skip`."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        if task.name == str(skip):
-            continue
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / 1e9
-
-
-class UsageSampler:
-    """`usage` events every `interval` seconds from a daemon thread, and one at stop: this process's CPU seconds
-    (all threads), the part of them a `Contention` accounted for (charged_cpu_s), what its waits may be off by
-    (unsure_s), and its threads' run delay, with the time they were read. The sampler's own thread is left out:
-    on a VM a wake-up can cost a millisecond of CPU, which would otherwise count as the node's."""
-
-    def __init__(self, emit, interval: float = 0.25, contention: Contention | None = None):
-        self.emit, self.interval, self.contention = emit, interval, contention
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="usage", daemon=True)
-        self._own_tid = None
-
-    def sample(self) -> None:
-        c = self.contention
-        charged, unsure = (c.charged_cpu_s, c.unsure_s) if c is not None else (0.0, 0.0)
-        self.emit("usage", cpu_s=round(process_cpu_s(), 6), charged_cpu_s=round(charged, 6),
-                  unsure_s=round(unsure, 6), run_delay_s=round(run_delay_s(skip=self._own_tid), 6))
-
-    def _loop(self) -> None:
-        global _sampler_cpu_s
-        self._own_tid = threading.get_native_id()
-        before = _sampler_cpu_s          # earlier samplers' threads, ended
-        while not self._stop.wait(self.interval):
-            self.sample()
-            _sampler_cpu_s = before + time.thread_time()
-
-    def __enter__(self) -> "UsageSampler":
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-
 # --------------------------------------------------------------------------- calibration
 
 def _timed_steps(step, warmup: int, steps: int) -> tuple[float, float]:
@@ -452,17 +404,43 @@ def _torch_stepper(module, x, y, optimizer, loss_of=None):
     return step
 
 
-def _stand_in_steps(model, batch: int, warmup: int, steps: int):
+def _stand_in_steps(model, batch: int, warmup: int, steps: int, wrap=None):
     """stand(waits): the wall and CPU seconds per step of the stand-in of `model` waiting `waits`, as a
-    node runs it (a dummy batch, the no-op optimizer of workloads/torch_train.py)."""
+    node runs it (a dummy batch, the no-op optimizer of workloads/torch_train.py); `wrap`: the stand-in in
+    DistributedDataParallel (`model` then makes a fresh module per call: DDP hooks its parameters)."""
     import torch
 
     x, y = torch.zeros(batch, 1), torch.zeros(batch, dtype=torch.long)
 
     def stand(waits):
-        net = stand_in(model, waits, 1)
+        net = stand_in(model() if wrap else model, waits, 1)
+        net = wrap(net) if wrap else net
         return _timed_steps(_torch_stepper(net, x, y, torch.optim.SGD(net.parameters(), lr=0.0)), warmup, steps)
     return stand
+
+
+@contextlib.contextmanager
+def alone_in_ddp(byte_scale: float):
+    """wrap(module): the module in DistributedDataParallel, its buckets as a replayed node's (scaled_buckets), over
+    a gloo group of this process alone (a file store in a temporary folder: no peer, no traffic). What DDP's
+    own work costs a step (its hooks, its buckets' copies) is then part of the stand-in's measured step."""
+    import shutil
+    import tempfile
+
+    import torch.distributed as dist
+    from torch import nn
+
+    folder = tempfile.mkdtemp(prefix="dltb-calibration-")
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1)
+
+    def wrap(module):
+        with scaled_buckets(byte_scale):
+            return nn.parallel.DistributedDataParallel(module)
+    try:
+        yield wrap
+    finally:
+        dist.destroy_process_group()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
@@ -516,18 +494,23 @@ def scaled_buckets(byte_scale: float):
         dist._DEFAULT_FIRST_BUCKET_BYTES, ddp._DEFAULT_BUCKET_CAP_MB = first, cap
 
 
-def calibrate_profile(path: str, warmup: int, steps: int, byte_scale: int = 1) -> dict:
+def calibrate_profile(path: str, warmup: int, steps: int, byte_scale: int = 1, ddp: bool = False) -> dict:
     """A profile's figures for replay: its step and its layers' times as measured where it was taken, and
     the stand-in's own step here (PyTorch: a module of the profiled shapes, each of 1/`byte_scale` its
-    elements; TensorFlow: the profiled model, built here), in the layers' backward-ready order."""
+    elements, in DistributedDataParallel with `ddp`; TensorFlow: the profiled model, built here), in the
+    layers' backward-ready order."""
     from workloads.profiling import fileformat
 
     doc = fileformat.load(path)
     layers = [(layer["forward_s"], layer["backward_s"]) for layer in fileformat.replay_layers(doc)]
     real = (doc["step_s"], doc["cpu_s"])
     if doc["engine"] == "pytorch":
-        model = profile_model(fileformat.scaled_shapes(fileformat.param_shapes(doc), byte_scale))
-        return _calibration(real, layers, _stand_in_steps(model, doc["batch"], warmup, steps))
+        shapes = fileformat.scaled_shapes(fileformat.param_shapes(doc), byte_scale)
+        if not ddp:
+            return _calibration(real, layers, _stand_in_steps(profile_model(shapes), doc["batch"], warmup, steps))
+        with alone_in_ddp(byte_scale) as wrap:
+            return _calibration(real, layers, _stand_in_steps(lambda: profile_model(shapes), doc["batch"], warmup,
+                                                              steps, wrap))
     import tensorflow as tf
 
     from workloads import data as wdata
@@ -575,6 +558,7 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", default=None, help="a profile: its step, and the stand-in's here")
     ap.add_argument("--params", default="{}", help="model_params as JSON")
     ap.add_argument("--byte-scale", type=int, default=1, help="a profile's stand-in sends 1/F of each tensor")
+    ap.add_argument("--ddp", action="store_true", help="a profile's stand-in in DistributedDataParallel")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=CALIBRATION_WARMUP)
@@ -587,7 +571,7 @@ def main(argv=None) -> None:
         import torch
         torch.set_num_threads(args.threads)
     if args.profile:
-        result = calibrate_profile(args.profile, args.warmup, args.steps, args.byte_scale)
+        result = calibrate_profile(args.profile, args.warmup, args.steps, args.byte_scale, args.ddp)
     elif args.engine == "tensorflow":
         result = calibrate_tensorflow(args.model, params, args.batch, args.warmup, args.steps)
     else:

@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads import balance, cpuquota, lowcomm, replay, torch_models, zoo  # noqa: E402  (no torch import at module level)
+from workloads import balance, cpuquota, lowcomm, replay, torch_models, usage, zoo  # noqa: E402  (no torch import at module level)
 from workloads.events import Emitter, StepClock, holding_done  # noqa: E402
 from workloads.models import resolve_params  # noqa: E402
 from workloads.train import PROBE_STEPS, PROBE_WARMUP, task_main  # noqa: E402
@@ -56,7 +56,7 @@ def run_training(job: dict, emit: Emitter) -> None:
         contention = replay.Contention(float(mine.get("charge", 0.0)), float(mine.get("after_charge", 0.0)),
                                        float(mine.get("own_cpu_s", 0.0)),
                                        unsent_wait_s=float(mine.get("unsent_wait_s", 0.0)),
-                                       overshoot_s=float(mine.get("overshoot_s", 0.0)))
+                                       overshoot_s=float(mine.get("overshoot_s", 0.0)), own_s=mine.get("own_s"))
         waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
         model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()))
         dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
@@ -81,7 +81,7 @@ def run_training(job: dict, emit: Emitter) -> None:
     clock = StepClock(global_batch=bpw * world, emit=holding_done(emit, held), counter=lowcomm.sent_bytes, batch=own)
     batch_id, step = rank, 0
     resizer = balance.resizer(job.get("balance"), rank)      # balance dynamic: the batches re-sized as it trains
-    with replay.UsageSampler(emit, contention=contention) if replayed else contextlib.nullcontext():
+    with usage.UsageSampler(emit, contention=contention) if replayed else contextlib.nullcontext():
         for _ in range(epochs):
             for _ in range(per_epoch):
                 t0 = time.perf_counter()

@@ -123,11 +123,11 @@ def run_server(job, task_type, task_index, emit) -> None:
 
 
 def usage_sampler(job, emit):
-    """Under replayed compute, the task's CPU and CPU wait as `usage` events (replay.UsageSampler)."""
+    """Under replayed compute, the task's CPU and CPU wait as `usage` events (usage.UsageSampler)."""
     from contextlib import nullcontext
 
-    from workloads import replay
-    return replay.UsageSampler(emit) if job.get("replay") else nullcontext()
+    from workloads import usage
+    return usage.UsageSampler(emit) if job.get("replay") else nullcontext()
 
 
 def make_strategy(job):

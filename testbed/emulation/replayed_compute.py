@@ -77,13 +77,15 @@ class HostReplay:
     def job(self, k: float, unsent_cpu_s: float = 0.0) -> dict:
         """The node's entry of the job document: its wait per step on the wall clock, with layers that wait
         split over them, and the contention's charge. Under byte scaling, `unsent_cpu_s`: the CPU per step of
-        the bytes it does not send (scaled_cpu_s), which never ran here: each step waits it at K / cores."""
+        the bytes it does not send (scaled_cpu_s), which never ran here: each step waits it at K / cores. A GPU
+        machine's node also gets its stand-in's own step (`own_s`): what its compute took beyond that and its
+        waits counts in the verdict's bound (workloads/replay.py Contention)."""
         wait = self.wall_wait(k)
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
                 "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
                 "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0,
                 "idle": [[k * gap, k * extra] for gap, extra in self.idle], "threads": self.threads,
-                "overshoot_s": self.overshoot_s}
+                "overshoot_s": self.overshoot_s, "own_s": None if self.shares_cpu else self.stand_in_s}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:

@@ -32,7 +32,7 @@ def gpu(hosts=2, bw="10gbit", k="auto", f="auto"):
 
 def resolved(tmp_path, text, switch=lambda kind: 10_000 * MBIT):
     (point,) = expand_points(load(tmp_path, text))
-    return rp.resolve(point, 2, calibrate_profile=lambda *a: CAL, switch=switch)
+    return rp.resolve(point, 2, calibrate_profile=lambda *a, **how: CAL, switch=switch)
 
 
 def test_each_tensor_keeps_its_place_and_dtype_with_a_fth_of_its_elements_and_at_least_one():
@@ -158,7 +158,7 @@ def test_the_stand_ins_own_step_is_calibrated_on_the_tensors_it_sends(tmp_path):
     of a large model's step, for nothing)."""
     asked = []
 
-    def calibrate_profile(engine, path, progress, f=1):
+    def calibrate_profile(engine, path, progress, f=1, ddp=False):
         asked.append(f)
         return {**CAL, "stand_in_step_s": 0.002 * 4 / f}
     (point,) = expand_points(load(tmp_path, gpu(f=4)))
@@ -189,7 +189,7 @@ def test_the_report_says_the_byte_scale_where_the_dilation_is_said():
 def test_auto_shrinks_the_stand_ins_until_k_falls_no_further_and_k_is_theirs(tmp_path):
     """The stand-in's own CPU falls with its tensors: a one-server point (the speedup's baseline, which sends
     nothing) still takes the smallest F past which K falls no further, and auto's K is that stand-in's."""
-    def calibrate_profile(engine, path, progress, f=1):
+    def calibrate_profile(engine, path, progress, f=1, ddp=False):
         return {**CAL, "stand_in_cpu_s": 0.08 / f, "stand_in_step_s": 0.08 / f}
 
     def at(f="auto"):

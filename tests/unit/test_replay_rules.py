@@ -3,6 +3,7 @@ figures and rules, the spec's refusals, a point resolved under replay, the calib
 stand-ins of both engines (real TensorFlow and PyTorch, one process)."""
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from testbed.run.point import point as rp
 from spec_helpers import load
 from testbed.spec import SpecError, expand_points
 from workloads import replay as standins
+from workloads import usage
 
 CAL = {"real_step_s": 0.020, "real_cpu_s": 0.021, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
        "overshoot_s": 0.0, "layers": [[0.004, 0.006], [0.002, 0.008]]}
@@ -343,7 +345,7 @@ def test_layer_times_measure_each_parameter_layer_of_a_real_step():
 
 def test_usage_samples_carry_cpu_time_and_run_delay():
     events = []
-    with standins.UsageSampler(lambda event, **f: events.append(f), interval=0.01):
+    with usage.UsageSampler(lambda event, **f: events.append(f), interval=0.01):
         sum(i * i for i in range(200_000))
     assert len(events) >= 2 and events[-1]["cpu_s"] >= events[0]["cpu_s"] and events[-1]["run_delay_s"] >= 0
 
@@ -438,3 +440,44 @@ def test_a_pytorch_stand_in_sleeps_without_the_kernels_timer_slack():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=standins.__file__.rsplit("/workloads/", 1)[0])
     assert done.stdout.split() == ["50000", "1"], done.stderr[-2000:]
+
+
+def test_a_gpu_nodes_compute_beyond_its_waits_and_calibrated_step_counts_in_the_bound(monkeypatch):
+    """A GPU machine's node (own_s: its stand-in's step as calibrated, DDP's own work in it): a forward and
+    backward pass of 60 ms that asked 40 ms of waits, against 8 ms of stand-in and 2 ms of lateness calibrated,
+    took 10 ms beyond, which the bound holds; what follows the backward pass (the optimizer, DDP's wait for the
+    exchange) is not the compute's, and a pass within its calibration adds nothing."""
+    now, cpu = [0.0], [0.0]
+    monkeypatch.setattr(standins.time, "perf_counter", lambda: now[0])
+    contention = standins.Contention(during=0.0, overshoot_s=0.002, own_s=0.008, others=lambda: cpu[0],
+                                     total=lambda: cpu[0])
+    contention.begin()
+    contention.slept(0.030, 0.031)
+    contention.slept(0.010, 0.011)
+    now[0] = 0.060
+    contention.settle()
+    now[0] = 0.090
+    contention.close()
+    assert contention.unsure_s == pytest.approx(0.010)
+    contention.begin()
+    contention.slept(0.040, 0.041)
+    now[0] = 0.090 + 0.049
+    contention.settle()
+    contention.close()
+    assert contention.unsure_s == pytest.approx(0.010)
+    cal = {"real_step_s": 0.04, "stand_in_step_s": 0.008, "stand_in_cpu_s": 0.008, "layers": [[0.01, 0.01]]}
+    assert replay.from_profile(cal, 16, "gpu.json", device="cuda").job(4)["own_s"] == 0.008
+    assert replay.from_profile(cal, 1, "cpu.json", device="cpu").job(4)["own_s"] is None    # DDP's work is its own
+
+
+def test_a_profiles_stand_in_calibrated_in_ddp_leaves_no_group_or_folder(tmp_path, monkeypatch):
+    """The calibration in DistributedDataParallel: a gloo group of the process alone, through a file store in a
+    temporary folder; both are gone after it."""
+    import tempfile
+
+    import torch.distributed as dist
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    profile = Path(standins.__file__).parents[1] / "profiles" / "cpu" / "mlp-b32-c1-pytorch.json"
+    figures = standins.calibrate_profile(str(profile), 1, 3, ddp=True)
+    assert figures["stand_in_step_s"] > 0 and figures["real_step_s"] > 0
+    assert not dist.is_initialized() and not list(tmp_path.iterdir())

@@ -67,10 +67,12 @@ def calibrate(engine: str, model: str, params: dict, batch: int, cores: float, p
                    f"{engine} {model}, batch {batch}", progress)
 
 
-def calibrate_profile(engine: str, path: str, progress=lambda msg: None, byte_scale: int = 1) -> dict:
+def calibrate_profile(engine: str, path: str, progress=lambda msg: None, byte_scale: int = 1,
+                      ddp: bool = False) -> dict:
     """A profile's replay figures (workloads/replay.py calibrate_profile): its own step and layers, and the
-    stand-in's step measured here on one CPU (of tensors of 1/`byte_scale` the elements), cached by the
-    profile's content and the scale."""
+    stand-in's step measured here on one CPU (of tensors of 1/`byte_scale` the elements; with `ddp`, in
+    DistributedDataParallel, whose own work a step then counts as the stand-in's), cached by the profile's
+    content, the scale and `ddp`."""
     from workloads.profiling import fileformat
 
     try:
@@ -82,9 +84,11 @@ def calibrate_profile(engine: str, path: str, progress=lambda msg: None, byte_sc
     scaled = ["--byte-scale", str(byte_scale)] if byte_scale > 1 else []
     if scaled:
         key["byte_scale"] = byte_scale
+    if ddp:
+        key["ddp"] = True
     return _cached(key, ["--engine", engine, "--model", doc["model"], "--batch", str(doc["batch"]), "--profile",
-                         str(path), *scaled], f"the stand-in of {Path(path).name}"
-                   + (f" at byte scale {byte_scale}" if scaled else ""), progress)
+                         str(path), *scaled, *(["--ddp"] if ddp else [])], f"the stand-in of {Path(path).name}"
+                   + (f" at byte scale {byte_scale}" if scaled else "") + (" in DDP" if ddp else ""), progress)
 
 
 def _cached(key: dict, args: list[str], what: str, progress) -> dict:

@@ -204,7 +204,8 @@ def resolve(point: RunPoint, machine: int, calibrate=calibration.calibrate,
         def at_scale(f: int) -> dict[str, HostReplay]:     # the stand-ins of the tensors sent at F, calibrated
             if f not in scaled:
                 scaled[f] = replay_hosts(spec, graph, machine, calibrate, progress,
-                                         lambda engine, path, said: calibrate_profile(engine, path, said, f))
+                                         lambda engine, path, said, ddp=False: calibrate_profile(engine, path,
+                                                                                                said, f, ddp))
             return scaled[f]
         k, f, carried = replay_factors(spec, at_scale, link_bandwidth(graph), machine, switch)
         hosts = at_scale(f)
@@ -268,7 +269,7 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
         if found is not None and not h.real_machine:
             if found[1] not in by_cores:        # each profile read and calibrated once
                 doc = fileformat.load(found[1])
-                by_cores[found[1]] = (calibrate_profile(w.engine, found[1], progress), doc["cores"],
+                by_cores[found[1]] = (calibrate_profile(w.engine, found[1], progress, ddp=in_ddp(w, doc)), doc["cores"],
                                       fileformat.param_shapes(doc), doc["device"], fileformat.idle_points(doc))
             cal, cores, shapes, device, idle = by_cores[found[1]]
             out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes, device, idle)
@@ -280,6 +281,14 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
                                           progress)
         out[h.name] = from_calibration(by_cores[h.cores], h.cores)
     return out
+
+
+def in_ddp(workload, doc: dict) -> bool:
+    """Whether a profile's stand-in is calibrated in DistributedDataParallel: a GPU machine's, under PyTorch's
+    all-reduce. There DDP's own work (hooks, bucket copies) runs on the GPU, while the stand-in does it on this
+    machine's CPU in the step's path: the calibration counts it as the stand-in's, so the waits leave it room.
+    A CPU machine's profile leaves it to the step, as DDP's work is the CPU's there too."""
+    return workload.engine == "pytorch" and workload.strategy == "allreduce" and doc["device"] != "cpu"
 
 
 def replayed_gradient_bytes(spec, hosts: dict[str, HostReplay]) -> int:
