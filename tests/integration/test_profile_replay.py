@@ -1,6 +1,5 @@
 """Compute profiles replayed on real Mininet, OVS, tc and PyTorch's gloo: the built-in CNN profiled here with
 `run_experiment.py profile` replays 2 and 4 one-core nodes at the steady step of real compute at the same K,
-a profile taken with `--cores 0.5` replays 2 half-core nodes at that of real compute held to half a core,
 and an unmodified torchrun script, profiled, replays 4 nodes with no code of its own on them. The profile's
 compute after a pause is what lets a node of this communication-bound step (10 Mbit/s: 220 ms, 7 of them
 compute) compute as slowly as a real one after each wait for the network: without it, 2 and 4 nodes read
@@ -41,21 +40,17 @@ def profile(tmp_path: Path, target, *extra, cores: float = 1) -> Path:
     return out
 
 
-@pytest.mark.parametrize("hosts, bw, cores", [(2, "10mbit", 1), (4, "10mbit", 1), (2, "10mbit", 0.5)])
-def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, root, no_leftovers, hosts, bw,
-                                                                      cores):
-    """The CNN profiled (a node of `cores`, batch 32) right before its runs, its compute after a pause over 8
+@pytest.mark.parametrize("hosts, bw", [(2, "10mbit"), (4, "10mbit")])
+def test_a_profile_of_the_cnn_replays_the_steady_step_of_real_compute(tmp_path, root, no_leftovers, hosts, bw):
+    """The CNN profiled (a one-core node, batch 32) right before its runs, its compute after a pause over 8
     repeats: on a shared VM that term follows the host's load from minute to minute, and real nodes feel
-    it as the profile does, so a profile from minutes before would compare two different hours. A profile
-    taken with --cores 0.5 stands for a machine half as fast as one core here: its replay is compared
-    with real compute held to half a core."""
-    taken = profile(tmp_path, "cnn", "--idle-repeats", "8", cores=cores)
-    real = run(tmp_path, "real", hosts, "real", bw=bw, cores=cores)
-    replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken, bw=bw, cores=cores,
-                   dilation=real["dilation"])
+    it as the profile does, so a profile from minutes before would compare two different hours."""
+    taken = profile(tmp_path, "cnn", "--idle-repeats", "8")
+    real = run(tmp_path, "real", hosts, "real", bw=bw)
+    replayed = run(tmp_path, "replayed", hosts, "replay", profile=taken, bw=bw, dilation=real["dilation"])
     assert replayed["compute"] == "replay" and replayed["profile"] == ";".join(f"h{i}={taken}"
                                                                                for i in range(1, hosts + 1))
-    ratio = steady_ratio(f"{hosts} nodes of {cores:g} core at {bw}, replayed from the profile", real, replayed)
+    ratio = steady_ratio(f"{hosts} one-core nodes at {bw}, replayed from the profile", real, replayed)
     assert ratio == pytest.approx(1, abs=0.05)
 
 
