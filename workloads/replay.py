@@ -142,9 +142,9 @@ class Contention:
       `unsent_wait_s`: what the exchange's CPU for the bytes not sent would have taken there.
     - The layers' waits wake late (`slept`): beyond `overshoot_s` (calibrated, and the waits shortened by
       it) that lengthened the step, and counts in `unsure_s` too. With `own_s` (a GPU machine's node: the
-      stand-in's own step as calibrated, DDP's own work in it), what counts is all the forward and backward
-      pass took beyond its waits, `own_s` and `overshoot_s`: the lateness, and any work on the step's path
-      that the calibration did not have.
+      stand-in's own step as calibrated, DDP's own work in it), what counts is how far the forward and
+      backward pass was from its waits, `own_s` and `overshoot_s`, either way: the lateness, and any work on
+      the step's path that the calibration had more or less of.
     `charged_cpu_s`: all the CPU so accounted for so far (the verdict bounds the rest)."""
 
     MIN_WAIT_S = 1e-4
@@ -193,7 +193,7 @@ class Contention:
         if self._step_from is None:
             return
         # waits that woke later than calibrated lengthened the step by as much: the verdict's bound holds it
-        self.unsure_s += max(0.0, self._beyond_calibrated(late))
+        self.unsure_s += self._off_calibration(late)
         rest = self.total() - self._step_from - self._step_charged - self.own_cpu_s
         if self.after > 0 and rest > 0:
             tail = time.perf_counter() - self._backward_end if self._backward_end is not None else 0.0
@@ -206,13 +206,14 @@ class Contention:
             time.sleep(self.unsent_wait_s)
         self._step_from, self._step_charged, self._backward_end = self.total(), 0.0, None
 
-    def _beyond_calibrated(self, late: float) -> float:
-        """Wall seconds the step's compute took beyond what was calibrated: its waits' lateness beyond the
-        overshoot, or, with `own_s`, its forward and backward pass beyond its waits, `own_s` and the overshoot."""
+    def _off_calibration(self, late: float) -> float:
+        """Wall seconds the step's compute may be off by from its calibration: its waits' lateness beyond the
+        overshoot, or, with `own_s`, how far its forward and backward pass was from its waits, `own_s` and the
+        overshoot, either way (a stand-in quicker than calibrated shortens the step as a slower one lengthens it)."""
         if self.own_s is None or self._forward_at is None or self._backward_end is None:
-            return late - self.overshoot_s
+            return max(0.0, late - self.overshoot_s)
         span = self._backward_end - self._forward_at
-        return span - self._asked_by_backward_end - self.own_s - self.overshoot_s
+        return abs(span - self._asked_by_backward_end - self.own_s - self.overshoot_s)
 
     def _charge(self, cpu_s: float, wait_s: float) -> None:
         self.charged_cpu_s += cpu_s
