@@ -480,4 +480,4 @@ def test_a_profiles_stand_in_calibrated_in_ddp_leaves_no_group_or_folder(tmp_pat
     profile = Path(standins.__file__).parents[1] / "profiles" / "cpu" / "mlp-b32-c1-pytorch.json"
     figures = standins.calibrate_profile(str(profile), 1, 3, ddp=True)
     assert figures["stand_in_step_s"] > 0 and figures["real_step_s"] > 0
-    assert not dist.is_initialized() and not list(tmp_path.iterdir())
+    assert not dist.is_initialized() and not list(tmp_path.glob("dltb-calibration-*"))   # (torch may cache there)
