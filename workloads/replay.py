@@ -157,7 +157,6 @@ class Contention:
         self.overshoot_s, self._late = overshoot_s, 0.0    # the layers' waits' lateness a step: calibrated, this one
         self.own_s, self._asked = own_s, 0.0     # the waits asked since the forward pass began
         self._forward_at: float | None = None
-        self._asked_by_backward_end = 0.0
         self.others, self.total = others, total
         self.charged_cpu_s = 0.0
         self.unsure_s = 0.0                      # wall seconds the waits may be off by (half the range)
@@ -181,7 +180,7 @@ class Contention:
                 if used * self.during < self.MIN_WAIT_S:
                     break
                 self._charge(used, used * self.during)
-        self._backward_end, self._asked_by_backward_end = time.perf_counter(), self._asked
+        self._backward_end = time.perf_counter()
 
     def slept(self, asked_s: float, took_s: float) -> None:
         """A layer's wait asked for `asked_s` and took `took_s` (it wakes late: the kernel's wake-up latency)."""
@@ -213,7 +212,7 @@ class Contention:
         if self.own_s is None or self._forward_at is None or self._backward_end is None:
             return max(0.0, late - self.overshoot_s)
         span = self._backward_end - self._forward_at
-        return abs(span - self._asked_by_backward_end - self.own_s - self.overshoot_s)
+        return abs(span - self._asked - self.own_s - self.overshoot_s)     # (close() asks nothing before this)
 
     def _charge(self, cpu_s: float, wait_s: float) -> None:
         self.charged_cpu_s += cpu_s
