@@ -404,16 +404,16 @@ def _torch_stepper(module, x, y, optimizer, loss_of=None):
     return step
 
 
-def _stand_in_steps(model, batch: int, warmup: int, steps: int, wrap=None):
-    """stand(waits): the wall and CPU seconds per step of the stand-in of `model` waiting `waits`, as a
-    node runs it (a dummy batch, the no-op optimizer of workloads/torch_train.py); `wrap`: the stand-in in
-    DistributedDataParallel (`model` then makes a fresh module per call: DDP hooks its parameters)."""
+def _stand_in_steps(make, batch: int, warmup: int, steps: int, wrap=None):
+    """stand(waits): the wall and CPU seconds per step of the stand-in of the module make() returns, waiting
+    `waits`, as a node runs it (a dummy batch, the no-op optimizer of workloads/torch_train.py); `wrap`: the
+    stand-in in DistributedDataParallel (make() is called per stand(): DDP hooks its module's parameters)."""
     import torch
 
     x, y = torch.zeros(batch, 1), torch.zeros(batch, dtype=torch.long)
 
     def stand(waits):
-        net = stand_in(model() if wrap else model, waits, 1)
+        net = stand_in(make(), waits, 1)
         net = wrap(net) if wrap else net
         return _timed_steps(_torch_stepper(net, x, y, torch.optim.SGD(net.parameters(), lr=0.0)), warmup, steps)
     return stand
@@ -457,7 +457,7 @@ def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: 
     step = _torch_stepper(real, x, y, torch.optim.Adam(real.parameters(), lr=1e-3), loss_of)
     measured = _timed_steps(step, warmup, steps)
     layers = layer_times(real, step)
-    return _calibration(measured, layers, _stand_in_steps(real, batch, warmup, steps))
+    return _calibration(measured, layers, _stand_in_steps(lambda: real, batch, warmup, steps))
 
 
 def profile_model(shapes):
@@ -506,9 +506,7 @@ def calibrate_profile(path: str, warmup: int, steps: int, byte_scale: int = 1, d
     real = (doc["step_s"], doc["cpu_s"])
     if doc["engine"] == "pytorch":
         shapes = fileformat.scaled_shapes(fileformat.param_shapes(doc), byte_scale)
-        if not ddp:
-            return _calibration(real, layers, _stand_in_steps(profile_model(shapes), doc["batch"], warmup, steps))
-        with alone_in_ddp(byte_scale) as wrap:
+        with alone_in_ddp(byte_scale) if ddp else contextlib.nullcontext() as wrap:
             return _calibration(real, layers, _stand_in_steps(lambda: profile_model(shapes), doc["batch"], warmup,
                                                               steps, wrap))
     import tensorflow as tf
