@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli import cli
+from cli import cli, counting_degraded
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -88,8 +88,9 @@ def test_the_main_job_trains_the_same_samples_and_gives_one_speedup(tmp_path, ro
         assert said[r["hosts"]] == pytest.approx(r["factor"], rel=0.005)
 
     # one speedup: every one in summary.csv is the ratio of the recomputed steady samples/s (within 5 %);
-    # the report counts every point here, whatever its fidelity verdict on this machine said
-    assert cli("report", out, "--include-degraded").returncode == 0
+    # the report counts every point here, whatever its fidelity verdict on this machine said (redrawn so where
+    # one read degraded)
+    counting_degraded(out, runs)
     summary = pd.read_csv(out / "tables" / "summary.csv")
     base = recomputed[one["run_id"]]
     judged = summary[summary["speedup"].notna()]
