@@ -20,7 +20,7 @@ KEPT = sorted(p for p in REFERENCES.iterdir() if p.is_dir()) if REFERENCES.is_di
 # comparison of communication settings, machines of different speeds and the main job (default)
 EXPECTED = {"default", "thesis_strategies", "thesis_physical", "thesis_physical_faithful", "thesis_caption",
             "thesis_caption_faithful", "thesis_fig15", "thesis_fig15_faithful", "thesis_fig18", "thesis_fig18_faithful",
-            "low_communication", "heterogeneous"}
+            "low_communication", "heterogeneous", "gpu_servers"}
 # as root: every capability dropped (uid 0 with none of root's privileges), as a user without root has none
 NO_PRIVILEGES = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"] if os.geteuid() == 0 else []
 
