@@ -26,7 +26,7 @@ import pandas as pd
 
 from analysis import outputs
 from analysis.tables import faithful, speedup, tables, trends
-from analysis.figures.plotstyle import mbit
+from analysis.text import mbit
 
 COLUMNS = ["model", "engine", "batch_per_worker", "fixed", "strategy", "bw_bps", "bw", "nodes",
            "shared_samples_per_s_1", "shared_samples_per_s_n", "shared_slowdown", "faithful_samples_per_s_1",

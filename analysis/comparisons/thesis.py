@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.tables import faithful, stability, tables, trends
-from analysis.figures.plotstyle import HTB_TCP_CEILING, THESIS_FIG14, THESIS_FIG17, mbit, plural
+from analysis.text import HTB_TCP_CEILING, THESIS_FIG14, THESIS_FIG17, mbit, plural
 
 COLUMNS = ["figure", "thesis", "measured"]
 THESIS_ONE_FASTER = 0.55     # thesis fig. 19: one PC trained about 55 % faster than two (1 Gbit/s LAN)

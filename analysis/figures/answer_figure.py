@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis.figures.plotstyle import RC, FigureSkipped, legend, log_if_wide, mbit, palette_for, save
+from analysis.figures.plotstyle import RC, FigureSkipped, legend, log_if_wide, palette_for, save
+from analysis.text import mbit
 from analysis.model import costmodel
 from analysis.tables import glance, tables, yardstick
 

@@ -19,9 +19,9 @@ import pandas as pd
 
 from analysis.model import costmodel
 from analysis.tables import faithful, speedup, tables
-from analysis.figures.plotstyle import (HTB_TCP_CEILING, RC, THESIS_FIG14, THESIS_FIG17, FigureSkipped,  # noqa: F401
-                                Palette, legend, log_if_wide, mark_degraded, mbit, node_axis,
-                                palette_for, plural, role_kind, save, series, style)
+from analysis.figures.plotstyle import (RC, FigureSkipped, Palette, legend, log_if_wide, mark_degraded, node_axis,
+                                        palette_for, role_kind, save, series, style)
+from analysis.text import HTB_TCP_CEILING, THESIS_FIG17, mbit, plural
 from analysis.figures.run_figures import bleu, convergence, timeline
 from analysis.figures.topology_figure import find_topology, layout, topology  # noqa: F401
 

@@ -18,9 +18,6 @@ import pandas as pd  # noqa: E402
 from analysis import outputs  # noqa: E402
 from analysis.tables import tables
 
-HTB_TCP_CEILING = 1448 / 1514   # TCP payload per full Ethernet frame with timestamps
-THESIS_FIG17 = (10e6, 9.75e6)   # thesis iperf check: 10 Mbit/s configured, 9.75 measured
-THESIS_FIG14 = (2, 0.578)        # thesis caption model: best BLEU-1, at epoch 2 (of 20)
 
 RC = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10,
       "ytick.labelsize": 10, "legend.fontsize": 10, "figure.dpi": 110,
@@ -61,20 +58,6 @@ class Palette:
 def palette_for(exp: tables.Experiment) -> Palette:
     """The palette of an experiment: every configured bandwidth of runs and checks."""
     return Palette(list(exp.runs["bw_bps"]) + list(exp.checks["configured_bps"]))
-
-
-def mbit(bps) -> str:
-    """Label for a rate in bits/s: '10 Mbit/s', '1 Gbit/s'."""
-    bps = float(bps)
-    for unit, f in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bps >= f:
-            return f"{bps / f:g} {unit}"
-    return f"{bps:g} bit/s"
-
-
-def plural(n, noun: str) -> str:
-    """'1 node', '2 nodes'."""
-    return f"{int(n)} {noun}{'' if int(n) == 1 else 's'}"
 
 
 def role_kind(label) -> str:

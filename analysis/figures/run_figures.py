@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis.tables import stability, tables
-from analysis.figures.plotstyle import (RC, THESIS_FIG14, FigureSkipped, legend, log_if_wide, mark_degraded, mbit,
-                                palette_for, plural, save)
+from analysis.figures.plotstyle import RC, FigureSkipped, legend, log_if_wide, mark_degraded, palette_for, save
+from analysis.text import THESIS_FIG14, mbit, plural
 
 
 # 9 ------------------------------------------------------------------------------------------

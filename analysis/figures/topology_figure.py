@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from analysis.figures.plotstyle import (RC, FigureSkipped, legend, mbit, palette_for, role_kind,
-                                save)
+from analysis.figures.plotstyle import RC, FigureSkipped, legend, palette_for, role_kind, save
+from analysis.text import mbit
 
 def find_topology(exp_dir: Path) -> Path | None:
     """The runs/<run_id>/topology.json with the most hosts (ties: first run id)."""

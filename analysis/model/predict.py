@@ -40,7 +40,8 @@ import workloads.communication as methods
 from analysis import outputs
 from analysis.model import communication, costmodel
 from analysis.tables import tables
-from analysis.figures.plotstyle import RC, Palette, mark_degraded, mbit, plural, save, style
+from analysis.figures.plotstyle import RC, Palette, mark_degraded, save, style
+from analysis.text import mbit, plural
 
 COLUMNS = ["nodes", "bw", "bw_bps", "cpu", "strategy", "communication", "balance", "workers", "servers", "samples_per_step",
            "steady_step_s", "steady_samples_per_s", "speedup", "efficiency", "warmup_s", "job_samples",

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.tables import tables
-from analysis.figures.plotstyle import mbit, plural
+from analysis.text import mbit, plural
 
 SPLIT_COLUMNS = tables.CONFIG_KEYS + ["bw", "compute", "n_runs", "steady_step_s", "compute_s", "wire_s", "rest_s",
                                       "compute_share", "wire_share", "rest_share", "not_judged"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.figures.plotstyle import mbit
+from analysis.text import mbit
 from analysis.tables import payoff, speedup, spread, tables, trends, yardstick
 
 COLUMNS = [*tables.GROUP_KEYS, "yardstick", "target_loss", "job_samples", "setting", "strategy", "communication",

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.figures.plotstyle import mbit
+from analysis.text import mbit
 from analysis.model import communication
 from analysis.tables import glance, payoff, speedup, spread, tables, trends, yardstick
 

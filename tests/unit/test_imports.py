@@ -2,6 +2,8 @@
 counted (function-level, under TYPE_CHECKING, relative), and the layering the design asks for:
 the spec depends on nothing at run time, analysis is a leaf (testbed -> analysis -> workloads)."""
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,12 @@ def test_every_test_module_name_is_unique():
     stops at two test modules of one name."""
     names = [p.name for p in (REPO / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_a_run_without_its_report_loads_no_matplotlib():
+    """`run` loads the sweep, its points, the expectations and the answer's lines without matplotlib (half
+    a second of every run's start); the figures load it when a report is drawn."""
+    script = (f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+              "import testbed.cli.run, testbed.run.sweep.sweep, testbed.run.sweep.runner, analysis.tables.glance; "
+              "print('matplotlib' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout == "False\n"

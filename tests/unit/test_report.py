@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 
 from analysis import report
-from analysis.report.markup import table_html
-from analysis.report.sections import trend
 from analysis.comparisons import thesis
 from analysis.figures import figures
+from analysis.report.markup import table_html
+from analysis.report.sections import trend
 from analysis.tables import speedup, tables
+from analysis.text import mbit
 from test_steady import as_new_results
 from testbed.cli.results import report as report_command
 
@@ -157,7 +158,7 @@ def test_report_lists_counts_failures_and_trend(built):
     means = ok[ok["strategy"] == "allreduce"].groupby(["bw_bps", "hosts"])["training_time_s"].mean()
     for bw in means.index.levels[0]:
         grows = bool((np.diff(means.loc[bw].to_numpy()) > 0).all())
-        label = figures.mbit(bw)
+        label = mbit(bw)
         assert (f"At {label} (allreduce) training time grows with every node added" in html) == grows
     assert "This matches the thesis" in html
 

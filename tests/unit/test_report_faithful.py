@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from analysis import report
-from analysis.report.sections import trend
 from analysis.figures import figures, run_figures
 from analysis.model import costmodel
+from analysis.report.sections import trend
 from analysis.tables import faithful, tables
+from analysis.text import mbit
 from test_steady import as_new_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -146,7 +147,7 @@ def test_domination_mixed_from_fixture_numbers(budgets):
     text = faithful.domination_sentences(split)[0]
     for bw, rows in multi.groupby("bw_bps"):
         side = "compute dominates" if (rows["compute_share"] >= 0.5).all() else "the rest dominates"
-        phrase = f"{figures.mbit(bw)} (allreduce, 2 and 4 nodes)"
+        phrase = f"{mbit(bw)} (allreduce, 2 and 4 nodes)"
         assert phrase in text
         # each bandwidth is named after the verdict its own numbers give
         said = [part for part in text.split("; ") if phrase in part]

@@ -6,6 +6,7 @@ import pytest
 from analysis import report
 from analysis.figures import figures
 from analysis.tables import stability, tables
+from analysis.text import mbit
 
 
 def _tables(ps_noise=0.2, ar_noise=0.05, repeats=3):
@@ -36,7 +37,7 @@ def _said(**kw) -> list[str]:
     runs, steps = _tables(**kw)
     curves = stability.loss_curves(runs, steps)
     target = stability.default_target(curves)
-    return stability.sentences(stability.per_strategy(stability.per_run(curves, target)), target, figures.mbit)
+    return stability.sentences(stability.per_strategy(stability.per_run(curves, target)), target, mbit)
 
 
 def test_time_to_target_final_loss_and_noise_per_run():

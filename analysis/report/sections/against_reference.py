@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.comparisons import reference
-from analysis.figures import figures
+from analysis.figures import figures, reference_figure
 from analysis.tables import tables
 
 
@@ -30,7 +30,7 @@ def parts_and_table(ref_dir, exp: tables.Experiment, figdir: Path) -> tuple[list
            "when those ranges do not overlap.</p><ul>"
            + "".join(f"<li>{e(x)}</li>" for x in reference.sentences(table, ref, exp)) + "</ul>"]
     try:
-        path, _ = reference.figure(table, exp, figdir)
+        path, _ = reference_figure.figure(table, exp, figdir)
         out.append(f"<figure><img src='{e(path.relative_to(exp.path).as_posix())}' alt='against_reference'>"
                    "<figcaption>Steady samples per second against nodes: the reference dashed over the band "
                    "of its repeats, yours solid from your slowest to your fastest repeat.</figcaption></figure>")

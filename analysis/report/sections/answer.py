@@ -21,6 +21,7 @@ from analysis.figures import answer_figure, figures
 from analysis.report.markup import table_html
 from analysis.tables import faithful, glance, payoff, speedup, spread, stability, tables, trends, yardstick
 from analysis.tables.glance import duration
+from analysis.text import mbit
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -162,7 +163,7 @@ def _lower_bound(bounded: pd.DataFrame, hosts: int) -> str:
 def _answer_at(g, strategy, bw, rows, runs, samples, say_strategy, degraded, setting="none",
                bounded: pd.DataFrame | None = None) -> str:
     named = strategy if setting == "none" else f"{strategy}, {setting}"
-    head = f"At {figures.mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
+    head = f"At {mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
     what = f"{speedup.count(samples)} samples" if np.isfinite(samples) else "the job"
     multi = rows[rows["hosts"] > 1]
     base_name = next((tables.text(b) for b in multi["baseline_strategy"] if tables.text(b)), "") \
@@ -217,7 +218,7 @@ def _target_at(g, strategy, bw, rows, runs, reached: pd.DataFrame, say_strategy,
     to one machine's (payoff's vs_one_machine and verdict); where steady samples/s point the other way, a
     sentence with both and why."""
     named = strategy if setting == "none" else f"{strategy}, {setting}"
-    head = f"At {figures.mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
+    head = f"At {mbit(bw)}" + (f" ({named})" if say_strategy or setting != "none" else "")
     ones = reached[reached["setting"] == payoff.ONE]
     at_bw = (ones["bw_bps"] == bw).any()
     ones = ones[ones["bw_bps"] == bw] if at_bw else ones

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures import figures
-from analysis.figures.plotstyle import THESIS_FIG14
 from analysis.tables import tables, trends
+from analysis.text import THESIS_FIG14, plural
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -16,6 +15,6 @@ def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
 
 def sentences(t: dict[str, pd.DataFrame]) -> list[str]:
     """Best BLEU-1 per node count, against the thesis's figure 14."""
-    return [f"With {figures.plural(b.hosts, 'node')} the best BLEU-1 on the held-out images is {b.value:.3f}, "
+    return [f"With {plural(b.hosts, 'node')} the best BLEU-1 on the held-out images is {b.value:.3f}, "
             f"after epoch {b.epoch} of {b.last_epoch} (thesis fig. 14: {THESIS_FIG14[1]:g} after epoch "
             f"{THESIS_FIG14[0]} of 20, on the full Flickr8k)." for b in trends.best_bleu(t.get("bleu", pd.DataFrame()))]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures import figures
-from analysis.figures.plotstyle import THESIS_FIG17
 from analysis.tables import tables, trends
 from analysis.tables.health import HEALTHY_MAX_MS
+from analysis.text import HTB_TCP_CEILING, THESIS_FIG17
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -23,7 +22,7 @@ def check_sentences(exp: tables.Experiment, t: dict[str, pd.DataFrame]) -> list[
     r = trends.iperf_ratios(t["iperf_checks"])
     if len(r):
         out.append(f"iperf3 measured {r.min():.3f} to {r.max():.3f} of the configured rate "
-                   f"(median {r.median():.3f}); TCP over HTB carries about {figures.HTB_TCP_CEILING:.3f} of it at "
+                   f"(median {r.median():.3f}); TCP over HTB carries about {HTB_TCP_CEILING:.3f} of it at "
                    "most (a receiver's count over a few seconds can read slightly above) "
                    f"(thesis fig. 17: {THESIS_FIG17[1] / 1e6:g} of {THESIS_FIG17[0] / 1e6:g} Mbit/s).")
         out += timer_sentence(exp.runs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.figures import figures
 from analysis.tables import stability, tables
+from analysis.text import mbit
 
 
 def section_tables(exp: tables.Experiment) -> dict[str, pd.DataFrame]:
@@ -24,4 +24,4 @@ def sentences(t: dict[str, pd.DataFrame]) -> list[str]:
     engines = set(t["summary"]["engine"]) if "summary" in t and "engine" in t["summary"] else set()
     runs = t["stability_runs"]
     engine = str(runs["engine"].iloc[0]) if len(engines) > 1 and "engine" in runs else ""
-    return stability.sentences(t["stability"], float(runs["target_loss"].iloc[0]), figures.mbit, engine)
+    return stability.sentences(t["stability"], float(runs["target_loss"].iloc[0]), mbit, engine)

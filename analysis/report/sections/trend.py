@@ -7,9 +7,9 @@ import html
 
 import pandas as pd
 
-from analysis.figures import figures
 from analysis.report.sections import bleu, cost_model, faults, network, stability, thesis_vs_measured, time_split
 from analysis.tables import tables, trends
+from analysis.text import mbit
 
 
 def _qualifier(trend, many_groups: bool, many_modes: bool) -> str:
@@ -23,7 +23,7 @@ def _trend_nodes(found: list[trends.NodeTrend], many_groups: bool = False, many_
     """Sentences on training time vs nodes per group, strategy and bandwidth."""
     how = {"grows": "grows with every node added", "falls": "falls with every node added",
            "mixed": "does not change monotonically with the number of nodes"}
-    return [f"At {figures.mbit(n.bw_bps)} ({n.strategy}{_qualifier(n, many_groups, many_modes)}) training time "
+    return [f"At {mbit(n.bw_bps)} ({n.strategy}{_qualifier(n, many_groups, many_modes)}) training time "
             f"{how[n.shape]}: " + " → ".join(f"{v:.3g} s ({h})" for h, v in zip(n.hosts, n.times_s))
             + " [mean over repeats, (nodes)]"
             + _overlap_note([f"{a} and {b} nodes" for a, b in n.overlaps]) + "." for n in found]
@@ -44,7 +44,7 @@ def _trend_speedups(found: list[trends.NodeTrend], many_groups: bool, many_modes
         rising = all(b.speedup > a.speedup for a, b in zip(rows, rows[1:]))
         out.append(f"In steady throughput ({strategy}{_qualifier(rows[0], many_groups, many_modes)}), the most nodes "
                    "against one: " + ", ".join(f"{n.most[0]} nodes {trends.speed_words(n.speedup)} at "
-                                               f"{figures.mbit(n.bw_bps)}" for n in rows)
+                                               f"{mbit(n.bw_bps)}" for n in rows)
                    + (": the gap to one node narrows as bandwidth rises (as in thesis fig. 18)." if rising
                       else ": the gap to one node does not narrow steadily as bandwidth rises."))
     return out
@@ -60,9 +60,9 @@ def _trend_bw(found: list[trends.BandwidthTrend], many_groups: bool = False, man
     """Sentences on training time vs bandwidth at each node count > 1."""
     return [f"With {b.hosts} nodes ({b.strategy}{_qualifier(b, many_groups, many_modes)}) training time "
             f"{'falls' if b.falls else 'does not fall steadily'} as bandwidth rises "
-            f"({figures.mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
-            f"{figures.mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
-            + _overlap_note([f"{figures.mbit(x)} and {figures.mbit(y)}" for x, y in b.overlaps]) + "."
+            f"({mbit(b.bws_bps[0])}: {b.times_s[0]:.3g} s, "
+            f"{mbit(b.bws_bps[-1])}: {b.times_s[-1]:.3g} s, means over repeats)"
+            + _overlap_note([f"{mbit(x)} and {mbit(y)}" for x, y in b.overlaps]) + "."
             for b in found]
 
 

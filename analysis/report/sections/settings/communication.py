@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.figures import figures
+from analysis.figures import communication_figure, figures
 from analysis.tables import payoff, tables
 
 
@@ -29,7 +29,7 @@ def parts(t: dict, figdir: Path, exp_dir: Path) -> list[str]:
            "repeats), and the bytes each worker sent against the theory.</p><ul>"
            + "".join(f"<li>{e(x)}</li>" for x in compare + wire) + "</ul>"]
     try:
-        path = payoff.wire_figure(t["network"], figdir)
+        path = communication_figure.wire_figure(t["network"], figdir)
         out.append(f"<figure><img src='{e(path.relative_to(exp_dir).as_posix())}' alt='communication_wire'>"
                    "<figcaption>Bytes each worker sent per step against the theory of its setting (tables/network.csv"
                    ").</figcaption></figure>")
