@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The two commands of the README:
 #   ./testbed.sh run    install what is missing, run the default sweep, write the report
-#   ./testbed.sh test   install what is missing, run every test (unit tests on all cores, then
-#                       integration tests one at a time)
+#   ./testbed.sh test   install what is missing, run every test (integration tests one at a time,
+#                       unit tests beside them at idle priority)
 # and, for CI jobs that run their own files: ./testbed.sh install (install what is missing, nothing else).
 # Anything after the verb is passed on (to run_experiment.py run, or to pytest, which then runs
 # just that, in one process).
@@ -23,21 +23,35 @@ case "$verb" in
     if [ $# -gt 0 ]; then
       exec .venv/bin/python -m pytest "$@"
     fi
-    # Every test: the unit tests on all cores at once (pytest-xdist), then the integration tests one
-    # after another, since they share the machine's network, its CPU budgets and its timers. The
-    # images the integration tests need are built meanwhile, at low priority (cached after).
-    unit=0 integration=0
-    log=$(mktemp -t dltb-prebuild.XXXXXX)
-    nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$log" & prebuild=$!
-    trap 'kill "$prebuild" 2>/dev/null || true; rm -f "$log"' EXIT   # (a trap's failure would be the exit status)
-    .venv/bin/python -m pytest -n auto tests/unit || unit=$?
-    [ "$unit" -eq 2 ] && exit 2          # interrupted (Ctrl-C): stop here
-    echo "waiting for the images the integration tests use (log $log)"
+    # Every test. The integration tests run one after another, since they share the machine's network,
+    # its CPU budgets and its timers. The unit tests run beside them, at the CPU's idle priority
+    # (SCHED_IDLE: only on cycles nothing else asks for, so they never delay an integration test), in a
+    # session and a temporary folder of their own; those that time themselves (marked `timing`) run
+    # first, with the CPUs to themselves. The images the integration tests need are built meanwhile, at
+    # low priority (cached after).
+    timing=0 unit=0 integration=0
+    lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
+    mkdir "$lane/tmp"
+    nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
+    TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
+      > "$lane/unit.log" 2>&1 & beside=$!
+    # (a trap's failure would be the exit status)
+    trap 'kill "$prebuild" 2>/dev/null || true; kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
+    echo "unit tests: those that time themselves now; the others beside the integration tests (log $lane/unit.log)"
+    .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
+    [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
+    echo "waiting for the images the integration tests use (log $lane/prebuild.log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
-    cat "$log"
-    .venv/bin/python -m pytest tests/integration || integration=$?
-    [ "$unit" -ne 0 ] && exit "$unit"
-    exit "$integration"
+    cat "$lane/prebuild.log"
+    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest tests/integration || integration=$?
+    [ "$integration" -eq 2 ] && exit 2
+    echo "the unit tests run beside the integration tests:"
+    wait "$beside" || unit=$?
+    cat "$lane/unit.log"
+    for status in "$timing" "$unit" "$integration"; do
+      [ "$status" -ne 0 ] && exit "$status"
+    done
+    exit 0
     ;;
   *)
     echo "usage: $0 run [run options] | test [pytest options] | install" >&2

@@ -1,6 +1,7 @@
 """What a run may leave on the machine, read from the real system (for the no-leftovers asserts)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -8,6 +9,29 @@ from pathlib import Path
 MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent", "dltb-netem-vm")  # the last: QEMU (tests/vmguest.py)
 TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's temporary folder; TensorFlow's generated code
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
+
+
+BESIDE = os.environ.get("DLTB_TESTS_BESIDE")     # testbed.sh test: the session of the unit tests run meanwhile
+
+
+def _stat(pid: str) -> tuple[str, str]:
+    """A process's parent and session ids ("" when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return "", ""
+    return fields[1], fields[3]
+
+
+def beside(pid: str) -> bool:
+    """Whether the process is the unit tests' that testbed.sh runs beside the integration tests: in their
+    session, or below a process that is (a test's own new session)."""
+    while BESIDE and pid not in ("", "0", "1"):
+        parent, session = _stat(pid)
+        if session == BESIDE:
+            return True
+        pid = parent
+    return False
 
 
 def _out(*cmd: str) -> str:
@@ -31,7 +55,7 @@ def snapshot() -> dict[str, set[str]]:
                 cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if any(m in cmd for m in MARKERS) and "pytest" not in cmd:
+            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(p.name):
                 procs.add(f"{p.name} {cmd[:80]}")
     return {
         "netns": set(_out("ip", "netns", "list").split()),

@@ -10,6 +10,8 @@ from testbed.run.bringup.checks import (check_pairs, failure_reason, judge, path
 from testbed.spec.models import LinkParams
 from testbed.spec.graph import Graph, HostNode, LinkEdge, SwitchNode
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 
 def lp(bw):
     return LinkParams.model_construct(bw=bw, delay=None, jitter=None, loss=None, max_queue=None)

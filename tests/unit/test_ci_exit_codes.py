@@ -66,5 +66,5 @@ def test_the_test_commands_clean_up_trap_keeps_the_suites_exit_status():
     text = (Path(__file__).resolve().parents[2] / "testbed.sh").read_text()
     trap = re.search(r"^\s*(trap .* EXIT)", text, flags=re.M).group(1)
     for status in (0, 3):
-        script = f'set -euo pipefail\nprebuild=999999\nlog=$(mktemp)\n{trap}\nexit {status}\n'
+        script = f'set -euo pipefail\nprebuild=999999\nbeside=999998\nlane=$(mktemp -d)\n{trap}\nexit {status}\n'
         assert subprocess.run(["bash", "-c", script]).returncode == status

@@ -11,6 +11,8 @@ from testbed.cluster.placement import crossing_links, place
 from testbed.spec.graph import build_graph
 from testbed.spec.models import LinkParams
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 CLUSTER = """
 name: spread
 topology: {template: star, hosts: 4, link: {bw: 10mbit}}

@@ -12,6 +12,8 @@ from workloads import data, models  # noqa: E402
 from workloads.events import Emitter  # noqa: E402
 from workloads.train import compute_probe  # noqa: E402
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 
 def _events(stream):
     return [json.loads(line) for line in stream.getvalue().splitlines()]

@@ -18,6 +18,8 @@ from testbed.readers.graphfile import GraphFileError, read_graph
 from testbed.spec.load import load_spec_text
 from testbed.readers.traces import TraceError, parse_csv, parse_mahimahi
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("DLTB_FUZZ_EXAMPLES", "60"))     # bench/fuzz.py asks for far more
 BOUND_S = 5.0                                                   # an answer, whatever the input, within this

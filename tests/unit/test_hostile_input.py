@@ -6,6 +6,8 @@ import pytest
 
 from testbed.spec import SpecError, load_spec, validate_file
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 BOUND = 5.0     # seconds any refusal may take
 
 

@@ -23,6 +23,8 @@ from testbed.run.live.live_network import ChecksFailed, LiveNetwork, open_networ
 from testbed.run.bringup.network_up import Checked
 from testbed.spec import LinkParams
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 REPO = Path(__file__).resolve().parents[2]
 
 STAR = {"name": "live", "topology": {"template": "star", "hosts": 2, "link": {"bw": "10mbit"}}}

@@ -17,6 +17,8 @@ from testbed.nodes.base import GroupPopen, Node, Usage, in_namespaces
 from testbed.spec import load_spec
 from testbed.spec.kinds import KINDS, Kind, kind_names
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 
 class FakeNode(Node):
     """A kind registered only for these tests."""

@@ -10,6 +10,8 @@ import pytest
 from testbed import cleanup, owner
 from testbed.run.live import live
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 HOLD = """
 import sys, time
 from testbed.owner import ProcessLock

@@ -25,6 +25,8 @@ from testbed.run.point.point import resolve_all
 from testbed.run.training.training import job_document
 from workloads import train
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 TWO_PCS = """
 name: lan
 topology:

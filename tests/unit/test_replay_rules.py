@@ -16,6 +16,8 @@ from testbed.spec import SpecError, expand_points
 from workloads import replay as standins
 from workloads import usage
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 CAL = {"real_step_s": 0.020, "real_cpu_s": 0.021, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
        "overshoot_s": 0.0, "layers": [[0.004, 0.006], [0.002, 0.008]]}
 

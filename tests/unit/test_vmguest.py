@@ -15,6 +15,8 @@ from testbed.net.network import batch_lines
 from testbed.run.faults import faults
 from testbed.spec.models import LinkParams
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 PING = """PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=100.5 ms
 64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=98.5 ms

@@ -14,6 +14,8 @@ from testbed.emulation.replayed_compute import from_profile
 from workloads import zoo
 from workloads.profiling import fileformat
 
+pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CNN = os.path.join(REPO, "profiles/cpu/cnn-b32-c1-pytorch.json")
 SPEC = """

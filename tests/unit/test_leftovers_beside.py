@@ -1,0 +1,29 @@
+"""The integration tests' check for leftovers (tests/leftovers.py) leaves alone the processes of the unit tests
+that `./testbed.sh test` runs beside them: those of their session, and those below it in a session of their own."""
+import os
+import subprocess
+import time
+
+import psutil
+
+import leftovers
+
+
+def test_the_unit_tests_processes_beside_are_known_by_their_session_or_their_ancestor(monkeypatch):
+    lane = subprocess.Popen(["setsid", "sh", "-c", "setsid sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(psutil.Process(lane.pid).children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = [str(child.pid) for child in psutil.Process(lane.pid).children()]
+        assert len(children) == 2
+        monkeypatch.setattr(leftovers, "BESIDE", str(lane.pid))        # setsid made its session, named by its pid
+        assert all(leftovers.beside(pid) for pid in [str(lane.pid), *children])
+        assert not leftovers.beside(str(os.getpid()))
+        monkeypatch.setattr(leftovers, "BESIDE", None)                  # no unit tests beside
+        assert not any(leftovers.beside(pid) for pid in [str(lane.pid), *children])
+    finally:
+        for proc in psutil.Process(lane.pid).children():
+            proc.kill()
+        lane.kill()
+        lane.wait()
