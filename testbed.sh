@@ -24,12 +24,13 @@ case "$verb" in
       exec .venv/bin/python -m pytest "$@"
     fi
     # Every test. The integration tests run one after another, since they share the machine's network,
-    # its CPU budgets and its timers. The unit tests run beside them, at the CPU's idle priority
-    # (SCHED_IDLE: only on cycles nothing else asks for, so they never delay an integration test), in a
-    # session and a temporary folder of their own; those that time themselves (marked `timing`) run
-    # first, with the CPUs to themselves. The images the integration tests need are built meanwhile, at
-    # low priority (cached after).
-    timing=0 unit=0 integration=0
+    # its CPU budgets and its timers. The unit tests run beside those that judge behaviour, not time
+    # (marked `behaviour` in tests/integration/conftest.py), at the CPU's idle priority (SCHED_IDLE:
+    # only on cycles nothing else asks for), in a session and a temporary folder of their own; the
+    # integration tests that measure start when they have ended. The unit tests that time themselves
+    # (marked `timing`) run first, with the CPUs to themselves. The images the integration tests need
+    # are built meanwhile, at low priority (cached after).
+    timing=0 unit=0 behaviour=0 integration=0
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
     mkdir "$lane/tmp"
     nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
@@ -43,12 +44,14 @@ case "$verb" in
     echo "waiting for the images the integration tests use (log $lane/prebuild.log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
     cat "$lane/prebuild.log"
-    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest tests/integration || integration=$?
-    [ "$integration" -eq 2 ] && exit 2
-    echo "the unit tests run beside the integration tests:"
+    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
+    [ "$behaviour" -eq 2 ] && exit 2
+    echo "waiting for the unit tests before the integration tests that measure (log $lane/unit.log)"
     wait "$beside" || unit=$?
+    .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
+    echo "the unit tests run beside the integration tests that judge behaviour:"
     cat "$lane/unit.log"
-    for status in "$timing" "$unit" "$integration"; do
+    for status in "$timing" "$unit" "$behaviour" "$integration"; do
       [ "$status" -ne 0 ] && exit "$status"
     done
     exit 0

@@ -16,8 +16,6 @@ from testbed.spec import SpecError, expand_points
 from workloads import replay as standins
 from workloads import usage
 
-pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
-
 CAL = {"real_step_s": 0.020, "real_cpu_s": 0.021, "stand_in_step_s": 0.002, "stand_in_cpu_s": 0.002,
        "overshoot_s": 0.0, "layers": [[0.004, 0.006], [0.002, 0.008]]}
 
@@ -102,6 +100,7 @@ def test_contention_is_charged_as_the_machine_it_stands_for_would_have_shared_it
     assert replay.from_profile(CAL, 1, "cpu.json").charge(2) == 2
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_a_contention_wait_lasts_what_the_cpu_beyond_the_stand_ins_would_have_taken():
     others, main = [0.0], [0.0]
     contention = standins.Contention(during=3.0, after=1.0, own_cpu_s=0.002, others=lambda: others[0],
@@ -128,6 +127,7 @@ def test_a_contention_wait_lasts_what_the_cpu_beyond_the_stand_ins_would_have_ta
     assert timed(idle.settle) + timed(idle.close) < 0.01 and idle.charged_cpu_s == 0
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_the_cpu_after_the_backward_pass_waits_between_on_the_critical_path_and_under_the_network_wait():
     others = [0.0]
     contention = standins.Contention(during=4.0, after=3.0, others=lambda: others[0], total=lambda: others[0])
@@ -240,6 +240,7 @@ def test_a_calibration_is_measured_once_and_read_back_from_its_cache(tmp_path, m
     assert len(said) == 4
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_the_tensorflow_stand_in_waits_and_sends_zero_gradients_of_every_variable():
     import tensorflow as tf
 
@@ -291,6 +292,7 @@ def test_the_compute_after_a_pause_is_read_between_the_profiles_points_and_dilat
     assert replay.from_calibration(CAL, 1).job(4)["idle"] == []
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_the_pytorch_stand_in_waits_the_compute_after_a_pause_before_its_next_forward():
     import torch
 
@@ -326,6 +328,7 @@ def test_the_pytorch_stand_ins_backward_waits_for_the_communications_cpu_after_e
     assert 3 * 0.005 <= contention.charged_cpu_s <= 3 * standins.Contention.ROUNDS * 0.005 + 1e-9
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_layer_times_measure_each_parameter_layer_of_a_real_step():
     import torch
 

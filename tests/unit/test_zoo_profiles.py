@@ -14,8 +14,6 @@ from testbed.emulation.replayed_compute import from_profile
 from workloads import zoo
 from workloads.profiling import fileformat
 
-pytestmark = pytest.mark.timing       # times itself: run with the CPUs to itself (testbed.sh test)
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CNN = os.path.join(REPO, "profiles/cpu/cnn-b32-c1-pytorch.json")
 SPEC = """
@@ -187,6 +185,7 @@ def test_the_profiler_runs_with_the_engine_alone(tmp_path):
     assert fileformat.idle_points(doc) == tuple(map(tuple, doc["idle"]))
 
 
+@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
 def test_a_profile_taken_with_half_a_core_stands_for_a_machine_of_half_the_speed(tmp_path):
     """--cores 0.5 runs the step on one CPU and doubles every time it measured: the machine it stands for."""
     doc = take(tmp_path / "half.json", "mlp", "--engine", "pytorch", "--batch", "512", "--cores", "0.5", "--warmup", "2",
