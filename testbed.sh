@@ -23,24 +23,25 @@ case "$verb" in
     if [ $# -gt 0 ]; then
       exec .venv/bin/python -m pytest "$@"
     fi
-    # Every test. The integration tests run one after another, since they share the machine's network,
-    # its CPU budgets and its timers. The unit tests run beside those that judge behaviour, not time
-    # (marked `behaviour` in tests/integration/conftest.py), at the CPU's idle priority (SCHED_IDLE:
-    # only on cycles nothing else asks for), in a session and a temporary folder of their own; the
-    # integration tests that measure start when they have ended. The unit tests that time themselves
-    # (marked `timing`) run first, with the CPUs to themselves. The images the integration tests need
-    # are built meanwhile, at low priority (cached after).
-    timing=0 unit=0 behaviour=0 integration=0
+    # Every test. The unit tests that time themselves (marked `timing`) run first, with the CPUs to
+    # themselves. The integration tests run one after another, since they share the machine's network,
+    # its CPU budgets and its timers. The other unit tests run beside those that judge behaviour, not
+    # time (marked `behaviour` in tests/integration/conftest.py), at the CPU's idle priority
+    # (SCHED_IDLE: only on cycles nothing else asks for), in a session and a temporary folder of their
+    # own; the integration tests that measure start when they have ended (idle cycles still delay a woken
+    # task until the next tick, and share the caches). The images the integration tests need are built
+    # meanwhile, at low priority (cached after).
+    timing=0 unit=0 behaviour=0 integration=0 beside=""
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
-    mkdir "$lane/tmp"
+    mkdir "$lane/tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log"
     nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
-    TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
-      > "$lane/unit.log" 2>&1 & beside=$!
     # (a trap's failure would be the exit status)
-    trap 'kill "$prebuild" 2>/dev/null || true; kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
-    echo "unit tests: those that time themselves now; the others beside the integration tests (log $lane/unit.log)"
+    trap 'kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
     .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
     [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
+    echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log)"
+    TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
+      > "$lane/unit.log" 2>&1 & beside=$!
     echo "waiting for the images the integration tests use (log $lane/prebuild.log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
     cat "$lane/prebuild.log"
