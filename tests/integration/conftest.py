@@ -15,13 +15,14 @@ def no_leftovers_from_a_crash():
     yield
 
 
-# Modules whose tests judge behaviour (clean-up, signals, stored files, images, scripts), not time: marked
-# `behaviour`, so that `./testbed.sh test` runs them while the unit tests take the CPUs' idle cycles beside
-# them, and the tests that measure after the unit tests have ended (idle cycles still delay a woken task
-# until the next tick, and share the caches: 16 % longer tests and a replay's wait for a CPU of 14 % beside them).
+# Modules whose tests judge behaviour (clean-up, signals, stored files, images, scripts, a thousand hosts
+# reachable), not time: marked `behaviour`, so that `./testbed.sh test` runs them while the unit tests take
+# the CPUs' idle cycles beside them, and the tests that measure after the unit tests have ended (idle cycles
+# still delay a woken task until the next tick and share the caches: beside them, tests took 16 % longer and
+# a replay's tasks waited for a CPU 14 % of the step).
 BEHAVIOUR = ("test_api_network", "test_cluster_servers", "test_no_dead_ends", "test_sweep", "test_up_exec",
              "test_worker_image", "test_user_script", "test_ci_docs", "test_zoo_run", "test_workload_local",
-             "test_end_to_end")
+             "test_end_to_end", "test_scale")
 
 
 def pytest_collection_modifyitems(items):
