@@ -6,6 +6,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psutil
+
 MARKERS = ("mininet:", "workloads/train.py", "iperf3", "dltestbed remote agent", "dltb-netem-vm")  # the last: QEMU (tests/vmguest.py)
 TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's temporary folder; TensorFlow's generated code
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
@@ -14,23 +16,16 @@ CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cp
 BESIDE = os.environ.get("DLTB_TESTS_BESIDE")     # testbed.sh test: the session of the unit tests run meanwhile
 
 
-def _stat(pid: str) -> tuple[str, str]:
-    """A process's parent and session ids ("" when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return "", ""
-    return fields[1], fields[3]
-
-
-def beside(pid: str) -> bool:
+def beside(pid: int) -> bool:
     """Whether the process is the unit tests' that testbed.sh runs beside the integration tests: in their
     session, or below a process that is (a test's own new session)."""
-    while BESIDE and pid not in ("", "0", "1"):
-        parent, session = _stat(pid)
-        if session == BESIDE:
-            return True
-        pid = parent
+    try:
+        while BESIDE and pid > 1:
+            if str(os.getsid(pid)) == BESIDE:
+                return True
+            pid = psutil.Process(pid).ppid()
+    except (OSError, psutil.Error):         # gone meanwhile
+        pass
     return False
 
 
@@ -55,7 +50,7 @@ def snapshot() -> dict[str, set[str]]:
                 cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(p.name):
+            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(int(p.name)):
                 procs.add(f"{p.name} {cmd[:80]}")
     return {
         "netns": set(_out("ip", "netns", "list").split()),

@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis.figures.plotstyle import RC, FigureSkipped, Palette, legend, log_if_wide, node_axis, save, style
-from analysis.text import mbit
 from analysis.tables import tables
+from analysis.text import mbit
 
 
 def figure(table: pd.DataFrame, yours: tables.Experiment, outdir) -> tuple:

@@ -15,13 +15,13 @@ def test_the_unit_tests_processes_beside_are_known_by_their_session_or_their_anc
         deadline = time.monotonic() + 30
         while len(psutil.Process(lane.pid).children()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        children = [str(child.pid) for child in psutil.Process(lane.pid).children()]
+        children = [child.pid for child in psutil.Process(lane.pid).children()]
         assert len(children) == 2
         monkeypatch.setattr(leftovers, "BESIDE", str(lane.pid))        # setsid made its session, named by its pid
-        assert all(leftovers.beside(pid) for pid in [str(lane.pid), *children])
-        assert not leftovers.beside(str(os.getpid()))
+        assert all(leftovers.beside(pid) for pid in [lane.pid, *children])
+        assert not leftovers.beside(os.getpid())
         monkeypatch.setattr(leftovers, "BESIDE", None)                  # no unit tests beside
-        assert not any(leftovers.beside(pid) for pid in [str(lane.pid), *children])
+        assert not any(leftovers.beside(pid) for pid in [lane.pid, *children])
     finally:
         for proc in psutil.Process(lane.pid).children():
             proc.kill()
