@@ -25,39 +25,35 @@ case "$verb" in
     fi
     # Every test. The unit tests that time themselves (marked `timing`) run first, with the CPUs to
     # themselves. The integration tests run one after another, since they share the machine's network,
-    # its CPU budgets and its timers. Beside those that judge behaviour, not time (marked `behaviour` in
-    # tests/integration/conftest.py), run the other unit tests, at the CPU's idle priority (SCHED_IDLE:
-    # only on cycles nothing else asks for), and the tests that measure inside a virtual machine of their
-    # own (marked `guest`), each in a session and a temporary folder of their own. The integration tests
-    # that measure start when those have ended (idle cycles still delay a woken task until the next tick,
-    # and share the caches). The images the integration tests need are built meanwhile, at low priority
-    # (cached after); a test that needs one before it is built waits for it.
-    timing=0 unit=0 guest=0 behaviour=0 integration=0 beside="" inguest=""
+    # its CPU budgets and its timers. The other unit tests run beside those that judge behaviour, not
+    # time (marked `behaviour` in tests/integration/conftest.py), at the CPU's idle priority
+    # (SCHED_IDLE: only on cycles nothing else asks for), in a session and a temporary folder of their
+    # own; the integration tests that measure start when they have ended (idle cycles still delay a woken
+    # task until the next tick, and share the caches). The images the integration tests need are built
+    # meanwhile, at low priority (cached after); a behaviour test that needs one before it is built waits
+    # for it, and the integration tests that measure start when all are built.
+    timing=0 unit=0 behaviour=0 integration=0 beside=""
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
-    mkdir "$lane/tmp" "$lane/guest-tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log" && : > "$lane/guest.log"
+    mkdir "$lane/tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log"
     nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
     # (a trap's failure would be the exit status)
-    trap 'kill "$prebuild" 2>/dev/null || true; for s in $beside $inguest; do kill -- -"$s" 2>/dev/null || true; done; rm -rf "$lane"' EXIT
+    trap 'kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
     .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
     [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
-    echo "the other unit tests, and the tests in a virtual machine: beside the integration tests that judge behaviour"
-    echo "(logs $lane/unit.log, $lane/guest.log; the images: $lane/prebuild.log)"
+    echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log;"
+    echo "the images are built meanwhile: $lane/prebuild.log)"
     TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
       > "$lane/unit.log" 2>&1 & beside=$!
-    TMPDIR="$lane/guest-tmp" setsid .venv/bin/python -m pytest -m guest tests/integration > "$lane/guest.log" 2>&1 & inguest=$!
-    DLTB_TESTS_BESIDE="$beside $inguest" .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
+    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
     [ "$behaviour" -eq 2 ] && exit 2
-    echo "waiting for the unit tests, the tests in a virtual machine and the images before the integration tests that measure"
+    echo "waiting for the unit tests and the images before the integration tests that measure"
     wait "$beside" || unit=$?
-    wait "$inguest" || guest=$?
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
     cat "$lane/prebuild.log"
-    .venv/bin/python -m pytest -m "not behaviour and not guest" tests/integration || integration=$?
+    .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
     echo "the unit tests run beside the integration tests that judge behaviour:"
     cat "$lane/unit.log"
-    echo "the tests in a virtual machine run beside them too:"
-    cat "$lane/guest.log"
-    for status in "$timing" "$unit" "$guest" "$behaviour" "$integration"; do
+    for status in "$timing" "$unit" "$behaviour" "$integration"; do
       [ "$status" -ne 0 ] && exit "$status"
     done
     exit 0

@@ -13,16 +13,15 @@ TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's tempora
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
-# testbed.sh test: the sessions of the tests run meanwhile (the unit tests, those in a virtual machine)
-BESIDE = set(os.environ.get("DLTB_TESTS_BESIDE", "").split())
+BESIDE = os.environ.get("DLTB_TESTS_BESIDE")     # testbed.sh test: the session of the unit tests run meanwhile
 
 
 def beside(pid: int) -> bool:
-    """Whether the process is one of the tests' that testbed.sh runs beside the integration tests: in their
-    sessions, or below a process that is (a test's own new session)."""
+    """Whether the process is the unit tests' that testbed.sh runs beside the integration tests: in their
+    session, or below a process that is (a test's own new session)."""
     try:
         while BESIDE and pid > 1:
-            if str(os.getsid(pid)) in BESIDE:
+            if str(os.getsid(pid)) == BESIDE:
                 return True
             pid = psutil.Process(pid).ppid()
     except (OSError, psutil.Error):         # gone meanwhile

@@ -4,12 +4,11 @@ import pytest
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_leftovers_from_a_crash(request):
+def no_leftovers_from_a_crash():
     """Before the first integration test: what a crashed or killed testbed run left on this machine (a
     switch, namespaces, cgroups, QoS rows) is removed by the testbed's own cleanup, which leaves a live
-    run's alone; otherwise every test that brings up a network would trip over it. A session of tests that
-    run in a virtual machine of their own (marked guest) touches nothing here, and leaves it be."""
-    if os.geteuid() == 0 and not all(item.get_closest_marker("guest") for item in request.session.items):
+    run's alone; otherwise every test that brings up a network would trip over it."""
+    if os.geteuid() == 0:
         from testbed.cleanup import cleanup
         for action in cleanup():
             print(f"before the integration tests: {action}")
@@ -27,9 +26,6 @@ BEHAVIOUR = ("test_api_network", "test_cluster_servers", "test_no_dead_ends", "t
 # Of those, the modules that need the images `./testbed.sh test` builds meanwhile: last, so that the others
 # need not wait for the images.
 IMAGES = ("test_cluster_servers", "test_up_exec", "test_worker_image", "test_user_script")
-# Modules whose tests measure inside a virtual machine of their own (its kernel, its network, its clock):
-# marked `guest`, run beside the behaviour tests.
-GUEST = ("test_netem_vm",)
 
 
 def pytest_collection_modifyitems(items):
@@ -37,6 +33,4 @@ def pytest_collection_modifyitems(items):
         name = item.module.__name__.rpartition(".")[2]
         if name in BEHAVIOUR:
             item.add_marker(pytest.mark.behaviour)
-        if name in GUEST:
-            item.add_marker(pytest.mark.guest)
     items.sort(key=lambda item: item.module.__name__.rpartition(".")[2] in IMAGES)

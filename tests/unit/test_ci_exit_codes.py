@@ -66,7 +66,6 @@ def test_the_test_commands_clean_up_trap_keeps_the_suites_exit_status():
     text = (Path(__file__).resolve().parents[2] / "testbed.sh").read_text()
     trap = re.search(r"^\s*(trap .* EXIT)", text, flags=re.M).group(1)
     for status in (0, 3):
-        for beside in ("999998", '""'):          # the tests beside started, or not yet
-            script = (f'set -euo pipefail\nprebuild=999999\nbeside={beside}\ninguest={beside}\nlane=$(mktemp -d)\n'
-                      f'{trap}\nexit {status}\n')
+        for beside in ("999998", '""'):          # the unit tests beside started, or not yet
+            script = f'set -euo pipefail\nprebuild=999999\nbeside={beside}\nlane=$(mktemp -d)\n{trap}\nexit {status}\n'
             assert subprocess.run(["bash", "-c", script]).returncode == status
