@@ -2,7 +2,7 @@
 # The two commands of the README:
 #   ./testbed.sh run    install what is missing, run the default sweep, write the report
 #   ./testbed.sh test   install what is missing, run every test (integration tests one at a time,
-#                       unit tests beside those that judge behaviour, at idle priority)
+#                       unit tests beside them at idle priority)
 # and, for CI jobs that run their own files: ./testbed.sh install (install what is missing, nothing else).
 # Anything after the verb is passed on (to run_experiment.py run, or to pytest, which then runs
 # just that, in one process).
@@ -30,8 +30,7 @@ case "$verb" in
     # (SCHED_IDLE: only on cycles nothing else asks for), in a session and a temporary folder of their
     # own; the integration tests that measure start when they have ended (idle cycles still delay a woken
     # task until the next tick, and share the caches). The images the integration tests need are built
-    # meanwhile, at low priority (cached after); a behaviour test that needs one before it is built waits
-    # for it, and the integration tests that measure start when all are built.
+    # meanwhile, at low priority (cached after).
     timing=0 unit=0 behaviour=0 integration=0 beside=""
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
     mkdir "$lane/tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log"
@@ -40,16 +39,16 @@ case "$verb" in
     trap 'kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
     .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
     [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
-    echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log;"
-    echo "the images are built meanwhile: $lane/prebuild.log)"
+    echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log)"
     TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
       > "$lane/unit.log" 2>&1 & beside=$!
-    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
-    [ "$behaviour" -eq 2 ] && exit 2
-    echo "waiting for the unit tests and the images before the integration tests that measure"
-    wait "$beside" || unit=$?
+    echo "waiting for the images the integration tests use (log $lane/prebuild.log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
     cat "$lane/prebuild.log"
+    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
+    [ "$behaviour" -eq 2 ] && exit 2
+    echo "waiting for the unit tests before the integration tests that measure (log $lane/unit.log)"
+    wait "$beside" || unit=$?
     .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
     echo "the unit tests run beside the integration tests that judge behaviour:"
     cat "$lane/unit.log"
