@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -13,20 +14,42 @@ TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's tempora
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
-BESIDE = os.environ.get("DLTB_TESTS_BESIDE")     # testbed.sh test: the session of the unit tests run meanwhile
+# testbed.sh test: the sessions of what runs beside the integration tests (the unit tests, the image builds)
+BESIDE = set(os.environ.get("DLTB_TESTS_BESIDE", "").split())
+BUILD_ROLES = ("build", "server-build")     # the image builds' containers (testbed/nodes/image, cluster/servers)
+CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{64})")
 
 
 def beside(pid: int) -> bool:
-    """Whether the process is the unit tests' that testbed.sh runs beside the integration tests: in their
-    session, or below a process that is (a test's own new session)."""
+    """Whether the process is one that testbed.sh runs beside the integration tests: in one of their
+    sessions, or below a process that is (a test's own new session)."""
     try:
         while BESIDE and pid > 1:
-            if str(os.getsid(pid)) == BESIDE:
+            if str(os.getsid(pid)) in BESIDE:
                 return True
             pid = psutil.Process(pid).ppid()
     except (OSError, psutil.Error):         # gone meanwhile
         pass
     return False
+
+
+def in_image_build(pid: int) -> bool:
+    """Whether the process runs in an image build's container (`apt-get install ... iperf3` there is no
+    leftover of a test: the build removes its container)."""
+    try:
+        found = CONTAINER_ID.search(Path(f"/proc/{pid}/cgroup").read_text())
+    except OSError:
+        return False
+    if not found:
+        return False
+    import docker.errors
+
+    from testbed.nodes import docker_engine, image
+    try:
+        labels = docker_engine.client().containers.get(found.group(1)).labels
+    except docker.errors.DockerException:           # gone meanwhile
+        return False
+    return labels.get(f"{image.LABEL}.role") in BUILD_ROLES
 
 
 def _out(*cmd: str) -> str:
@@ -50,7 +73,8 @@ def snapshot() -> dict[str, set[str]]:
                 cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(int(p.name)):
+            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(int(p.name)) \
+                    and not in_image_build(int(p.name)):
                 procs.add(f"{p.name} {cmd[:80]}")
     return {
         "netns": set(_out("ip", "netns", "list").split()),
