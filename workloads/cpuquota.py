@@ -5,11 +5,12 @@ A budget under a core is held as 1 ms slices of CPU with pauses between them, an
 way can cost more CPU than the same code run at once (cold caches after each pause). Nodes that
 compute at once on this machine's CPUs also slow each other (shared caches and memory bandwidth),
 which separate machines would not. The probe measures both costs after training: CPU time per step
-under the budget, with the other nodes probing at once as they trained, then with the quota lifted
-and the node alone, and the ratio of the two. Only a quota the testbed set (a cgroup under
-/dltestbed/) is touched, it is put back at once, and where the cgroup files cannot be written (a
-Docker container) nothing is lifted. The nodes take turns through a lock on the job file they share
-(`alone`); nodes that do not share it (containers, other machines) do not wait for each other."""
+under the budget, with the other nodes probing at once as they trained, then on the lead task's
+node with the quota lifted and the node alone, and the ratio of the two. Only a quota the testbed
+set (a cgroup under /dltestbed/) is touched, it is put back at once, and where the cgroup files
+cannot be written (a Docker container) nothing is lifted. The nodes take turns through a lock on
+the job file they share (`alone`); nodes that do not share it (containers, other machines) do not
+wait for each other."""
 from __future__ import annotations
 
 import fcntl
@@ -108,18 +109,22 @@ def load_engine(*modules: str, **where) -> None:
             importlib.import_module(name)
 
 
-def compute_probe(setup, steps: int, emit) -> None:
+def compute_probe(setup, steps: int, emit, lead: bool = True) -> None:
     """The `compute` event of both engines' probes: setup() makes the probe's model and batches and
     returns timed(), which runs the probe's steps and returns (wall, CPU) seconds per step. They run
-    under the node's budget, the nodes together, then again with its quota lifted, the node alone
-    (`alone`: whether it was). A failure is reported in the event (error) and never fails the task,
-    whose training is done."""
+    under the node's budget, the nodes together, then on the lead task's node (`lead`: the run's first
+    final task, whose figures judge what the quota's slices cost) again with its quota lifted, the node
+    alone (`alone`: whether it was); the other nodes' figures under the budget are all a run reads of
+    them. A failure is reported in the event (error) and never fails the task, whose training is done."""
     try:
         timed = setup()
         with turn(exclusive=False):
             wall, cpu = timed()
-        with turn(exclusive=True) as alone, lifted() as free:
-            wall_free, cpu_free = timed() if free else (None, None)
+        wall_free = cpu_free = None
+        alone = False
+        if lead:
+            with turn(exclusive=True) as alone, lifted() as free:
+                wall_free, cpu_free = timed() if free else (None, None)
         emit("compute", time_per_step_s=wall, cpu_per_step_s=cpu, time_per_step_free_s=wall_free,
              cpu_per_step_free_s=cpu_free, steps=steps, alone=alone)
     except Exception as exc:  # noqa: BLE001 - the probe is a measurement, not the task's work

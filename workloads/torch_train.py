@@ -109,7 +109,7 @@ def run_training(job: dict, emit: Emitter) -> None:
             clock.epoch_end()
     clock.done()
     if not replayed:            # a replayed step's compute was calibrated before the run
-        compute_probe(name, p, seed, own, emit, loss_of)
+        compute_probe(name, p, seed, own, emit, loss_of, lead=emit.base.get("task_index") == 0)
     for line in held:
         emit.write(line)
 
@@ -139,7 +139,7 @@ def _all_gather(value: float) -> list[float]:
 
 
 def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss_of,
-                  warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
+                  warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS, lead: bool = True) -> None:
     """Local steps of a fresh model with no collective: the compute part of a step (the `compute`
     event, as workloads/train.py emits it: cpuquota.compute_probe)."""
     def setup():
@@ -159,7 +159,7 @@ def compute_probe(name: str, p: dict, seed: int, batch: int, emit: Emitter, loss
             return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
         return timed
 
-    cpuquota.compute_probe(setup, steps, emit)
+    cpuquota.compute_probe(setup, steps, emit, lead)
 
 
 def pytorch_task(job, args, emit) -> None:

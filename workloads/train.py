@@ -265,7 +265,7 @@ def run_training(job, task_type, task_index, emit) -> None:
         if not replayed:        # a replayed step's compute was calibrated before the run
             compute_probe(lambda: models.build_model(name, p),
                           lambda: wdata.flickr8k_dataset(caption, own, seed) if caption is not None
-                          else wdata.synthetic_dataset(name, p, seed, own), emit)
+                          else wdata.synthetic_dataset(name, p, seed, own), emit, lead=task_index == 0)
     finally:
         for line in held:
             emit.write(line)
@@ -293,7 +293,8 @@ def set_train_step(model, job: dict, host: str, own: int, weight: float) -> None
 PROBE_WARMUP, PROBE_STEPS = 2, 10     # the first steps trace the function: left out of the timing
 
 
-def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS) -> None:
+def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int = PROBE_STEPS,
+                  lead: bool = True) -> None:
     """Time `steps` local training steps of a fresh model (`build()`) on one worker's batches
     (`dataset()`) with no distribution strategy (no collective, no parameter server): the compute
     part of a step. It runs after training because MultiWorkerMirroredStrategy must be created
@@ -317,7 +318,7 @@ def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int =
             return (t1 - t0) / steps, (c1 - c0) / steps
         return timed
 
-    cpuquota.compute_probe(setup, steps, emit)
+    cpuquota.compute_probe(setup, steps, emit, lead)
 
 
 def backup_callbacks(job) -> list:

@@ -325,6 +325,25 @@ def test_the_probes_take_turns_alone_and_share_their_budgeted_part(tmp_path):
         assert not alone                                    # no file to share: nobody waits
 
 
+def test_only_the_lead_task_probes_again_alone_with_its_quota_lifted(tmp_path, monkeypatch):
+    """The lifted pass judges the quota's slices on the lead task's node; the others' figures under the
+    budget are all a run reads of them, so they end after it."""
+    import contextlib
+
+    from workloads import cpuquota
+    job = tmp_path / "job.json"
+    job.write_text("{}")
+    monkeypatch.setattr(cpuquota, "shared_file", str(job))
+    monkeypatch.setattr(cpuquota, "lifted", lambda: contextlib.nullcontext(True))   # as if a quota were lifted
+    for lead, passes in ((True, 2), (False, 1)):
+        calls, events = [], []
+        cpuquota.compute_probe(lambda: lambda: calls.append(1) or (0.2, 0.1), 10,
+                               lambda event, **fields: events.append((event, fields)), lead=lead)
+        [(event, fields)] = events
+        assert event == "compute" and len(calls) == passes and fields["time_per_step_s"] == 0.2
+        assert fields["alone"] is lead and (fields["time_per_step_free_s"] == 0.2) is lead
+
+
 def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
     from workloads import cpuquota
     v1 = tmp_path / "cpu" / "dltestbed" / "h1"
