@@ -30,16 +30,17 @@ case "$verb" in
     # (SCHED_IDLE: only on cycles nothing else asks for), in a session and a temporary folder of their
     # own; the integration tests that measure start when they have ended (idle cycles still delay a woken
     # task until the next tick, and share the caches). The images the integration tests need are built
-    # meanwhile, at low priority, in a session of their own (cached after): a behaviour test that needs
-    # one before it is built waits for it (those run last), and the tests that measure start when all are.
-    timing=0 unit=0 behaviour=0 integration=0 beside=""
+    # meanwhile too (not beside the timing tests: a build woke their sleeps late), at low priority, in a
+    # session of their own (cached after): a behaviour test that needs one before it is built waits for
+    # it (those run last), and the tests that measure start when all are.
+    timing=0 unit=0 behaviour=0 integration=0 beside="" prebuild=""
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
     mkdir "$lane/tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log"
-    setsid nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
     # (a trap's failure would be the exit status)
-    trap 'kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
+    trap '[ -z "$prebuild" ] || kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
     .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
     [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
+    setsid nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
     echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log;"
     echo "the images are built meanwhile: $lane/prebuild.log)"
     TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
