@@ -30,9 +30,8 @@ case "$verb" in
     # (SCHED_IDLE: only on cycles nothing else asks for), in a session and a temporary folder of their
     # own; the integration tests that measure start when they have ended (idle cycles still delay a woken
     # task until the next tick, and share the caches). The images the integration tests need are built
-    # meanwhile too (not beside the timing tests: a build woke their sleeps late), at low priority, in a
-    # session of their own (cached after): a behaviour test that needs one before it is built waits for
-    # it (those run last), and the tests that measure start when all are.
+    # before those start (cached after), at low priority, after the timing tests: beside them a build
+    # woke their sleeps late.
     timing=0 unit=0 behaviour=0 integration=0 beside="" prebuild=""
     lane=$(mktemp -d -t dltb-unit-tests.XXXXXX)
     mkdir "$lane/tmp" && : > "$lane/prebuild.log" && : > "$lane/unit.log"
@@ -40,17 +39,17 @@ case "$verb" in
     trap '[ -z "$prebuild" ] || kill "$prebuild" 2>/dev/null || true; [ -z "$beside" ] || kill -- -"$beside" 2>/dev/null || true; rm -rf "$lane"' EXIT
     .venv/bin/python -m pytest -n auto -m timing tests/unit || timing=$?
     [ "$timing" -eq 2 ] && exit 2        # interrupted (Ctrl-C): stop here
-    setsid nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
-    echo "the other unit tests: beside the integration tests that judge behaviour (log $lane/unit.log;"
-    echo "the images are built meanwhile: $lane/prebuild.log)"
+    nice -n 10 .venv/bin/python tests/prebuild_images.py --log "$lane/prebuild.log" & prebuild=$!
+    echo "the other unit tests: beside the image builds and the behaviour tests (log $lane/unit.log)"
     TMPDIR="$lane/tmp" setsid chrt --idle 0 .venv/bin/python -m pytest -n auto -m "not timing" tests/unit \
       > "$lane/unit.log" 2>&1 & beside=$!
-    DLTB_TESTS_BESIDE="$beside $prebuild" .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
-    [ "$behaviour" -eq 2 ] && exit 2
-    echo "waiting for the unit tests and the images before the integration tests that measure"
-    wait "$beside" || unit=$?
+    echo "waiting for the images the integration tests use (log $lane/prebuild.log)"
     wait "$prebuild" || echo "an image was not built beforehand: the test that needs it builds it and says why"
     cat "$lane/prebuild.log"
+    DLTB_TESTS_BESIDE=$beside .venv/bin/python -m pytest -m behaviour tests/integration || behaviour=$?
+    [ "$behaviour" -eq 2 ] && exit 2
+    echo "waiting for the unit tests before the integration tests that measure (log $lane/unit.log)"
+    wait "$beside" || unit=$?
     .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
     echo "the unit tests run beside the integration tests that judge behaviour:"
     cat "$lane/unit.log"

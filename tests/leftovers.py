@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -14,18 +13,15 @@ TEMP_FILES = ("dltb-task-*", "__autograph_generated_file*")   # a task's tempora
 CGROUP_SUBTREES = [Path("/sys/fs/cgroup") / c / "dltestbed" for c in ("cpu", "cpuacct", "cpuset", "memory")] + [Path("/sys/fs/cgroup/dltestbed")]
 
 
-# testbed.sh test: the sessions of what runs beside the integration tests (the unit tests, the image builds)
-BESIDE = set(os.environ.get("DLTB_TESTS_BESIDE", "").split())
-BUILD_ROLES = ("build", "server-build")     # the image builds' containers (testbed/nodes/image, cluster/servers)
-CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{64})")
+BESIDE = os.environ.get("DLTB_TESTS_BESIDE")     # testbed.sh test: the session of the unit tests run meanwhile
 
 
 def beside(pid: int) -> bool:
-    """Whether the process is one that testbed.sh runs beside the integration tests: in one of their
-    sessions, or below a process that is (a test's own new session)."""
+    """Whether the process is the unit tests' that testbed.sh runs beside the integration tests: in their
+    session, or below a process that is (a test's own new session)."""
     try:
         while BESIDE and pid > 1:
-            if str(os.getsid(pid)) in BESIDE:
+            if str(os.getsid(pid)) == BESIDE:
                 return True
             pid = psutil.Process(pid).ppid()
     except (OSError, psutil.Error):         # gone meanwhile
@@ -33,23 +29,10 @@ def beside(pid: int) -> bool:
     return False
 
 
-def in_image_build(pid: int) -> bool:
-    """Whether the process runs in an image build's container (`apt-get install ... iperf3` there is no
-    leftover of a test: the build removes its container)."""
-    try:
-        found = CONTAINER_ID.search(Path(f"/proc/{pid}/cgroup").read_text())
-    except OSError:
-        return False
-    if not found:
-        return False
-    import docker.errors
-
-    from testbed.nodes import docker_engine, image
-    try:
-        labels = docker_engine.client().containers.get(found.group(1)).labels
-    except docker.errors.DockerException:           # gone meanwhile
-        return False
-    return labels.get(f"{image.LABEL}.role") in BUILD_ROLES
+def left_behind(pid: int) -> bool:
+    """Whether a process whose command line names a marker counts as left behind: not one of the unit tests'
+    beside, and still there once that was asked (a short-lived one, a shell's `$(...)`, may end meanwhile)."""
+    return not beside(pid) and psutil.pid_exists(pid)
 
 
 def _out(*cmd: str) -> str:
@@ -73,8 +56,7 @@ def snapshot() -> dict[str, set[str]]:
                 cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and not beside(int(p.name)) \
-                    and not in_image_build(int(p.name)):
+            if any(m in cmd for m in MARKERS) and "pytest" not in cmd and left_behind(int(p.name)):
                 procs.add(f"{p.name} {cmd[:80]}")
     return {
         "netns": set(_out("ip", "netns", "list").split()),

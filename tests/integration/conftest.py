@@ -23,13 +23,9 @@ def no_leftovers_from_a_crash():
 BEHAVIOUR = ("test_api_network", "test_cluster_servers", "test_no_dead_ends", "test_sweep", "test_up_exec",
              "test_worker_image", "test_user_script", "test_ci_docs", "test_zoo_run", "test_workload_local",
              "test_end_to_end", "test_scale")
-# Of those, the modules that need the images `./testbed.sh test` builds meanwhile, or the builds ended (the CI
-# job's steps walk the cache folder): last, so that the others need not wait for the builds.
-IMAGES = ("test_cluster_servers", "test_up_exec", "test_worker_image", "test_user_script", "test_ci_docs")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.module.__name__.rpartition(".")[2] in BEHAVIOUR:
             item.add_marker(pytest.mark.behaviour)
-    items.sort(key=lambda item: item.module.__name__.rpartition(".")[2] in IMAGES)

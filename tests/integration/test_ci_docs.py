@@ -50,19 +50,7 @@ def _sudo_stand_in(bin_dir: Path) -> None:
         (bin_dir / "sudo").chmod(0o755)
 
 
-@pytest.fixture
-def no_image_build():
-    """The job's `chown -R` walks the cache folder, where an image build (`./testbed.sh test` runs them beside
-    these tests) keeps a root file system with /proc mounted: wait for the builds, and hold their locks while
-    the steps run."""
-    import vmguest
-    from testbed.nodes import docker_engine, image
-
-    with docker_engine.file_lock(vmguest.CACHE_DIR / "netem-vm.lock"), docker_engine.file_lock(image.LOCK_FILE):
-        yield
-
-
-def test_the_smoke_jobs_steps_run_in_a_fresh_clone(tmp_path, root, no_leftovers, no_image_build):
+def test_the_smoke_jobs_steps_run_in_a_fresh_clone(tmp_path, root, no_leftovers):
     job = block(GITHUB)["jobs"]["smoke"]
     clone, bin_dir, temp = tmp_path / "workspace", tmp_path / "bin", tmp_path / "runner-temp"
     bin_dir.mkdir()

@@ -24,7 +24,7 @@ def test_the_behaviour_modules_are_marked_and_no_other():
     names = ["test_cluster_servers", "test_answer", "test_sweep", "test_scale", "test_replay", "test_end_to_end"]
     items = [Item(module=SimpleNamespace(__name__=f"tests.integration.{name}"), name=name, marks=[]) for name in names]
     conftest.pytest_collection_modifyitems(items)
-    assert sorted(item.name for item in items) == sorted(names)
+    assert [item.name for item in items] == names
     assert {item.name for item in items if item.marks == ["behaviour"]} == set(names) - {"test_answer", "test_replay"}
     assert all(item.marks == [] for item in items if item.name in ("test_answer", "test_replay"))
 
@@ -33,14 +33,3 @@ def test_every_module_the_list_names_exists():
     """A renamed module would silently lose its mark, and run with the tests that measure."""
     missing = [name for name in integration_conftest().BEHAVIOUR if not (CONFTEST.parent / f"{name}.py").is_file()]
     assert not missing, missing
-
-
-def test_the_modules_that_need_images_run_last_in_their_phase():
-    """`./testbed.sh test` builds the images while the behaviour tests run: those that need one come last."""
-    conftest = integration_conftest()
-    names = ["test_worker_image", "test_scale", "test_user_script", "test_sweep", "test_answer"]
-    items = [Item(module=SimpleNamespace(__name__=f"tests.integration.{name}"), name=name, marks=[]) for name in names]
-    conftest.pytest_collection_modifyitems(items)
-    assert [item.name for item in items] == ["test_scale", "test_sweep", "test_answer", "test_worker_image",
-                                             "test_user_script"]
-    assert set(conftest.IMAGES) <= set(conftest.BEHAVIOUR)
