@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.tables import trends
 from cli import cli, counting_degraded
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,12 +40,6 @@ def lead_time_to_target(steps: pd.DataFrame) -> dict:
 
 FACTOR = re.compile(r"(\d+) machines: [^;]*?(?:(\d+(?:\.\d+)?)× (faster|slower)|as fast)")
 
-
-def speed_words(factor: float) -> str:
-    """How the answer says a factor: within half a percent of 1 'as fast', else 'N× faster' or 'N× slower'."""
-    if abs(factor - 1) < 0.005:
-        return "as fast"
-    return f"{factor:.3g}× faster" if factor >= 1 else f"{1 / factor:.3g}× slower"
 
 
 def test_the_main_job_trains_the_same_samples_and_gives_one_speedup(tmp_path, root, no_leftovers):
@@ -138,7 +133,7 @@ def test_the_main_job_trains_the_same_samples_and_gives_one_speedup(tmp_path, ro
         ratios = judged[judged["hosts"] > 1]["speedup"]
     assert len(ratios) == 2, ratios
     for ratio in ratios:
-        words = speed_words(ratio)
+        words = trends.speed_words(ratio)      # 'as fast' within half a percent of 1
         assert words in answer.group(0), (words, answer.group(0))
 
     # where the rest of the steady step went: compute (the probe), the wire (bytes at the link's rate), the rest
