@@ -50,9 +50,9 @@ case "$verb" in
     [ "$behaviour" -eq 2 ] && exit 2
     echo "waiting for the unit tests before the integration tests that measure (log $lane/unit.log)"
     wait "$beside" || unit=$?
-    .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
     echo "the unit tests run beside the integration tests that judge behaviour:"
     cat "$lane/unit.log"
+    .venv/bin/python -m pytest -m "not behaviour" tests/integration || integration=$?
     for status in "$timing" "$unit" "$behaviour" "$integration"; do
       [ "$status" -ne 0 ] && exit "$status"
     done

@@ -14,6 +14,13 @@ TCP_GOODPUT_CEILING = 1448 / 1514   # payload per full frame with TCP timestamps
 QOS_TAG = "external_ids:dltestbed=1"
 
 
+def goodput_within(ratio: float, tolerance: float) -> bool:
+    """Whether a TCP reading of `ratio` x the configured rate is the shaper's rate within `tolerance`.
+    A shaper counts whole frames and TCP delivers only their payload, so a perfect one reads
+    TCP_GOODPUT_CEILING, not 1: the check and the run's verdict both judge against that."""
+    return abs(ratio / TCP_GOODPUT_CEILING - 1) <= tolerance
+
+
 BURST_S = 0.001             # the shaper's burst in time at the rate: what may pass at once after an idle moment
 
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from testbed.emulation import replayed_compute as replay
 from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
 from testbed.emulation.readers import delta
-from testbed.shaping import TCP_GOODPUT_CEILING
+from testbed.shaping import TCP_GOODPUT_CEILING, goodput_within
 from analysis.tables.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
 
 CPU_SHARE_MIN = 0.9
@@ -285,7 +285,7 @@ def shaping(m: RunMeasures) -> list[str]:
         pair = f"{row['src']}-{row['dst']}"
         if ratio is None or math.isnan(ratio):
             out.append(f"shaping: iperf3 {pair} gave no reading")
-        elif abs(ratio / TCP_GOODPUT_CEILING - 1) > m.tolerance:
+        elif not goodput_within(ratio, m.tolerance):
             out.append(f"shaping: iperf3 {pair} read {ratio:.2f} of the rate "
                        f"(TCP's ceiling {TCP_GOODPUT_CEILING:.3f}, tolerance {m.tolerance:g})")
     return out

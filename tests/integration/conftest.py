@@ -1,6 +1,11 @@
 import os
+import platform
+from pathlib import Path
 
+import psutil
 import pytest
+
+_AT_START = psutil.cpu_times()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,3 +34,21 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.module.__name__.rpartition(".")[2] in BEHAVIOUR:
             item.add_marker(pytest.mark.behaviour)
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return platform.processor() or "an unnamed CPU"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The machine the tests measured on, last: its CPU, and the share of the CPUs' time its host took
+    (steal) while they ran. A test that measures time reads differently on a slower or a stolen machine."""
+    now = psutil.cpu_times()
+    total = sum(now) - sum(_AT_START)
+    steal = getattr(now, "steal", 0.0) - getattr(_AT_START, "steal", 0.0)
+    share = f"{steal / total:.1%}" if total > 0 else "nothing measured"
+    terminalreporter.write_line(f"this machine: {_cpu_model()}, {psutil.cpu_count()} CPUs; "
+                                f"the host took {share} of their time (steal) during these tests")

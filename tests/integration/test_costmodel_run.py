@@ -17,7 +17,7 @@ name: costmodel-small
 topology: {template: star, hosts: 3, link: {bw: 20mbit}, shaping: tc}
 workload: {strategy: allreduce, model: mlp, model_params: {width: 64, depth: 1}, epochs: 2,
            fixed: steps, steps_per_epoch: 8, timeout: 4m}
-checks: {iperf: true, ping: true, duration: 1s, attempts: 1, fail_run: false}
+checks: {iperf: true, ping: true, duration: 1s, fail_run: false}
 monitor: {interval: 0.5s}
 sweep:
   topology.hosts: [1, 2, 3]

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from testbed.emulation import fidelity
 from testbed.net.probes import parse_iperf3, parse_ping
 from testbed.run.bringup.checks import (check_pairs, failure_reason, judge, path_bandwidth, path_delay,
                                        wall_duration)
@@ -46,12 +47,21 @@ def test_parse_ping_summary():
     assert math.isnan(rtt) and loss == 100.0
 
 
-def test_judge_tolerance_window():
+def test_judge_tolerance_window_around_tcps_goodput_ceiling():
     assert judge(10_000_000, 9_560_000, 0.10) == (0.956, True)
-    assert judge(10_000_000, 8_000_000, 0.10)[1] is False
-    assert judge(10_000_000, 12_000_000, 0.10)[1] is False   # shaping not applied at all
+    assert judge(10_000_000, 8_880_000, 0.10)[1] is True      # 0.929 of the ceiling
+    assert judge(10_000_000, 8_500_000, 0.10)[1] is False     # 0.889 of it
+    assert judge(10_000_000, 10_600_000, 0.10)[1] is False    # 1.109 of it: the shaper lets too much through
+    assert judge(10_000_000, 12_000_000, 0.10)[1] is False    # shaping not applied at all
     ratio, ok = judge(None, 5.0, 0.1)
     assert math.isnan(ratio) and ok
+
+
+@pytest.mark.parametrize("ratio", [0.80, 0.85, 0.86, 0.87, 0.90, 0.956, 1.0, 1.05, 1.06, 1.2])
+def test_the_check_and_the_runs_verdict_judge_a_reading_alike(ratio):
+    row = dict(tool="iperf3", src="h2", dst="h1", configured_bps=10_000_000, ratio=ratio)
+    complaints = fidelity.shaping(fidelity.RunMeasures(wall_s=1, machine_cpus=2, checks=(row,), tolerance=0.1))
+    assert judge(10_000_000, ratio * 10_000_000, 0.1)[1] is (complaints == [])
 
 
 def test_failure_reason_names_pair_and_figures():

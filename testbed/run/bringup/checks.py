@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from testbed.net.probes import parse_iperf3, parse_ping
 from testbed.nodes.base import NodeError
+from testbed.shaping import goodput_within
 
 IPERF_PORT = 5201
 # the round trip of an undelayed path here (veth pairs and the switch), as a check sees it; larger than
@@ -73,11 +74,11 @@ def wall_duration(duration_s: float, k: float, delay_s: float) -> float:
 
 
 def judge(configured: int | None, measured: float, tolerance: float) -> tuple[float, bool]:
-    """Ratio measured/configured and whether it lies within the tolerance around 1."""
+    """Ratio measured/configured and whether it is TCP's goodput over the shaper within the tolerance."""
     if configured is None:
         return math.nan, measured > 0
     ratio = measured / configured
-    return ratio, (1 - tolerance) <= ratio <= (1 + tolerance)
+    return ratio, goodput_within(ratio, tolerance)
 
 
 def wait_listening(node, port: int, tries: int = 50) -> bool:
