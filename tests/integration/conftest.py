@@ -5,7 +5,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-_AT_START = psutil.cpu_times()
+from hoststeal import cpu_times, steal_share
+from hoststeal import pytest_runtest_call, pytest_runtest_makereport  # noqa: F401  (hooks: a failure under steal)
+
+_AT_START = cpu_times()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,9 +49,6 @@ def _cpu_model() -> str:
 def pytest_terminal_summary(terminalreporter):
     """The machine the tests measured on, last: its CPU, and the share of the CPUs' time its host took
     (steal) while they ran. A test that measures time reads differently on a slower or a stolen machine."""
-    now = psutil.cpu_times()
-    total = sum(now) - sum(_AT_START)
-    steal = getattr(now, "steal", 0.0) - getattr(_AT_START, "steal", 0.0)
-    share = f"{steal / total:.1%}" if total > 0 else "nothing measured"
+    share = steal_share(_AT_START, cpu_times())
     terminalreporter.write_line(f"this machine: {_cpu_model()}, {psutil.cpu_count()} CPUs; "
-                                f"the host took {share} of their time (steal) during these tests")
+                                f"the host took {share:.1%} of their time (steal) during these tests")

@@ -1,0 +1,80 @@
+"""The share of CPU time a virtual machine's host took, read from two psutil.cpu_times() readings."""
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+from hoststeal import STEAL_MAX, cpu_times, steal_share
+
+pytest_plugins = "pytester"
+Times = namedtuple("Times", "user system idle steal")
+
+
+def test_steal_is_counted_against_all_the_cpu_time_that_passed():
+    assert steal_share(Times(10, 5, 100, 1), Times(40, 15, 140, 16)) == pytest.approx(15 / 95)
+    assert steal_share(Times(10, 5, 100, 1), Times(10, 5, 100, 1)) == 0.0      # nothing passed
+
+
+def test_a_machine_without_a_steal_figure_reads_none_taken():
+    Plain = namedtuple("Plain", "user system idle")
+    assert steal_share(Plain(1, 1, 1), Plain(2, 2, 2)) == 0.0
+
+
+def test_this_machines_reading_is_a_share():
+    before = cpu_times()
+    sum(range(200_000))
+    assert 0.0 <= steal_share(before, cpu_times()) <= 1.0 and 0 < STEAL_MAX < 1
+
+
+CONFTEST = '''
+from collections import namedtuple
+
+import hoststeal
+from hoststeal import pytest_runtest_call, pytest_runtest_makereport
+
+Times = namedtuple("Times", "user idle steal")
+clock = [0]
+
+
+def fake_cpu_times():       # STOLEN of the CPU time taken by the host, 100 ticks a reading
+    clock[0] += 100
+    return Times(user=clock[0] * (1 - STOLEN), idle=0, steal=clock[0] * STOLEN)
+
+
+hoststeal.cpu_times = fake_cpu_times
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "behaviour: judges behaviour, not time")
+'''
+
+TESTS = '''
+import pytest
+
+
+def test_measures():
+    assert 0.7 >= 0.9, "the steady step read 0.7 of real compute"
+
+
+def test_passes():
+    pass
+
+
+@pytest.mark.behaviour
+def test_judges_behaviour():
+    assert False, "left a namespace behind"
+'''
+
+
+@pytest.mark.parametrize("stolen,outcomes", [(0.4, dict(skipped=1, passed=1, failed=1)),
+                                             (0.02, dict(passed=1, failed=2))])
+def test_a_measuring_failure_while_the_host_stole_is_skipped_naming_the_share(pytester, monkeypatch, stolen,
+                                                                              outcomes):
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))    # tests/, where hoststeal is
+    pytester.makeconftest(f"STOLEN = {stolen}\n" + CONFTEST)
+    pytester.makepyfile(test_measuring=TESTS)
+    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(**outcomes)
+    if stolen > STEAL_MAX:
+        result.stdout.fnmatch_lines(["*the host took 40% of this machine's CPU time (steal)*"
+                                     "*it failed: the steady step read 0.7 of real compute*"])
