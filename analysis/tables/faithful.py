@@ -227,10 +227,11 @@ def degraded_note(runs: pd.DataFrame, counted: bool) -> str | None:
 
 
 # A degraded run's reasons start with their kind. These kinds mean the emulated machines got less than
-# they stand for (CPU below their budgets, or a switch that fell behind): they could only have run slower,
-# so a speedup measured on such runs against a faithful one-node run is a lower bound. Other kinds
-# (shaping off the rate, late timers, replay's unbudgeted communication) could err either way.
-SLOWER_ONLY_KINDS = ("cpu", "switch")
+# they stand for (CPU below their budgets, a switch that fell behind, CPUs the machine's host took away):
+# they could only have run slower, so a speedup measured on such runs against a faithful one-node run is a
+# lower bound. Other kinds (shaping off the rate, late timers, replay's unbudgeted communication) could err
+# either way.
+SLOWER_ONLY_KINDS = ("cpu", "switch", "host")
 REASON_KINDS = SLOWER_ONLY_KINDS + ("replay", "shaping", "timers")
 
 

@@ -48,6 +48,8 @@ Rules and thresholds:
 - timers: analysis.tables.health's bounds (p99 5 ms, max 20 ms of sleep overshoot).
 - shaping: iperf3's ratio measured/configured, against the TCP goodput ceiling (0.956), must lie
   within checks.tolerance of it.
+- host: a degraded run also names the share of the machine's CPU time its host took (a virtual
+  machine's steal) when over STEAL_NAMED: a likely cause, never a reason on its own.
 - replay: under replayed compute the nodes have no budget, so the four CPU rules above do not apply;
   each node's CPU per steady step and its tasks' wait for a CPU must each stay under 5 % of the
   step (testbed.emulation.replayed_compute).
@@ -70,6 +72,7 @@ SYSTEM_WAIT_MAX = 0.10
 SWITCH_CORES_MAX = 0.9
 SLICE_PAUSE_MAX_MS = 2.0
 SLICING_STEP_MAX = 0.05
+STEAL_NAMED = 0.05       # a degraded run names the host's steal from this share of the machine's CPU time
 OK = "ok"
 
 
@@ -120,6 +123,7 @@ class RunMeasures:
     compute: "ComputeProbe | None" = None   # the workload's probe on the lead task, where it ran
     replay: tuple[replay.NodeReplay, ...] | None = None   # compute: replay, each node's figures (else None)
     switch_demand: tuple | None = None      # compute: replay, (links' demand, emulated bits/s; switch capacity)
+    steal_s: float | None = None            # readers.steal_s() delta
 
 
 @dataclass(frozen=True)
@@ -313,7 +317,17 @@ def reasons(m: RunMeasures) -> list[str]:
     return [reason for rule in RULES for reason in rule(m)]
 
 
+def host_steal(m: RunMeasures) -> list[str]:
+    """The share of the machine's CPU time its host took (a virtual machine's steal), where it is a likely
+    cause: named beside the reasons of a degraded run, never a reason on its own."""
+    if not m.steal_s or m.wall_s <= 0 or m.machine_cpus <= 0:
+        return []
+    share = m.steal_s / (m.wall_s * m.machine_cpus)
+    return [f"host: this machine's host took {share:.0%} of its CPU time (steal) during training"] \
+        if share > STEAL_NAMED else []
+
+
 def verdict(m: RunMeasures) -> str:
     """runs.csv's `fidelity`: 'ok' or 'degraded: <reason>; <reason>'."""
     found = reasons(m)
-    return OK if not found else "degraded: " + "; ".join(found)
+    return OK if not found else "degraded: " + "; ".join(found + host_steal(m))

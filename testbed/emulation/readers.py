@@ -104,6 +104,11 @@ def cpus_busy_s() -> list[float]:
             for t in psutil.cpu_times(percpu=True)]
 
 
+def steal_s() -> float:
+    """CPU seconds the machine's host has taken from all its CPUs since boot (steal; 0 on bare metal)."""
+    return getattr(psutil.cpu_times(), "steal", 0.0)
+
+
 def process_cpu_s(name: str = "ovs-vswitchd") -> float | None:
     """User + system CPU seconds of the running processes called `name` (None: none running)."""
     total, found = 0.0, False

@@ -478,6 +478,15 @@ def test_verdict_joins_every_reason():
     assert verdict(RunMeasures(wall_s=10, machine_cpus=2)) == "ok"
 
 
+def test_a_degraded_run_names_the_hosts_steal_and_a_faithful_one_ignores_it():
+    late = dict(timer_p50_ms=0.1, timer_p99_ms=9.0, timer_max_ms=12.0)
+    stolen = RunMeasures(wall_s=10, machine_cpus=2, timers=late, steal_s=4.2)
+    assert verdict(stolen) == ("degraded: timers: p99 sleep overshoot 9 ms (max 12 ms); "
+                               "host: this machine's host took 21% of its CPU time (steal) during training")
+    assert verdict(RunMeasures(wall_s=10, machine_cpus=2, timers=late, steal_s=0.6)).count("host:") == 0   # 3 %
+    assert verdict(RunMeasures(wall_s=10, machine_cpus=2, steal_s=4.2)) == "ok"      # not a reason on its own
+
+
 # ---- readers --------------------------------------------------------------------------------------
 
 def test_read_cpu_stat_v2(tmp_path):
@@ -620,6 +629,11 @@ def test_each_cpus_busy_time_adds_up_to_the_machines():
         - getattr(total, "guest_nice", 0.0)
     assert len(per_cpu) == psutil.cpu_count() and all(b >= 0 for b in per_cpu)
     assert sum(per_cpu) == pytest.approx(whole, rel=0.01, abs=2.0)
+
+
+def test_the_hosts_steal_is_read_from_the_machines_cpu_times():
+    first = readers.steal_s()
+    assert 0 <= first <= readers.steal_s() <= sum(psutil.cpu_times())
 
 
 def test_what_else_ran_on_a_nodes_cpus():

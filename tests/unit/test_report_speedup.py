@@ -209,7 +209,7 @@ def test_a_point_degraded_by_what_could_also_have_sped_it_up_gives_no_bound(tmp_
     assert answer.count("2 and 4 node(s): not counted, this machine could not emulate them faithfully") == 2
 
 
-def test_a_verdicts_reasons_keep_their_own_advice_and_only_cpu_and_switch_reasons_slow_only():
+def test_a_verdicts_reasons_keep_their_own_advice_and_only_cpu_switch_and_host_reasons_slow_only():
     from analysis.tables import faithful
     assert faithful.reasons("ok") == [] and faithful.reasons(float("nan")) == []
     both = LEFT_OUT["cpu"] + "; switch: ovs-vswitchd used 0.93 of a core"
@@ -217,3 +217,4 @@ def test_a_verdicts_reasons_keep_their_own_advice_and_only_cpu_and_switch_reason
     assert faithful.slower_only(both) and not faithful.slower_only("ok")
     assert not faithful.slower_only(both + "; shaping: iperf3 h1-h2 read 1.20 of the rate")
     assert not faithful.slower_only(LEFT_OUT["replay"])
+    assert faithful.slower_only(both + "; host: this machine's host took 21% of its CPU time (steal) during training")

@@ -47,7 +47,8 @@ class Probe:
         stats = {name: node.cpu_counters() for name, (node, _) in self.nodes.items()}
         cpus = readers.cpus_busy_s()
         return dict(t=time.monotonic(), used=used, stats=stats, busy=sum(cpus), cpus=cpus,
-                    wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost())
+                    wait=readers.system_wait_s(), switch=readers.process_cpu_s(), lost=_datapath_lost(),
+                    steal=readers.steal_s())
 
     def __enter__(self) -> "Probe":
         self._before = self._read()
@@ -79,4 +80,4 @@ class Probe:
         diff = lambda key: None if b[key] is None or a[key] is None else a[key] - b[key]  # noqa: E731
         return fidelity.RunMeasures(self.wall_s, machine, dilation, reserve, tuple(nodes), diff("busy"),
                                     diff("wait"), diff("switch"), diff("lost"), timers or None,
-                                    tuple(checks), tolerance, compute, replay, switch)
+                                    tuple(checks), tolerance, compute, replay, switch, steal_s=diff("steal"))
