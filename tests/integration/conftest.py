@@ -46,6 +46,7 @@ def _cpu_model() -> str:
     return platform.processor() or "an unnamed CPU"
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
     """The machine the tests measured on, last: its CPU, and the share of the CPUs' time its host took
     (steal) while they ran. A test that measures time reads differently on a slower or a stolen machine."""
