@@ -1,6 +1,7 @@
 """The share of this machine's CPU time its host took (steal: a virtual machine's CPUs given to others) while
-a test measured. What a measuring test times (a step, a rate, a verdict on the CPUs a run was given) ran on
-CPUs that were partly not there: beyond STEAL_MAX, its failure says nothing about the testbed."""
+a test measured. What a test that measures time (a step, a rate, a verdict on the CPUs a run was given, an
+answer time) ran on CPUs that were partly not there: beyond STEAL_MAX, its failure says nothing about the
+testbed. Such tests: the unit tests marked `timing` and the integration tests not marked `behaviour`."""
 from __future__ import annotations
 
 import psutil
@@ -22,6 +23,10 @@ def steal_share(before, after) -> float:
     return (getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0)) / total if total > 0 else 0.0
 
 
+def measures_time(item) -> bool:
+    return "timing" in item.keywords or ("integration" in item.keywords and "behaviour" not in item.keywords)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     before = cpu_times()
@@ -31,12 +36,12 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A measuring test that failed while the machine's host took over STEAL_MAX of its CPU time is
+    """A test that measures time and failed while the machine's host took over STEAL_MAX of its CPU time is
     skipped, naming that share: what it timed ran on CPUs that were not there (tests/hoststeal.py)."""
     outcome = yield
     report = outcome.get_result()
     share = item.stash.get(STEAL, 0.0)
-    if call.when == "call" and report.failed and share > STEAL_MAX and "behaviour" not in item.keywords:
+    if call.when == "call" and report.failed and share > STEAL_MAX and measures_time(item):
         first = (str(call.excinfo.value).strip().splitlines() or [call.excinfo.typename])[0][:300]
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0,

@@ -6,7 +6,6 @@ import psutil
 import pytest
 
 from hoststeal import cpu_times, steal_share
-from hoststeal import pytest_runtest_call, pytest_runtest_makereport  # noqa: F401  (hooks: a failure under steal)
 
 _AT_START = cpu_times()
 

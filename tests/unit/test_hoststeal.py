@@ -45,30 +45,43 @@ hoststeal.cpu_times = fake_cpu_times
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "behaviour: judges behaviour, not time")
+    for marker in ("integration", "behaviour", "timing"):
+        config.addinivalue_line("markers", marker)
 '''
 
 TESTS = '''
 import pytest
 
 
+@pytest.mark.integration
 def test_measures():
     assert 0.7 >= 0.9, "the steady step read 0.7 of real compute"
 
 
+@pytest.mark.timing
+def test_times_an_answer():
+    assert 2.5 <= 1.0, "refused after 2.5 s"
+
+
+@pytest.mark.integration
 def test_passes():
     pass
 
 
+@pytest.mark.integration
 @pytest.mark.behaviour
 def test_judges_behaviour():
     assert False, "left a namespace behind"
+
+
+def test_of_pure_logic():
+    assert [1] == [], "a unit test that times nothing"
 '''
 
 
-@pytest.mark.parametrize("stolen,outcomes", [(0.4, dict(skipped=1, passed=1, failed=1)),
-                                             (0.02, dict(passed=1, failed=2))])
-def test_a_measuring_failure_while_the_host_stole_is_skipped_naming_the_share(pytester, monkeypatch, stolen,
+@pytest.mark.parametrize("stolen,outcomes", [(0.4, dict(skipped=2, passed=1, failed=2)),
+                                             (0.02, dict(passed=1, failed=4))])
+def test_a_timing_failure_while_the_host_stole_is_skipped_naming_the_share(pytester, monkeypatch, stolen,
                                                                               outcomes):
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))    # tests/, where hoststeal is
     pytester.makeconftest(f"STOLEN = {stolen}\n" + CONFTEST)
@@ -77,4 +90,5 @@ def test_a_measuring_failure_while_the_host_stole_is_skipped_naming_the_share(py
     result.assert_outcomes(**outcomes)
     if stolen > STEAL_MAX:
         result.stdout.fnmatch_lines(["*the host took 40% of this machine's CPU time (steal)*"
-                                     "*it failed: the steady step read 0.7 of real compute*"])
+                                     "*it failed: the steady step read 0.7 of real compute*",
+                                     "*the host took 40%*it failed: refused after 2.5 s*"])
