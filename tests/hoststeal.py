@@ -10,28 +10,50 @@ import pytest
 # Here the host took 1-2 % of an idle machine's time, 6-7 % of a busy one's in a calm hour, and 21-25 % in a
 # busy one, when 2 replay tests that pass in a calm hour failed on the verdict (CPU wait, timers).
 STEAL_MAX = 0.10
-STEAL = pytest.StashKey[float]()
+CALL = pytest.StashKey[tuple]()
+SETUPS: dict = {}      # fixture definition -> (steal, all) CPU seconds of its last set-up
 
 
 def cpu_times():
     return psutil.cpu_times()
 
 
+def spent(before, after) -> tuple[float, float]:
+    """(steal, all CPU time) between two psutil.cpu_times() readings."""
+    return getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0), sum(after) - sum(before)
+
+
 def steal_share(before, after) -> float:
     """Steal over all CPU time between two psutil.cpu_times() readings (0 where nothing passed)."""
-    total = sum(after) - sum(before)
-    return (getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0)) / total if total > 0 else 0.0
+    steal, total = spent(before, after)
+    return steal / total if total > 0 else 0.0
 
 
 def measures_time(item) -> bool:
     return "timing" in item.keywords or ("integration" in item.keywords and "behaviour" not in item.keywords)
 
 
+def share_of(item) -> float:
+    """Steal over the test's call and the set-ups of the fixtures it uses, whenever they ran: a module's
+    fixture may have measured what its tests only read (the netem VM's guest run)."""
+    parts = [item.stash.get(CALL, (0.0, 0.0))]
+    parts += [SETUPS[defs[-1]] for defs in item._fixtureinfo.name2fixturedefs.values() if defs and defs[-1] in SETUPS]
+    steal, total = (sum(column) for column in zip(*parts))
+    return steal / total if total > 0 else 0.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    before = cpu_times()
+    yield
+    SETUPS[fixturedef] = spent(before, cpu_times())
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     before = cpu_times()
     yield
-    item.stash[STEAL] = steal_share(before, cpu_times())
+    item.stash[CALL] = spent(before, cpu_times())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -40,8 +62,10 @@ def pytest_runtest_makereport(item, call):
     skipped, naming that share: what it timed ran on CPUs that were not there (tests/hoststeal.py)."""
     outcome = yield
     report = outcome.get_result()
-    share = item.stash.get(STEAL, 0.0)
-    if call.when == "call" and report.failed and share > STEAL_MAX and measures_time(item):
+    if call.when != "call" or not report.failed or not measures_time(item):
+        return
+    share = share_of(item)
+    if share > STEAL_MAX:
         first = (str(call.excinfo.value).strip().splitlines() or [call.excinfo.typename])[0][:300]
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0,

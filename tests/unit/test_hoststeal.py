@@ -29,19 +29,30 @@ def test_this_machines_reading_is_a_share():
 CONFTEST = '''
 from collections import namedtuple
 
+import pytest
+
 import hoststeal
-from hoststeal import pytest_runtest_call, pytest_runtest_makereport
+from hoststeal import pytest_fixture_setup, pytest_runtest_call, pytest_runtest_makereport
 
 Times = namedtuple("Times", "user idle steal")
-clock = [0]
+now = dict(user=0.0, steal=0.0, stolen=STOLEN)
 
 
-def fake_cpu_times():       # STOLEN of the CPU time taken by the host, 100 ticks a reading
-    clock[0] += 100
-    return Times(user=clock[0] * (1 - STOLEN), idle=0, steal=clock[0] * STOLEN)
+def fake_cpu_times():       # 100 ticks since the last reading, the share `stolen` of them taken by the host
+    now["user"] += 100 * (1 - now["stolen"])
+    now["steal"] += 100 * now["stolen"]
+    return Times(user=now["user"], idle=0, steal=now["steal"])
 
 
 hoststeal.cpu_times = fake_cpu_times
+
+
+@pytest.fixture(scope="module")
+def guest():                # measures under a 90 % steal, for its tests to read
+    now["stolen"] = 0.9
+    hoststeal.cpu_times()
+    now["stolen"] = STOLEN
+    return "a guest's figures"
 
 
 def pytest_configure(config):
@@ -64,6 +75,11 @@ def test_times_an_answer():
 
 
 @pytest.mark.integration
+def test_reads_what_its_fixture_measured(guest):
+    assert guest == "the configured jitter", "the spread read 3.1 ms"
+
+
+@pytest.mark.integration
 def test_passes():
     pass
 
@@ -79,8 +95,8 @@ def test_of_pure_logic():
 '''
 
 
-@pytest.mark.parametrize("stolen,outcomes", [(0.4, dict(skipped=2, passed=1, failed=2)),
-                                             (0.02, dict(passed=1, failed=4))])
+@pytest.mark.parametrize("stolen,outcomes", [(0.4, dict(skipped=3, passed=1, failed=2)),
+                                             (0.02, dict(skipped=1, passed=1, failed=4))])
 def test_a_timing_failure_while_the_host_stole_is_skipped_naming_the_share(pytester, monkeypatch, stolen,
                                                                               outcomes):
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))    # tests/, where hoststeal is
@@ -88,6 +104,7 @@ def test_a_timing_failure_while_the_host_stole_is_skipped_naming_the_share(pytes
     pytester.makepyfile(test_measuring=TESTS)
     result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(**outcomes)
+    result.stdout.fnmatch_lines(["*the host took *% of this machine's CPU time*it failed: the spread read 3.1 ms*"])
     if stolen > STEAL_MAX:
         result.stdout.fnmatch_lines(["*the host took 40% of this machine's CPU time (steal)*"
                                      "*it failed: the steady step read 0.7 of real compute*",
