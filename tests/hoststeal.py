@@ -23,10 +23,13 @@ def spent(before, after) -> tuple[float, float]:
     return getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0), sum(after) - sum(before)
 
 
+def _share(steal: float, total: float) -> float:
+    return steal / total if total > 0 else 0.0
+
+
 def steal_share(before, after) -> float:
     """Steal over all CPU time between two psutil.cpu_times() readings (0 where nothing passed)."""
-    steal, total = spent(before, after)
-    return steal / total if total > 0 else 0.0
+    return _share(*spent(before, after))
 
 
 def measures_time(item) -> bool:
@@ -38,8 +41,7 @@ def share_of(item) -> float:
     fixture may have measured what its tests only read (the netem VM's guest run)."""
     parts = [item.stash.get(CALL, (0.0, 0.0))]
     parts += [SETUPS[defs[-1]] for defs in item._fixtureinfo.name2fixturedefs.values() if defs and defs[-1] in SETUPS]
-    steal, total = (sum(column) for column in zip(*parts))
-    return steal / total if total > 0 else 0.0
+    return _share(*(sum(column) for column in zip(*parts)))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,11 +1,10 @@
 import os
-import platform
-from pathlib import Path
 
 import psutil
 import pytest
 
 from hoststeal import cpu_times, steal_share
+from testbed.run.point.calibration import cpu_model
 
 _AT_START = cpu_times()
 
@@ -38,17 +37,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.behaviour)
 
 
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return platform.processor() or "an unnamed CPU"
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
     """The machine the tests measured on, last: its CPU, and the share of the CPUs' time its host took
     (steal) while they ran. A test that measures time reads differently on a slower or a stolen machine."""
     share = steal_share(_AT_START, cpu_times())
-    terminalreporter.write_line(f"this machine: {_cpu_model()}, {psutil.cpu_count()} CPUs; "
+    terminalreporter.write_line(f"this machine: {cpu_model()}, {psutil.cpu_count()} CPUs; "
                                 f"the host took {share:.1%} of their time (steal) during these tests")
