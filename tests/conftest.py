@@ -9,7 +9,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from hoststeal import (pytest_fixture_setup, pytest_runtest_call,  # noqa: E402,F401  (a failure under steal)
-                       pytest_runtest_makereport)
+                       pytest_runtest_makereport, pytest_sessionstart)
 from leftovers import new_since, snapshot  # noqa: E402
 
 PLUGIN = "testbed.pytest_plugin"     # also the name `pip install -e .` registers it under (pyproject.toml)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hoststeal import STEAL_MAX, cpu_times, steal_share
+from hoststeal import STEAL_MAX, cpu_times, steal_share, worst_share
 
 pytest_plugins = "pytester"
 Times = namedtuple("Times", "user system idle steal")
@@ -18,6 +18,28 @@ def test_steal_is_counted_against_all_the_cpu_time_that_passed():
 def test_a_machine_without_a_steal_figure_reads_none_taken():
     Plain = namedtuple("Plain", "user system idle")
     assert steal_share(Plain(1, 1, 1), Plain(2, 2, 2)) == 0.0
+
+
+def readings(stolen_per_second: list[float]) -> list:
+    """One reading a second, each second 100 ticks of which the given share went to the host."""
+    out, user, steal = [(0.0, Times(0, 0, 0, 0))], 0.0, 0.0
+    for second, share in enumerate(stolen_per_second, 1):
+        user, steal = user + 100 * (1 - share), steal + 100 * share
+        out.append((float(second), Times(user, 0, 0, steal)))
+    return out
+
+
+def test_a_burst_in_a_long_test_is_judged_by_its_worst_window():
+    calm_burst_calm = [0.02] * 60 + [0.5] * 20 + [0.02] * 60      # 140 s: 9 % over all of it
+    assert steal_share(readings(calm_burst_calm)[0][1], readings(calm_burst_calm)[-1][1]) < STEAL_MAX
+    assert worst_share(readings(calm_burst_calm), window_s=20) == pytest.approx(0.5)
+    assert worst_share(readings(calm_burst_calm), window_s=40) == pytest.approx(0.26)
+
+
+def test_a_test_shorter_than_the_window_is_judged_over_all_of_it():
+    assert worst_share(readings([0.3, 0.1, 0.2]), window_s=20) == pytest.approx(0.2)
+    assert worst_share(readings([0.04] * 100), window_s=20) == pytest.approx(0.04)
+    assert worst_share(readings([])) == 0.0
 
 
 def test_this_machines_reading_is_a_share():
