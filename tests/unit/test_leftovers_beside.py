@@ -3,6 +3,7 @@ that `./testbed.sh test` runs beside them: those of their session, and those bel
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 
@@ -33,6 +34,11 @@ def test_a_marked_process_is_left_behind_while_it_lives_and_not_once_it_has_ende
     monkeypatch.setattr(leftovers, "BESIDE", None)
     proc = subprocess.Popen(["sh", "-c", "sleep 30", "iperf3"])      # a marker in its command line
     try:
+        # Popen returns once the exec began; the kernel sets the new command line a moment later (read empty
+        # meanwhile on a busy machine): what the check reads of a process that a test left is long past that
+        deadline = time.monotonic() + 10
+        while b"iperf3" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert leftovers.left_behind(proc.pid)
         assert any(entry.startswith(f"{proc.pid} ") for entry in leftovers.snapshot()["processes"])
     finally:
