@@ -108,5 +108,5 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0,
                            f"Skipped: the host took {share:.0%} of this machine's CPU time (steal) during the "
-                           f"test (its worst {WINDOW_S:.0f} s), over {STEAL_MAX:.0%}: what it measures needs the CPUs it was given "
-                           f"(it failed: {first})")
+                           f"test (its worst {WINDOW_S:.0f} s), over {STEAL_MAX:.0%}: what it measures needs the "
+                           f"CPUs it was given (it failed: {first})")
