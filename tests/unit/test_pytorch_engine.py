@@ -2,6 +2,9 @@
 clock's events, and the PyTorch models against the TensorFlow parameter counts."""
 import io
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from spec_helpers import issues, load
@@ -81,3 +84,29 @@ def test_the_pytorch_models_have_the_tensorflow_parameter_counts(name, params):
     again, _ = torch_models.synthetic_batch(name, p, 0, 3, 8)
     other, _ = torch_models.synthetic_batch(name, p, 0, 4, 8)
     assert bool((x == again).all()) and not bool((x == other).all())
+
+
+DDP_AFTER_LOADING = """
+import os, socket, sys
+import torch, torch.distributed as dist
+from workloads.torch_train import DDP_IMPORTS
+for name in DDP_IMPORTS:
+    __import__(name)
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+dist.init_process_group("gloo")
+before = set(sys.modules)
+torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+print(sorted(m for m in set(sys.modules) - before if m.count(".") <= 1))
+"""
+
+
+def test_the_engine_loads_what_distributed_data_parallel_imports():
+    """What the all-reduce task loads with its quota lifted leaves DDP's constructor nothing heavy to import
+    under the node's budget (torch._dynamo alone: 835 modules, 2.7 s of CPU here)."""
+    proc = subprocess.run([sys.executable, "-c", DDP_AFTER_LOADING], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
