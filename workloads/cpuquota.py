@@ -111,13 +111,16 @@ def load_engine(*modules: str, **where) -> None:
 
 def compute_probe(setup, steps: int, emit, lead: bool = True) -> None:
     """The `compute` event of both engines' probes: setup() makes the probe's model and batches and
-    returns timed(), which runs the probe's steps and returns (wall, CPU) seconds per step. They run
+    returns timed(), which runs the probe's steps and returns (wall, CPU) seconds per step. setup() runs
+    with the quota lifted: nothing times it, and TensorFlow's trace of the step there took 4-8 s of a
+    2-node run's wall time under budgets of 2/3 core (2-3 s lifted). The steps run
     under the node's budget, the nodes together, then on the lead task's node (`lead`: the run's first
     final task, whose figures judge what the quota's slices cost) again with its quota lifted, the node
     alone (`alone`: whether it was); the other nodes' figures under the budget are all a run reads of
     them. A failure is reported in the event (error) and never fails the task, whose training is done."""
     try:
-        timed = setup()
+        with lifted():      # the probe's model, batches and traced first step: nothing times them
+            timed = setup()
         with turn(exclusive=False):
             wall, cpu = timed()
         wall_free = cpu_free = None

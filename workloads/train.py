@@ -310,6 +310,7 @@ def compute_probe(build, dataset, emit, warmup: int = PROBE_WARMUP, steps: int =
 
         model = build()
         models.compile_model(model)
+        model.fit(dataset(), epochs=1, steps_per_epoch=1, verbose=0)     # traces the step; later fits reuse it
 
         def timed():
             ends.clear()

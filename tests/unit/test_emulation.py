@@ -344,6 +344,33 @@ def test_only_the_lead_task_probes_again_alone_with_its_quota_lifted(tmp_path, m
         assert fields["alone"] is lead and (fields["time_per_step_free_s"] == 0.2) is lead
 
 
+def test_the_probe_builds_and_warms_up_with_the_quota_lifted_and_times_its_steps_under_it(tmp_path, monkeypatch):
+    """Nothing times the probe's model, batches and traced first step; under a budget of a fraction of a core
+    they took seconds of a run's wall time. Its timed steps run under the budget, then lifted on the lead."""
+    import contextlib
+
+    from workloads import cpuquota
+    job = tmp_path / "job.json"
+    job.write_text("{}")
+    monkeypatch.setattr(cpuquota, "shared_file", str(job))
+    state, seen = {"lifted": False}, []
+
+    @contextlib.contextmanager
+    def lifted():
+        state["lifted"] = True
+        try:
+            yield True
+        finally:
+            state["lifted"] = False
+    monkeypatch.setattr(cpuquota, "lifted", lifted)
+
+    def setup():
+        seen.append(("setup", state["lifted"]))
+        return lambda: seen.append(("steps", state["lifted"])) or (0.2, 0.1)
+    cpuquota.compute_probe(setup, 10, lambda event, **fields: None, lead=True)
+    assert seen == [("setup", True), ("steps", False), ("steps", True)]
+
+
 def test_the_probe_lifts_only_the_testbeds_own_quota_and_puts_it_back(tmp_path):
     from workloads import cpuquota
     v1 = tmp_path / "cpu" / "dltestbed" / "h1"
