@@ -140,3 +140,20 @@ def test_cells_a_spreadsheet_would_run_are_written_as_text(text):
     back = pd.read_csv(io.StringIO(written), dtype={"reason": str})
     assert list(back["reason"]) == [f"'{text}", "-1.5", "fine"] and list(back["n"]) == [1, -2, 3]
     assert "'-1.5" not in written
+
+
+def test_a_stored_spec_is_read_as_it_is_now_each_time(tmp_path):
+    """The report reads each run's spec.yaml several times, parsed once per text: a file changed between two
+    reads is read as changed, and a bad one refused naming it, within the same few milliseconds."""
+    spec = tmp_path / "runs" / "r0" / "spec.yaml"
+    spec.parent.mkdir(parents=True)
+    for steps in (10, 20, 10):
+        spec.write_text(f"workload: {{steps_per_epoch: {steps}}}\n")
+        assert tables.run_specs(tmp_path, ["r0"])["r0"]["workload"]["steps_per_epoch"] == steps
+    tables.run_specs(tmp_path, ["r0"])["r0"]["workload"]["steps_per_epoch"] = 99    # a caller's change stays its own
+    assert tables.run_specs(tmp_path, ["r0"])["r0"]["workload"]["steps_per_epoch"] == 10
+    spec.write_text("workload: {steps_per_epoch: 'a million'}\n")
+    with pytest.raises(tables.ResultsError, match=str(spec)):
+        tables.run_specs(tmp_path, ["r0"])
+    spec.write_bytes(b"\xff\xfe not text")
+    assert tables.run_specs(tmp_path, ["r0"]) == {}
