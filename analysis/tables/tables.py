@@ -1,25 +1,25 @@
 """Read an experiment folder's result tables and derive the views the report shows.
 
-Only pandas; no root, no Mininet, no TensorFlow. Column names follow docs/developer/contracts.md
-("Result tables"). ``runs.csv`` is required; ``checks.csv``, ``steps.csv``, ``usage.csv`` and ``evals.csv``
-are optional and come back as empty frames with the right columns when absent (only caption
-runs with evaluation on write ``evals.csv``, so its absence is not reported as missing).
+Only pandas; no root, no Mininet, no TensorFlow. Column names follow docs/developer/contracts.md ("Result
+tables"). ``runs.csv`` is required; ``checks.csv``, ``steps.csv``, ``usage.csv`` and ``evals.csv`` are optional
+and come back as empty frames with the right columns when absent (only caption runs with evaluation on write
+``evals.csv``, so its absence is not reported as missing).
 
 Conventions used by the derived tables:
 
 * "nodes" is the ``hosts`` column (every host of the run, ps/chief included).
-* ``net_bytes_total`` is read as the bytes *sent* by all hosts of the run during training
-  (sum of tx). Bytes on the wire per step per worker = net_bytes_total / steps / workers.
-* ``usage.csv`` byte counters are cumulative per node (as testbed/run/training/monitor.py samples them):
-  a node sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span,
-  the same as ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
-* Every run has the work and steady columns (``STEADY_COLUMNS``): the runner records them; results
-  recorded before them get them here, from steps.csv with analysis.tables.steady (``with_steady_columns``),
-  so that every consumer reads the same figures.
-* The speedup is the one the report states everywhere: steady samples/s at N nodes over steady
-  samples/s at one node of the same model, engine, batch per worker, bandwidth and ``fixed`` mode
-  (``summary``). Training times include the warm-up, and under fixed steps N nodes train N times the
-  samples of one: they are never divided into a speedup.
+* ``net_bytes_total`` is read as the bytes *sent* by all hosts of the run during training (sum of tx). Bytes
+  on the wire per step per worker = net_bytes_total / steps / workers.
+* ``usage.csv`` byte counters are cumulative per node (as testbed/run/training/monitor.py samples them): a node
+  sent max - min of ``tx_bytes``; its throughput is (sent + received) * 8 / time span, the same as
+  ``net_throughput_mean_bps`` in runs.csv (monitor.summarize).
+* Every run has the work and steady columns (``STEADY_COLUMNS``): the runner records them; results recorded
+  before them get them here, from steps.csv with analysis.tables.steady (``with_steady_columns``), so that
+  every consumer reads the same figures.
+* The speedup is the one the report states everywhere: steady samples/s at N nodes over steady samples/s at
+  one node of the same model, engine, batch per worker, bandwidth and ``fixed`` mode (``summary``). Training
+  times include the warm-up, and under fixed steps N nodes train N times the samples of one: they are never
+  divided into a speedup.
 """
 from __future__ import annotations
 
@@ -342,12 +342,8 @@ def _spec_problem(spec: dict) -> str | None:
 
 @functools.lru_cache(maxsize=1024)
 def _parsed(text: str):
-    """A stored spec.yaml's text, parsed once: a report reads each several times (nine for a sweep of 63 runs,
-    3 of its 45 s). None where it does not parse."""
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, ValueError):
-        return None
+    """A stored spec.yaml's text parsed, once per text: a report reads each nine times."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def run_specs(exp_dir, run_ids) -> dict:
@@ -358,7 +354,7 @@ def run_specs(exp_dir, run_ids) -> dict:
         path = Path(exp_dir) / "runs" / run_id / "spec.yaml"
         try:
             spec = copy.deepcopy(_parsed(path.read_text())) if path.is_file() else None
-        except (OSError, ValueError):       # (a text that is not UTF-8)
+        except (OSError, yaml.YAMLError, ValueError):
             spec = None
         if isinstance(spec, dict):
             problem = _spec_problem(spec)
@@ -380,9 +376,8 @@ def samples_per_step(runs: pd.DataFrame) -> pd.Series:
 
 
 def with_groups(runs: pd.DataFrame) -> pd.DataFrame:
-    """runs with the group keys a speedup is taken within: batch_per_worker (global_batch / workers) and
-    fixed (older results: 'steps', they ran steps_per_epoch on every worker; 'script' for a user's
-    script)."""
+    """runs with the group keys a speedup is taken within: batch_per_worker (global_batch / workers) and fixed (older
+    results: 'steps', they ran steps_per_epoch on every worker; 'script' for a user's script)."""
     if "batch_per_worker" in runs and "fixed" in runs and runs["fixed"].notna().all():
         return runs
     runs = runs.copy()
@@ -404,14 +399,13 @@ def has_steady_columns(runs: pd.DataFrame) -> bool:
 
 def with_steady_columns(runs: pd.DataFrame, steps: pd.DataFrame | None = None, specs: dict | None = None
                         ) -> pd.DataFrame:
-    """runs with every STEADY_COLUMNS column (plus batch_per_worker and epochs), the one place results
-    recorded before them get them: from steps.csv, the lead task's step times split by analysis.tables.steady
-    (steady "no step timings ..." without steps.csv rows); fixed 'steps' (they ran steps_per_epoch on
-    every worker); samples per step from global_batch and the strategy (samples_per_step); steps per
-    epoch from spec.yaml's workload.steps_per_epoch, else the lead task's steps over its epochs;
-    samples per epoch = steps per epoch x samples per step; samples trained = steps x samples per
-    step. Values runs.csv has are kept. epochs: spec.yaml's workload.epochs, else steps / steps per
-    epoch."""
+    """runs with every STEADY_COLUMNS column (plus batch_per_worker and epochs), the one place results recorded
+    before them get them: from steps.csv, the lead task's step times split by analysis.tables.steady (steady
+    "no step timings ..." without steps.csv rows); fixed 'steps' (they ran steps_per_epoch on every worker);
+    samples per step from global_batch and the strategy (samples_per_step); steps per epoch from spec.yaml's
+    workload.steps_per_epoch, else the lead task's steps over its epochs; samples per epoch = steps per epoch
+    x samples per step; samples trained = steps x samples per step. Values runs.csv has are kept. epochs:
+    spec.yaml's workload.epochs, else steps / steps per epoch."""
     runs = runs.copy()
     specs = specs or {}
     for col in STEADY_COLUMNS:
@@ -470,15 +464,12 @@ def _steps_per_epoch(steps: pd.DataFrame | None) -> dict:
 
 def usage_per_run(usage: pd.DataFrame) -> pd.DataFrame:
     """Per run from usage.csv: mean CPU % per node, peak RSS, bytes sent, mean traffic per node."""
-    cols = ["run_id", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total",
-            "net_throughput_mean_bps"]
+    cols = ["run_id", "cpu_mean_pct", "mem_peak_bytes", "net_bytes_total", "net_throughput_mean_bps"]
     if usage.empty:
         return pd.DataFrame(columns=cols)
     per_node = usage.groupby(["run_id", "node"]).agg(
-        cpu=("cpu_pct", "mean"), rss=("rss_bytes", "max"),
-        tx_min=("tx_bytes", "min"), tx_max=("tx_bytes", "max"),
-        rx_min=("rx_bytes", "min"), rx_max=("rx_bytes", "max"),
-        t_min=("t", "min"), t_max=("t", "max")).reset_index()
+        cpu=("cpu_pct", "mean"), rss=("rss_bytes", "max"), tx_min=("tx_bytes", "min"), tx_max=("tx_bytes", "max"),
+        rx_min=("rx_bytes", "min"), rx_max=("rx_bytes", "max"), t_min=("t", "min"), t_max=("t", "max")).reset_index()
     per_node["tx"] = per_node["tx_max"] - per_node["tx_min"]
     span = (per_node["t_max"] - per_node["t_min"]).replace(0, np.nan)
     moved = per_node["tx"] + per_node["rx_max"] - per_node["rx_min"]
@@ -496,8 +487,7 @@ def with_usage(runs: pd.DataFrame, usage: pd.DataFrame) -> pd.DataFrame:
     if per_run.empty:
         return runs
     for col in per_run.columns:
-        fill = runs["run_id"].map(per_run[col])
-        runs[col] = runs[col].fillna(fill)
+        runs[col] = runs[col].fillna(runs["run_id"].map(per_run[col]))
     return runs
 
 
@@ -543,15 +533,14 @@ def network_per_run(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd
 
 def resource_summary(runs: pd.DataFrame, usage: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per configuration: mean CPU %, peak memory and mean network throughput (fig. 19)."""
-    cols = CONFIG_KEYS + ["bw", "n_runs", "cpu_mean_pct", "mem_peak_bytes",
-                          "net_throughput_mean_bps"]
+    cols = CONFIG_KEYS + ["bw", "n_runs", "cpu_mean_pct", "mem_peak_bytes", "net_throughput_mean_bps"]
     df = ok_runs(with_usage(runs, usage) if usage is not None else runs)
     if df.empty:
         return pd.DataFrame(columns=cols)
     out = df.groupby(CONFIG_KEYS, dropna=False).agg(
         bw=("bw", "first"), n_runs=("run_id", "size"), cpu_mean_pct=("cpu_mean_pct", "mean"),
-        mem_peak_bytes=("mem_peak_bytes", "max"),
-        net_throughput_mean_bps=("net_throughput_mean_bps", "mean")).reset_index()
+        mem_peak_bytes=("mem_peak_bytes", "max"), net_throughput_mean_bps=("net_throughput_mean_bps", "mean")
+    ).reset_index()
     return out[cols].sort_values(["model", "strategy", "bw_bps", "hosts"]).reset_index(drop=True)
 
 
