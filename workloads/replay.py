@@ -270,13 +270,12 @@ def _wait_function(contention: Contention | None, clock: dict):
 
 
 def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: Contention | None = None,
-             idle=(), input_s: float = 0.0):
+             idle=()):
     """A torch module that owns `model`'s parameters and replays its compute: `waits` holds each
     parameter layer's (forward, backward) seconds (parameter_layers order), `contention` what the
     communication's CPU takes from them, `idle` the (pause, extra) points of the compute after a pause
-    (idle_wait): a step's forward waits them for the time since the last backward wait ended. Each forward
-    first waits `input_s`, what the step's batch took to make where it was profiled (the stand-in's own
-    batch takes none). Its output has the shape of the model's logits (batch x classes)."""
+    (idle_wait): a step's forward waits them for the time since the last backward wait ended. Its output
+    has the shape of the model's logits (batch x classes)."""
     import torch
     from torch import nn
 
@@ -295,8 +294,6 @@ def stand_in(model, waits: list[tuple[float, float]], classes: int, contention: 
         def forward(self, x):
             if contention is not None:
                 contention.begin()
-            if input_s > 0:
-                _timed_sleep(input_s, contention)
             if idle and "computed" in clock:
                 _timed_sleep(idle_wait(time.perf_counter() - clock["computed"], idle), contention)
             h = torch.zeros(1)
@@ -447,8 +444,7 @@ def alone_in_ddp(byte_scale: float):
 
 
 def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: int) -> dict:
-    """The model's local step (a built-in or zoo model), its time per parameter layer, the stand-in's step, and
-    what each step's batch takes to make (`input_s`: a training task makes one per step, the stand-in none)."""
+    """The model's local step (a built-in or zoo model), its time per parameter layer, the stand-in's step."""
     import torch
 
     from workloads import torch_models, zoo
@@ -461,9 +457,7 @@ def calibrate_pytorch(model: str, params: dict, batch: int, warmup: int, steps: 
     step = _torch_stepper(real, x, y, torch.optim.Adam(real.parameters(), lr=1e-3), loss_of)
     measured = _timed_steps(step, warmup, steps)
     layers = layer_times(real, step)
-    batch_ids = iter(range(1, warmup + steps + 1))
-    made, _ = _timed_steps(lambda: torch_models.synthetic_batch(model, p, 0, next(batch_ids), batch), warmup, steps)
-    return {**_calibration(measured, layers, _stand_in_steps(lambda: real, batch, warmup, steps)), "input_s": made}
+    return _calibration(measured, layers, _stand_in_steps(lambda: real, batch, warmup, steps))
 
 
 def profile_model(shapes):

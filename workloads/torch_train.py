@@ -61,7 +61,7 @@ def run_training(job: dict, emit: Emitter) -> None:
                                        unsent_wait_s=float(mine.get("unsent_wait_s", 0.0)),
                                        overshoot_s=float(mine.get("overshoot_s", 0.0)), own_s=mine.get("own_s"))
         waits = [tuple(x) for x in balance.scale_waits(mine["layers"], own, bpw)]
-        model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()), mine.get("input_s", 0.0))
+        model = replay.stand_in(model, waits, 1, contention, mine.get("idle", ()))
         dummy = (torch.zeros(own, 1), torch.zeros(own, dtype=torch.long))
         batches, loss_of = (lambda batch_id: dummy), (lambda net, x, y: nn.functional.cross_entropy(net(x), y))
     comm = lowcomm.settings(job) if distributed else lowcomm.settings({})

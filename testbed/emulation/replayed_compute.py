@@ -5,9 +5,7 @@
   on as many CPUs as the node has cores, and the stand-in's own step (workloads/replay.py) with no wait.
   The node's compute is the real step (a node of fractional cores: the step on whole CPUs x their
   ratio). On the wall clock it is x K, of which the stand-in does its own part at full speed, and its
-  waits overshoot what they ask by a wake-up latency the calibration measured: the wait is the rest. A
-  PyTorch training task also makes a batch each step, which the stand-in does not: it waits that time
-  (the calibration's or the profile's `input_s`, x K) before each forward pass.
+  waits overshoot what they ask by a wake-up latency the calibration measured: the wait is the rest.
 - Dilation auto. Replayed nodes need no CPU budget, only the CPU of their communication and of the
   framework's own step. `auto_factor` slows the world until that, at the estimated step rate, fills
   at most UTILISATION of the CPUs outside the reserve (an estimate: the verdict says whether it held).
@@ -54,7 +52,6 @@ class HostReplay:
     shapes: tuple = ()             # a profile's parameters per layer, (shape, dtype) in replay order
     shares_cpu: bool = True        # its compute ran on the CPU cores its communication uses (not a GPU)
     idle: tuple[tuple[float, float], ...] = ()  # a profile's (pause, extra compute) points: the step after a pause
-    input_s: float = 0.0           # PyTorch: what a step's batch takes to make (the stand-in waits it, making none)
 
     @property
     def threads(self) -> int:
@@ -87,27 +84,23 @@ class HostReplay:
         return {"wait_s": wait, "layers": [list(x) for x in spread_wait(wait, self.layers)],
                 "charge": self.charge(k), "after_charge": self.after_charge(k), "own_cpu_s": self.stand_in_cpu_s,
                 "unsent_wait_s": unsent_cpu_s * k / self.cores if self.cores > 0 else 0.0,
-                "idle": [[k * gap, k * extra] for gap, extra in self.idle], "input_s": k * self.input_s,
-                "threads": self.threads,
+                "idle": [[k * gap, k * extra] for gap, extra in self.idle], "threads": self.threads,
                 "overshoot_s": self.overshoot_s, "own_s": None if self.shares_cpu else self.stand_in_s}
 
 
 def from_calibration(cal: dict, cores: float) -> HostReplay:
-    """A node's replay from a calibration made on ceil(cores) CPUs (a PyTorch one times its batches too)."""
+    """A node's replay from a calibration made on ceil(cores) CPUs."""
     whole = max(1, math.ceil(cores - 1e-9))
     return HostReplay(cores, cal["real_step_s"] * whole / cores, cal["stand_in_step_s"], cal["stand_in_cpu_s"],
-                      tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0),
-                      input_s=cal.get("input_s", 0.0) * whole / cores)
+                      tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0))
 
 
-def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu", idle=(),
-                 input_s: float = 0.0) -> HostReplay:
+def from_profile(cal: dict, cores: float, name: str, shapes=(), device: str = "cpu", idle=()) -> HostReplay:
     """A node's replay from a profile's calibration: the machine profiled (`cores`, computing on `device`), its
-    step as measured there, the parameters' `shapes` it all-reduces, its compute after a pause (`idle`), the
-    time its batch took to make (`input_s`, for a PyTorch stand-in, which makes none)."""
+    step as measured there, the parameters' `shapes` it all-reduces, its compute after a pause (`idle`)."""
     return HostReplay(cores, cal["real_step_s"], cal["stand_in_step_s"], cal["stand_in_cpu_s"],
                       tuple(tuple(x) for x in cal["layers"]), cal.get("overshoot_s", 0.0), name,
-                      tuple(tuple(layer) for layer in shapes), device == "cpu", tuple(idle), input_s)
+                      tuple(tuple(layer) for layer in shapes), device == "cpu", tuple(idle))
 
 
 def comm_bytes(strategy: str, workers: int, gradient_bytes: int) -> float:
@@ -138,7 +131,7 @@ def auto_factor(hosts: list[HostReplay], engine: str, strategy: str, gradient_by
     if not hosts:
         return 1.0
     moved = comm_bytes(strategy, len(hosts), gradient_bytes)
-    step = max(h.step_s + h.input_s for h in hosts) + (moved / 2 * 8 / bw_bps if bw_bps else 0.0)
+    step = max(h.step_s for h in hosts) + (moved / 2 * 8 / bw_bps if bw_bps else 0.0)
     cpu = sum(h.stand_in_cpu_s + moved / byte_scale * COMM_CPU_PER_BYTE_S[engine] for h in hosts)
     room = max(machine_cores - reserve, 0.1) * UTILISATION
     k = cpu / (step * room) if step > 0 else 1.0

@@ -226,7 +226,6 @@ def test_a_calibration_is_measured_once_and_read_back_from_its_cache(tmp_path, m
     first = calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append)
     assert len(said) == 1 and 0 < first["stand_in_step_s"] and 0 < first["real_step_s"] < 1
     assert len(first["layers"]) == 4                         # the cnn's two convolutions and two dense layers
-    assert 0 < first["input_s"] < 1                          # a training task makes a batch each step
     (cached,) = tmp_path.glob("*.json")
     assert json.loads(cached.read_text())["inputs"]["batch"] == 16
     assert calibration.calibrate("pytorch", "cnn", {"filters": 8}, 16, 1, said.append) == first and len(said) == 1
@@ -291,43 +290,6 @@ def test_the_compute_after_a_pause_is_read_between_the_profiles_points_and_dilat
     host = replay.from_profile(CAL, 1, "p.json", idle=points)
     assert host.job(4)["idle"] == [[0.4, 0.016], [1.2, 0.04], [4.0, 0.048]]     # a pause and its compute, x K
     assert replay.from_calibration(CAL, 1).job(4)["idle"] == []
-
-
-def test_a_calibrated_node_waits_its_batch_at_its_cores_and_the_world_dilated():
-    assert replay.from_calibration(CAL, 1).job(4)["input_s"] == 0             # a TensorFlow calibration has none
-    half = replay.from_calibration({**CAL, "input_s": 0.002}, 0.5)            # calibrated on a whole CPU
-    assert half.input_s == pytest.approx(0.004) and half.job(4)["input_s"] == pytest.approx(0.016)
-
-
-@pytest.mark.parametrize("engine", ["pytorch", "tensorflow"])
-def test_a_pytorch_node_waits_the_time_its_profiled_batch_took_to_make_and_a_tensorflow_one_makes_it(tmp_path, engine):
-    """The profile's step runs from the forward pass to the optimizer's end; a real node also makes its next
-    batch (input_s). A PyTorch stand-in makes none, so it waits that, x K; a TensorFlow one runs the real
-    input pipeline."""
-    from workloads.profiling import fileformat
-    profile = Path(__file__).resolve().parents[2] / "profiles" / "cpu" / f"cnn-b32-c1-{engine}.json"
-    exp = load(tmp_path, REPLAY.replace("cores: 1}", f"cores: 1, profile: {profile}}}").replace(
-        "batch_per_worker: 32}", f"batch_per_worker: 32, engine: {engine}}}"))
-    spec = expand_points(exp)[0].spec
-    graph = rp.build_graph(spec.topology, spec.ssh, 2.0, 2, engine=engine)
-    hosts = rp.replay_hosts(spec, graph, 2, None, lambda msg: None, calibrate_profile=lambda *a, **kw: CAL)
-    made = fileformat.load(profile)["input_s"] if engine == "pytorch" else 0.0
-    assert len(hosts) == 4 and {h.input_s for h in hosts.values()} == {made}
-    assert hosts["h1"].job(2.0)["input_s"] == pytest.approx(2 * made)
-
-
-@pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)
-def test_the_pytorch_stand_in_waits_the_time_of_its_batch_before_each_forward():
-    import torch
-
-    from workloads import torch_models
-    model = torch_models.build("mlp", {"width": 8, "depth": 1})
-    standin = standins.stand_in(model, [(0.0, 0.0)] * 2, 10, input_s=0.05)
-    x = torch.zeros(3, 1)
-    for _ in range(2):
-        t0 = time.perf_counter()
-        standin(x).sum().backward()
-        assert 0.05 <= time.perf_counter() - t0 < 0.1
 
 
 @pytest.mark.timing          # times itself: run with the CPUs to itself (testbed.sh test)

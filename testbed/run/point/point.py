@@ -269,13 +269,10 @@ def replay_hosts(spec, graph: Graph, machine: int, calibrate, progress,
         if found is not None and not h.real_machine:
             if found[1] not in by_cores:        # each profile read and calibrated once
                 doc = fileformat.load(found[1])
-                # a TensorFlow stand-in makes its batches with the real pipeline; a PyTorch one waits for them
                 by_cores[found[1]] = (calibrate_profile(w.engine, found[1], progress, ddp=in_ddp(w, doc)), doc["cores"],
-                                      fileformat.param_shapes(doc), doc["device"], fileformat.idle_points(doc),
-                                      doc["input_s"] if w.engine == "pytorch" else 0.0)
-            cal, cores, shapes, device, idle, input_s = by_cores[found[1]]
-            out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes, device, idle,
-                                       input_s)
+                                      fileformat.param_shapes(doc), doc["device"], fileformat.idle_points(doc))
+            cal, cores, shapes, device, idle = by_cores[found[1]]
+            out[h.name] = from_profile(cal, cores, spec.topology.host_conf(h.name).profile, shapes, device, idle)
             continue
         if h.real_machine or h.cores is None or math.ceil(h.cores - 1e-9) > machine:
             continue
