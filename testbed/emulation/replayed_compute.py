@@ -20,7 +20,8 @@
   or gloo) that no contention wait covered ran on a whole CPU where the machine it stands for has 1/K
   of one per core: it could have gained (1 - 1/K) of it, in emulated core-seconds per steady step,
   less the stand-in's own CPU (already inside the replayed step). Its tasks' wait for a CPU (run
-  delay) is a delay the real machine would not have had. Each must stay under SHARE_MAX of the step.
+  delay, in its upper-quartile step) is a delay the real machine would not have had. Each must stay under
+  SHARE_MAX of the step.
 """
 from __future__ import annotations
 
@@ -175,7 +176,7 @@ class NodeReplay:
     """One node's figures over the steady steps of a replayed run."""
     name: str
     cpu_share: float       # what its unbudgeted CPU (communication, framework) could have put the steady step off by
-    wait_share: float      # its tasks' run delay over the steady window, over that window (wall)
+    wait_share: float      # its tasks' run delay within its upper-quartile steady step, over that step (wall)
 
 
 def _at(samples: list[tuple[float, ...]], t: float) -> tuple[float, ...]:
@@ -190,32 +191,41 @@ def _at(samples: list[tuple[float, ...]], t: float) -> tuple[float, ...]:
     return tuple(samples[-1][1:])
 
 
-def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], start: float, end: float,
-                 k: float, steps: int = 0, hosts: dict[str, HostReplay] | None = None) -> list[NodeReplay]:
-    """Each node's figures over the steady window [start, end] (wall-clock times, `steps` steps): `samples`
-    maps a node to its tasks' usage samples (t, CPU seconds no contention wait accounted for, run delay
-    seconds[, wall seconds the waits may be off by]). Its CPU bound is that CPU over the window less the
-    stand-in's own CPU per step (`hosts`), per emulated second, per core of the machine it stands for (a GPU
-    server's profile had that many cores for its communication), x (1 - 1/K): what it would have taken on
-    1/K of a core; plus what the waits may be off by, over the window."""
-    wall = end - start
+def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], ends: list[float], k: float,
+                 hosts: dict[str, HostReplay] | None = None) -> list[NodeReplay]:
+    """Each node's figures over the steady steps, whose wall-clock bounds are `ends` (the warm-up's end, then
+    each steady step's): `samples` maps a node to its tasks' usage samples (t, CPU seconds no contention wait
+    accounted for, run delay seconds[, wall seconds the waits may be off by]). Its CPU bound is that CPU over
+    the window less the stand-in's own CPU per step (`hosts`), per emulated second, per core of the machine
+    it stands for (a GPU server's profile had that many cores for its communication), x (1 - 1/K): what it
+    would have taken on 1/K of a core; plus what the waits may be off by, over the window. Its wait is that
+    of its upper-quartile step (its tasks' run delay within the step, over the step), as the steady step is
+    a median: a stall that held up one step in many moves neither."""
+    wall = ends[-1] - ends[0] if len(ends) >= 2 else 0.0
     if wall <= 0:
         return []
     gain = 1.0 - 1.0 / k
     out = []
     for name, tasks in samples.items():
-        cpu = delay = unsure = 0.0
-        for series in tasks:
-            if len(series) < 2:
-                continue
-            before, after = _at(series, start), _at(series, end)
-            cpu, delay = cpu + after[0] - before[0], delay + after[1] - before[1]
-            unsure += after[2] - before[2] if len(after) > 2 else 0.0     # older runs' samples lack it
+        series = [s for s in tasks if len(s) >= 2]
+        at = [[sum(v) for v in zip(*((*_at(s, t), 0.0)[:3] for s in series))] or [0.0] * 3 for t in ends]
+        cpu, unsure = at[-1][0] - at[0][0], at[-1][2] - at[0][2]     # (older runs' samples lack unsure: 0)
+        waits = sorted((b[1] - a[1]) / (tb - ta) for a, b, ta, tb in zip(at, at[1:], ends, ends[1:]) if tb > ta)
         host = (hosts or {}).get(name)
-        own = host.stand_in_cpu_s * steps if host is not None else 0.0
+        own = host.stand_in_cpu_s * (len(ends) - 1) if host is not None else 0.0
         cores = max(1.0, host.cores) if host is not None else 1.0
-        out.append(NodeReplay(name, max(0.0, cpu - own) * k / wall / cores * gain + unsure / wall, delay / wall))
+        out.append(NodeReplay(name, max(0.0, cpu - own) * k / wall / cores * gain + unsure / wall,
+                              _upper_quartile(waits)))
     return out
+
+
+def _upper_quartile(values: list[float]) -> float:
+    """The upper quartile of sorted values (linear between them), 0 for none."""
+    if not values:
+        return 0.0
+    i = 0.75 * (len(values) - 1)
+    lo = math.floor(i)
+    return values[lo] + (i - lo) * (values[min(lo + 1, len(values) - 1)] - values[lo])
 
 
 def reasons(nodes: list[NodeReplay]) -> list[str]:
@@ -231,6 +241,6 @@ def reasons(nodes: list[NodeReplay]) -> list[str]:
                    f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
     waited = max(nodes, key=lambda n: n.wait_share)
     if waited.wait_share > SHARE_MAX:
-        out.append(f"replay: {waited.name}'s tasks waited for a CPU {waited.wait_share:.1%} of the steady steps' "
-                   f"time (bound {SHARE_MAX:.0%}; a larger emulation.dilation gives them more)")
+        out.append(f"replay: {waited.name}'s tasks waited for a CPU {waited.wait_share:.1%} of a steady step (its "
+                   f"upper quartile; bound {SHARE_MAX:.0%}; a larger emulation.dilation gives them more)")
     return out

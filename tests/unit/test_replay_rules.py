@@ -52,13 +52,30 @@ def test_node_figures_read_the_steady_window_between_samples():
     # two tasks on h1 (cpu 0.1 s per wall second each), one on h2 that also waited 0.02 s per second
     h1 = [[(0, 0.0, 0.0), (10, 1.0, 0.0)], [(0, 0.0, 0.0), (10, 1.0, 0.0)]]
     h2 = [[(0, 0.0, 0.0), (5, 0.5, 0.1), (10, 1.0, 0.2)]]
-    nodes = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2)}
+    nodes = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, [2.0, 6.0], k=2)}
     assert nodes["h1"].cpu_share == pytest.approx(0.2)        # 0.2 core x K 2 x (1 - 1/K)
     assert nodes["h2"].cpu_share == pytest.approx(0.1) and nodes["h2"].wait_share == pytest.approx(0.02)
     # h1 standing for a 16-core server: its communication had 16 cores there, its bound is a sixteenth
     server = replay.HostReplay(16, 0.02, 0.0, 0.0, ())
-    served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, 2.0, 6.0, k=2, hosts={"h1": server})}
+    served = {n.name: n for n in replay.node_figures({"h1": h1, "h2": h2}, [2.0, 6.0], k=2, hosts={"h1": server})}
     assert served["h1"].cpu_share == pytest.approx(0.2 / 16) and served["h2"].cpu_share == pytest.approx(0.1)
+
+
+EIGHT_STEPS = [2.0 + 0.5 * i for i in range(9)]       # 8 steady steps from 2 s to 6 s
+
+
+def test_a_stall_that_held_up_one_step_in_many_is_no_wait_and_one_in_every_step_is():
+    ends = [float(t) for t in range(13)]                 # 12 steady steps of 1 s, sampled each second
+    stalled = [[(t, 0.0, 0.8 if t >= 5 else 0.0) for t in ends]]        # 0.8 s waited in the fifth step only
+    [node] = replay.node_figures({"h1": stalled}, ends, k=1)
+    assert node.wait_share == 0 and not replay.reasons([node])
+    steady = [[(t, 0.0, 0.06 * t) for t in ends]]                         # 6 % of every step
+    [node] = replay.node_figures({"h1": steady}, ends, k=1)
+    assert node.wait_share == pytest.approx(0.06) and "waited for a CPU 6.0%" in replay.reasons([node])[0]
+    # in a third of the steps (every third one): the upper-quartile step waited
+    third = [[(t, 0.0, 0.3 * (t // 3)) for t in ends]]
+    [node] = replay.node_figures({"h1": third}, ends, k=1)
+    assert node.wait_share == pytest.approx(0.3) and replay.reasons([node])
 
 
 def test_the_cpu_bound_leaves_out_the_stand_ins_own_cpu_and_what_could_not_have_gone_faster():
@@ -67,12 +84,12 @@ def test_the_cpu_bound_leaves_out_the_stand_ins_own_cpu_and_what_could_not_have_
     # node had half of one: half
     h1 = {"h1": [[(0, 0.0, 0.0), (10, 2.0, 0.0)]]}
     host = {"h1": replay.HostReplay(1, 0.5, 0.01, 0.025, ())}
-    assert replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=host)[0].cpu_share == pytest.approx(0.15)
+    assert replay.node_figures(h1, EIGHT_STEPS, k=2, hosts=host)[0].cpu_share == pytest.approx(0.15)
     # at K = 1 it had what the machine it stands for has: nothing to gain
-    assert replay.node_figures(h1, 2.0, 6.0, k=1, steps=8, hosts=host)[0].cpu_share == 0
+    assert replay.node_figures(h1, EIGHT_STEPS, k=1, hosts=host)[0].cpu_share == 0
     # a stand-in that used more than was measured leaves no negative bound
     greedy = {"h1": replay.HostReplay(1, 0.5, 0.01, 1.0, ())}
-    assert replay.node_figures(h1, 2.0, 6.0, k=2, steps=8, hosts=greedy)[0].cpu_share == 0
+    assert replay.node_figures(h1, EIGHT_STEPS, k=2, hosts=greedy)[0].cpu_share == 0
 
 
 def test_the_cpu_a_contention_wait_covered_is_left_out_of_the_bound():
@@ -155,9 +172,9 @@ def test_the_cpu_after_the_backward_pass_waits_between_on_the_critical_path_and_
 
 def test_what_the_waits_may_be_off_by_adds_to_the_replay_bound():
     task = [(0.0, 0.0, 0.0, 0.0), (10.0, 0.0, 0.0, 0.4)]     # no CPU left uncovered, waits unsure by 0.4 of 10 s
-    [node] = replay.node_figures({"h1": [task]}, 0.0, 10.0, 4.0)
+    [node] = replay.node_figures({"h1": [task]}, [0.0, 10.0], 4.0)
     assert node.cpu_share == pytest.approx(0.04) and not replay.reasons([node])
-    [node] = replay.node_figures({"h1": [[(0.0, 0.0, 0.0, 0.0), (10.0, 0.0, 0.0, 0.6)]]}, 0.0, 10.0, 4.0)
+    [node] = replay.node_figures({"h1": [[(0.0, 0.0, 0.0, 0.0), (10.0, 0.0, 0.0, 0.6)]]}, [0.0, 10.0], 4.0)
     assert "up to 6.0% off" in replay.reasons([node])[0]
 
 

@@ -150,8 +150,7 @@ def _whole(value) -> int:
 def replay_nodes(events: dict, tasks, row: dict, k: float,
                  hosts: dict[str, replay.HostReplay] | None = None) -> list[replay.NodeReplay]:
     """Replayed compute: each node's CPU bound and CPU wait over the run's steady steps, from its tasks'
-    `usage` events and what it replays (`hosts`); the window runs from the end of the warm-up to the last
-    step of the lead task."""
+    `usage` events and what it replays (`hosts`); the steps are the lead task's, after the warm-up."""
     ends = [e["t"] for e in events.get(final_tasks(tasks)[0], []) if e.get("event") == "step"
             and isinstance(e.get("t"), (int, float))]
     warm = row.get("warmup_steps")
@@ -165,7 +164,7 @@ def replay_nodes(events: dict, tasks, row: dict, k: float,
                   if e.get("event") == "usage"
                   and all(isinstance(e.get(key), (int, float)) for key in ("t", "cpu_s", "run_delay_s"))]
         samples.setdefault(task.host, []).append(series)
-    return replay.node_figures(samples, ends[warm - 1], ends[-1], k, len(ends) - warm, hosts)
+    return replay.node_figures(samples, ends[warm - 1:], k, hosts)
 
 
 def _number(x) -> float:
