@@ -32,6 +32,15 @@ def _processes_with(marker: str) -> list[str]:
     return found
 
 
+def _started(marker: str, within: float = 60) -> list[str]:
+    """The processes with `marker` once there are any (a process popen() started has its command line only
+    once it has exec'd: on a loaded machine some time after popen() returned), or none after `within` s."""
+    deadline = time.monotonic() + within
+    while not (found := _processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
 def _sleeper(name: str) -> list[str]:
     return ["python3", "-c", "import time, sys; time.sleep(600)", f"{MARKER}-{name}"]
 
@@ -99,7 +108,7 @@ def _start(tmp_path, name: str) -> subprocess.Popen:
 
 def test_sigterm_while_inside_tears_down_and_says_so(tmp_path, root, no_leftovers):
     proc = _start(tmp_path, "sigterm")
-    assert Path("/sys/class/net/s1").exists() and _processes_with(MARKER)
+    assert Path("/sys/class/net/s1").exists() and _started(MARKER)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted: signal SIGTERM" in out, out[-2000:]
@@ -108,6 +117,7 @@ def test_sigterm_while_inside_tears_down_and_says_so(tmp_path, root, no_leftover
 
 def test_sigkill_while_inside_leaves_what_cleanup_removes(tmp_path, root, no_leftovers):
     proc = _start(tmp_path, "sigkill")
+    assert _started(MARKER)
     proc.send_signal(signal.SIGKILL)
     proc.stdout.close()                  # the processes it started inside keep their copy of the pipe open
     proc.wait(timeout=60)
