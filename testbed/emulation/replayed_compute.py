@@ -179,16 +179,17 @@ class NodeReplay:
     wait_share: float      # its tasks' run delay within its upper-quartile steady step, over that step (wall)
 
 
-def _at(samples: list[tuple[float, ...]], t: float) -> tuple[float, ...]:
-    """A task's figures at time t (cpu, delay[, unsure]), linear between its samples (t, cpu, delay[, unsure]),
-    clamped at the ends."""
-    if t <= samples[0][0]:
-        return tuple(samples[0][1:])
-    for a, b in zip(samples, samples[1:]):
-        if t <= b[0]:
-            f = (t - a[0]) / (b[0] - a[0]) if b[0] > a[0] else 1.0
-            return tuple(x + f * (y - x) for x, y in zip(a[1:], b[1:]))
-    return tuple(samples[-1][1:])
+def _along(samples: list[tuple[float, ...]], times: list[float]) -> list[tuple[float, float, float]]:
+    """A task's figures (cpu, delay, unsure) at each of the sorted `times`, linear between its samples
+    (t, cpu, delay[, unsure]: older runs' samples lack unsure, read as 0), clamped at the ends; one pass."""
+    out, i = [], 0
+    for t in times:
+        while i + 1 < len(samples) and samples[i + 1][0] < t:
+            i += 1
+        a, b = samples[i], samples[min(i + 1, len(samples) - 1)]
+        f = min(1.0, max(0.0, (t - a[0]) / (b[0] - a[0]))) if b[0] > a[0] else float(t > a[0])
+        out.append(tuple((x + f * (y - x)) for x, y in zip((*a[1:], 0.0)[:3], (*b[1:], 0.0)[:3])))
+    return out
 
 
 def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], ends: list[float], k: float,
@@ -207,9 +208,9 @@ def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], ends: list[f
     gain = 1.0 - 1.0 / k
     out = []
     for name, tasks in samples.items():
-        series = [s for s in tasks if len(s) >= 2]
-        at = [[sum(v) for v in zip(*((*_at(s, t), 0.0)[:3] for s in series))] or [0.0] * 3 for t in ends]
-        cpu, unsure = at[-1][0] - at[0][0], at[-1][2] - at[0][2]     # (older runs' samples lack unsure: 0)
+        per_task = [_along(s, ends) for s in tasks if len(s) >= 2]
+        at = [[sum(v) for v in zip(*figures)] for figures in zip(*per_task)] or [[0.0] * 3] * len(ends)
+        cpu, unsure = at[-1][0] - at[0][0], at[-1][2] - at[0][2]
         waits = sorted((b[1] - a[1]) / (tb - ta) for a, b, ta, tb in zip(at, at[1:], ends, ends[1:]) if tb > ta)
         host = (hosts or {}).get(name)
         own = host.stand_in_cpu_s * (len(ends) - 1) if host is not None else 0.0
