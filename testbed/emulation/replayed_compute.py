@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from workloads.replay import spread_wait
@@ -211,7 +212,7 @@ def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], ends: list[f
         per_task = [_along(s, ends) for s in tasks if len(s) >= 2]
         at = [[sum(v) for v in zip(*figures)] for figures in zip(*per_task)] or [[0.0] * 3] * len(ends)
         cpu, unsure = at[-1][0] - at[0][0], at[-1][2] - at[0][2]
-        waits = sorted((b[1] - a[1]) / (tb - ta) for a, b, ta, tb in zip(at, at[1:], ends, ends[1:]) if tb > ta)
+        waits = [(b[1] - a[1]) / (tb - ta) for a, b, ta, tb in zip(at, at[1:], ends, ends[1:]) if tb > ta]
         host = (hosts or {}).get(name)
         own = host.stand_in_cpu_s * (len(ends) - 1) if host is not None else 0.0
         cores = max(1.0, host.cores) if host is not None else 1.0
@@ -221,12 +222,11 @@ def node_figures(samples: dict[str, list[list[tuple[float, ...]]]], ends: list[f
 
 
 def _upper_quartile(values: list[float]) -> float:
-    """The upper quartile of sorted values (linear between them), 0 for none."""
-    if not values:
-        return 0.0
-    i = 0.75 * (len(values) - 1)
-    lo = math.floor(i)
-    return values[lo] + (i - lo) * (values[min(lo + 1, len(values) - 1)] - values[lo])
+    """The upper quartile of values, linear between them as the steady step's quartiles are (numpy's
+    percentile); 0 for none."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=4, method="inclusive")[2]
 
 
 def reasons(nodes: list[NodeReplay]) -> list[str]:
