@@ -233,9 +233,7 @@ def cpu_slices(m: RunMeasures) -> list[str]:
     for (budget, cores, q), names in by_budget.items():
         k = math.floor(cores / floor * 100) / 100 if cores else 0.0     # under 1: no factor keeps them shorter
         if m.dilation > 1 and k >= 1:
-            advice = f"dilation x{_n(k)} or less keeps them shorter"
-            if not fits([n.cores for n in m.nodes if n.budget is not None and n.cores], m.machine_cpus, k, m.reserve):
-                advice += ", with fewer nodes on this machine"
+            advice = f"dilation x{_n(k)} or less keeps them shorter{_room(m, k)}"
         else:
             advice = f"a budget of {floor:.2f} core or more keeps them shorter"
         who = names[0] if len(names) == 1 else f"{len(names)} nodes ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
@@ -243,6 +241,16 @@ def cpu_slices(m: RunMeasures) -> list[str]:
                    f"{q.period_us / 1000:g} ms; pauses over {SLICE_PAUSE_MAX_MS:g} ms make its work slower "
                    f"than the budget ({advice})")
     return out
+
+
+def _room(m: RunMeasures, k: float) -> str:
+    """What a dilation of x`k` also needs here: nothing where the budgeted nodes and the reserve fit this machine
+    at k, else the smaller emulation.reserve that leaves them room, else fewer nodes."""
+    cores = [n.cores for n in m.nodes if n.budget is not None and n.cores]
+    if fits(cores, m.machine_cpus, k, m.reserve):
+        return ""
+    room = math.floor((m.machine_cpus - sum(c / k for c in cores)) * 100 + 1e-6) / 100
+    return f", with emulation.reserve: {_n(room)}" if room >= 0 else ", with fewer nodes on this machine"
 
 
 def _measured_slicing(m: RunMeasures, probe: ComputeProbe) -> list[str]:
@@ -254,8 +262,8 @@ def _measured_slicing(m: RunMeasures, probe: ComputeProbe) -> list[str]:
     if node is not None and node.budget is not None and node.budget < 1:
         q = quota(node.budget)
         slices = f" ({q.quota_us / 1000:g} ms every {q.period_us / 1000:g} ms)"
-    whole = f"dilation x{_n(node.cores)} or less" if node is not None and node.cores and node.cores >= 1 \
-        else "nodes of 1 core or more at a dilation of at most their cores"
+    whole = f"dilation x{_n(node.cores)} or less{_room(m, node.cores)}" if node is not None and node.cores \
+        and node.cores >= 1 else "nodes of 1 core or more at a dilation of at most their cores"
     return [f"cpu: the quota's slices{slices} and the nodes computing at once on this machine's CPUs made "
             f"{probe.node}'s compute take {probe.slicing:.2f} times its machine's time alone, {added:.0%} of each step "
             f"(the compute probe); a budget of a whole real core has no slices ({whole}), and replayed compute "
@@ -305,7 +313,7 @@ def budgeted(rule):
 
 def cpu_replay(m: RunMeasures) -> list[str]:
     """Replayed compute: each node's CPU and CPU wait over the steady steps (testbed.emulation.replayed_compute)."""
-    return [] if m.replay is None else replay.reasons(list(m.replay))
+    return [] if m.replay is None else replay.reasons(list(m.replay), m.dilation, m.machine_cpus)
 
 
 RULES = tuple(budgeted(r) for r in (cpu_plan, cpu_nodes, cpu_slices, cpu_machine)) + (cpu_replay, switch, timers,

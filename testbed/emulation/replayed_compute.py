@@ -229,19 +229,23 @@ def _upper_quartile(values: list[float]) -> float:
     return statistics.quantiles(values, n=4, method="inclusive")[2]
 
 
-def reasons(nodes: list[NodeReplay]) -> list[str]:
+def reasons(nodes: list[NodeReplay], k: float = 1.0, machine_cpus: float = 0.0) -> list[str]:
     """The verdict's replay reasons: the node with the largest CPU bound, and the one with the largest
-    wait for a CPU, when over SHARE_MAX of the steady step."""
+    wait for a CPU, when over SHARE_MAX of the steady step; each with what lowers it at dilation `k` on a
+    machine of `machine_cpus` CPUs."""
     out = []
     if not nodes:
         return ["replay: no CPU figures over the steady steps (too few samples)"]
+    crowded = machine_cpus > 0 and len(nodes) > machine_cpus
     worst = max(nodes, key=lambda n: n.cpu_share)
     if worst.cpu_share > SHARE_MAX:
+        smaller = "a smaller emulation.dilation lowers it, or " if k > 1 else ""
         out.append(f"replay: {worst.name}'s unbudgeted CPU (communication, framework) could have put each steady "
                    f"step up to {worst.cpu_share:.1%} off the machine it stands for (bound "
-                   f"{SHARE_MAX:.0%}; fewer nodes per CPU, or compute: real)")
+                   f"{SHARE_MAX:.0%}; {smaller}compute: real)")
     waited = max(nodes, key=lambda n: n.wait_share)
     if waited.wait_share > SHARE_MAX:
         out.append(f"replay: {waited.name}'s tasks waited for a CPU {waited.wait_share:.1%} of a steady step (its "
-                   f"upper quartile; bound {SHARE_MAX:.0%}; a larger emulation.dilation gives them more)")
+                   f"upper quartile; bound {SHARE_MAX:.0%}; a larger emulation.dilation gives them more"
+                   f"{', and fewer nodes per CPU' if crowded else ''})")
     return out

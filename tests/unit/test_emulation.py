@@ -303,6 +303,18 @@ def test_slicing_measured_by_the_probe_counts_against_the_step():
     [long] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=8, nodes=paused,
                                     compute=ComputeProbe("h1", 0.005, 0.16, 1.8)))
     assert long.startswith("cpu: 2 nodes (h1, h2) ran 0.1 core as 1 ms slices every 10 ms")
+    # two one-core nodes on two CPUs: a whole core each (x1) fits only without the reserve, and the advice says so
+    pair = tuple(NodeCpu(f"h{i}", cores=1, budget=1 / 1.5) for i in (1, 2))
+    [sliced] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=1.5, nodes=pair,
+                                      compute=ComputeProbe("h1", 0.020, 0.050, 1.6)))
+    assert "(dilation x1 or less, with emulation.reserve: 0), and replayed compute" in sliced
+    followed = tuple(NodeCpu(f"h{i}", cores=1, budget=1.0) for i in (1, 2))
+    assert fidelity.cpu_plan(RunMeasures(wall_s=10, machine_cpus=2, dilation=1, reserve=0, nodes=followed)) == []
+    assert fidelity.cpu_plan(RunMeasures(wall_s=10, machine_cpus=2, dilation=1, nodes=followed))
+    # where a smaller reserve leaves room for the advised factor, the advice names that reserve
+    three = tuple(NodeCpu(f"h{i}", cores=1, budget=0.1) for i in (1, 2, 3))
+    [paused] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=10, reserve=1.5, nodes=three))
+    assert paused.endswith("(dilation x3 or less keeps them shorter, with emulation.reserve: 1)")
     one_core = (NodeCpu("h1", cores=2, budget=0.5),)
     [slow] = cpu_slices(RunMeasures(wall_s=10, machine_cpus=2, dilation=4, nodes=one_core,
                                     compute=ComputeProbe("h1", 0.05, 0.1, 1.5)))

@@ -190,6 +190,22 @@ def test_the_verdict_judges_replayed_nodes_by_cpu_and_wait_not_by_budgets():
     assert "no CPU figures" in fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, replay=()))
 
 
+def test_each_replay_reason_advises_only_what_lowers_it_here():
+    """The CPU bound grows with 1 - 1/K: a smaller dilation lowers it where K > 1, else only real compute
+    does. The tasks' wait falls with a larger dilation, and with fewer nodes per CPU only where the nodes
+    outnumber the CPUs (two nodes on two CPUs cannot be fewer per CPU)."""
+    both = [replay.NodeReplay("h1", 0.06, 0.07), replay.NodeReplay("h2", 0.01, 0.01)]
+    cpu, wait = replay.reasons(both, k=3, machine_cpus=2)
+    assert cpu.endswith("(bound 5%; a smaller emulation.dilation lowers it, or compute: real)")
+    assert wait.endswith("(its upper quartile; bound 5%; a larger emulation.dilation gives them more)")
+    cpu, _ = replay.reasons(both, k=1, machine_cpus=2)
+    assert cpu.endswith("(bound 5%; compute: real)")
+    _, wait = replay.reasons(both * 2, k=3, machine_cpus=2)
+    assert wait.endswith("a larger emulation.dilation gives them more, and fewer nodes per CPU)")
+    said = fidelity.verdict(fidelity.RunMeasures(wall_s=60, machine_cpus=2, dilation=2.5, replay=tuple(both)))
+    assert "6.0% off the machine it stands for (bound 5%; a smaller emulation.dilation lowers it" in said
+
+
 REPLAY = """
 name: r
 topology: {hosts: 4, link: {bw: 10mbit}, host: {cores: 1}}
