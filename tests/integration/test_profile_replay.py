@@ -4,8 +4,8 @@ and an unmodified torchrun script, profiled, replays 4 nodes with no code of its
 compute after a pause is what lets a node of this communication-bound step (10 Mbit/s: 220 ms, 7 of them
 compute) compute as slowly as a real one after each wait for the network: without it, 2 and 4 nodes read
 0.96-0.98 and 0.96-1.03 of real compute, 0.98-1.02 and 0.95-1.04 with it. At 100 Mbit/s, where compute and
-the exchange's CPU are most of the step, 2 replayed nodes read `degraded` at every factor here, and real compute
-at its own (x1.5): docs/profiles.md."""
+the exchange's CPU are most of the step, 2 replayed nodes read `degraded` at most factors here (x2 `ok` in 3 of 5
+runs), and real compute at its own (x1.5): docs/profiles.md."""
 import json
 from pathlib import Path
 
