@@ -60,7 +60,7 @@ import math
 from dataclasses import dataclass, field
 
 from testbed.emulation import replayed_compute as replay
-from testbed.emulation.budgets import DEFAULT_RESERVE, fits, quota
+from testbed.emulation.budgets import DEFAULT_RESERVE, demand, fits, quota
 from testbed.emulation.readers import delta
 from testbed.shaping import TCP_GOODPUT_CEILING, goodput_within
 from analysis.tables.health import HEALTHY_MAX_MS, HEALTHY_P99_MS
@@ -249,7 +249,7 @@ def _room(m: RunMeasures, k: float) -> str:
     cores = [n.cores for n in m.nodes if n.budget is not None and n.cores]
     if fits(cores, m.machine_cpus, k, m.reserve):
         return ""
-    room = math.floor((m.machine_cpus - sum(c / k for c in cores)) * 100 + 1e-6) / 100
+    room = math.floor((m.machine_cpus - demand(cores, k, reserve=0.0)) * 100 + 1e-6) / 100
     return f", with emulation.reserve: {_n(room)}" if room >= 0 else ", with fewer nodes on this machine"
 
 
